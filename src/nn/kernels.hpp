@@ -1,0 +1,70 @@
+// The compute kernels behind every layer and optimizer, as one table of
+// function pointers per target (ggml-backend style). kernels() picks the best
+// table for this CPU at run time; reference_kernels() is the plain scalar
+// code every fast path is tested against.
+//
+//   const auto& k = dnnlab::nn::kernels();
+//   // Y[m,n] = relu(X[m,k] * W[k,n] + b[n])
+//   dnnlab::nn::Epilogue ep{b, dnnlab::nn::Act::kRelu};
+//   k.sgemm(Trans::kNo, Trans::kNo, m, n, kk, 1.f, X, kk, W, n, 0.f, Y, n, &ep);
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace dnnlab::nn {
+
+// Activations that can be fused into a matrix multiply's epilogue. Their
+// derivatives are computed from the output y alone, so backward needs no
+// copy of the pre-activation.
+enum class Act : uint8_t { kIdentity, kRelu, kLeakyRelu, kElu, kTanh, kSigmoid, kCount };
+static_assert(static_cast<int>(Act::kCount) == 6, "update act_name() and every kernel table");
+const char* act_name(Act a);
+
+enum class Trans : uint8_t { kNo, kYes };
+
+// Applied to C after C = alpha*op(A)*op(B) + beta*C: C[i,j] = act(C[i,j] + bias[j]).
+struct Epilogue {
+  const float* bias = nullptr;  // length n, or null
+  Act act = Act::kIdentity;
+  float alpha = 0.f;  // LeakyReLU slope / ELU alpha
+};
+
+struct SgdParams {
+  float lr = 0.01f, momentum = 0.f, weight_decay = 0.f;
+  bool nesterov = false;
+};
+struct AdamParams {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.f;
+  bool decoupled = false;  // AdamW
+  int64_t step = 1;        // 1-based step count, for bias correction
+};
+
+struct Kernels {
+  const char* name;  // "avx512", "avx2", "wasm-simd128", "scalar"
+
+  // Row-major C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C, then the
+  // epilogue (if not null). lda/ldb/ldc are row strides of A, B, C as stored.
+  void (*sgemm)(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
+                const float* b, int ldb, float beta, float* c, int ldc, const Epilogue* ep);
+
+  // y = act(x), elementwise (x may equal y).
+  void (*act_forward)(Act act, float alpha, const float* x, float* y, size_t n);
+  // dx = dy * act'(.) computed from the output y (dx may equal dy).
+  void (*act_backward)(Act act, float alpha, const float* y, const float* dy, float* dx, size_t n);
+  // out[j] (+)= sum_i a[i*lda + j] for i < m, j < n: the bias gradient.
+  void (*col_sum)(const float* a, int m, int n, int lda, float* out, bool accumulate);
+
+  // One fused optimizer step over n parameters. v / m are optimizer state.
+  void (*sgd_step)(float* w, const float* g, float* v, size_t n, const SgdParams& p);
+  void (*adam_step)(float* w, const float* g, float* m, float* v, size_t n, const AdamParams& p);
+};
+
+// The best table this CPU supports (or the one named by select_kernels()).
+const Kernels& kernels();
+const Kernels& reference_kernels();
+// Forces a target by name ("scalar", "avx2", "avx512", "auto"); returns false
+// if it is unknown or unsupported here. For tests and benchmarks.
+bool select_kernels(std::string_view name);
+
+}  // namespace dnnlab::nn

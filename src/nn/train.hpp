@@ -1,0 +1,64 @@
+// The training loop over in-memory data: deterministic shuffling per epoch,
+// batches gathered into one reused buffer, the learning-rate schedule, and
+// an observer for progress, metrics streaming and early stopping.
+//
+//   nn::Trainer t(model, spec.train);
+//   for (int e = 0; e < spec.train.epochs; ++e) {
+//     nn::EpochResult r = t.run_epoch(e, {train_x, train_y}, &val, &observer);
+//   }
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "nn/model.hpp"
+
+namespace dnnlab::nn {
+
+// Samples [N, ...] and their labels.
+struct LabeledData {
+  TensorView x;
+  const int32_t* y = nullptr;
+  int64_t size() const { return x.rows(); }
+};
+
+struct EpochResult {
+  int epoch = 0;  // 1-based
+  double train_loss = 0, train_acc = 0;
+  double val_loss = 0, val_acc = 0;  // 0 when there is no validation split
+  double seconds = 0;                // training time of this epoch (no evaluation)
+  double samples_per_second = 0;
+  float lr = 0;
+};
+
+class TrainObserver {
+ public:
+  virtual ~TrainObserver() = default;
+  // Called about every `batch_interval()` batches and after the last one.
+  virtual void on_batch(int epoch, int64_t samples_done, int64_t samples_total, double loss,
+                        double accuracy, double seconds) {}
+  // Return false to stop after this epoch (pruned, cancelled).
+  virtual bool on_epoch(const EpochResult& r) { return true; }
+  virtual int64_t batch_interval() const { return 50; }
+};
+
+class Trainer {
+ public:
+  Trainer(Model& model, const TrainSpec& spec);
+  // One epoch (0-based `epoch`) of training, then evaluation on `val` if given.
+  EpochResult run_epoch(int epoch, const LabeledData& train, const LabeledData* val,
+                        TrainObserver* obs);
+  // All epochs; stops early when the observer says so.
+  std::vector<EpochResult> fit(const LabeledData& train, const LabeledData* val,
+                               TrainObserver* obs);
+  Optimizer& optimizer() { return opt_; }
+
+ private:
+  Model& model_;
+  TrainSpec spec_;
+  Optimizer opt_;
+  Tensor batch_x_;
+  std::vector<int32_t> batch_y_;
+  std::vector<int64_t> order_;
+};
+
+}  // namespace dnnlab::nn
