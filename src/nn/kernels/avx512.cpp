@@ -1,0 +1,12 @@
+// The AVX-512 table: 16-float vectors, 14x32 micro-tile (28 accumulators of
+// the 32 zmm registers, 2 for B, 1 broadcast). Compiled with -mavx512* only
+// for this file; dispatch.cpp checks the CPU before using it.
+#define DNNLAB_SIMD_W 16
+#define DNNLAB_SIMD_MR 14
+#define DNNLAB_SIMD_KC 256
+#define DNNLAB_SIMD_MC 168
+#define DNNLAB_SIMD_NC 2048
+#define DNNLAB_SIMD_DIRECT_B_ROWS 15
+#define DNNLAB_SIMD_TABLE kAvx512Kernels
+#define DNNLAB_SIMD_NAME "avx512"
+#include "nn/kernels/simd_kernels.inc"

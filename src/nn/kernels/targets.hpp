@@ -1,0 +1,29 @@
+// Internal to src/nn/kernels: the per-target kernel tables the dispatcher
+// chooses from, and the scalar helpers the SIMD tails share with the reference.
+#pragma once
+#include <cstddef>
+
+#include "nn/kernels.hpp"
+
+namespace dnnlab::nn::kernels_detail {
+
+float ref_act(Act act, float alpha, float x);
+float ref_act_grad(Act act, float alpha, float y);
+
+extern const Kernels kScalarKernels;
+#if defined(__EMSCRIPTEN__)
+extern const Kernels kWasmSimd128Kernels;
+#elif defined(__x86_64__) || defined(_M_X64)
+#define DNNLAB_KERNELS_X86 1
+extern const Kernels kAvx2Kernels;
+extern const Kernels kAvx512Kernels;
+#endif
+
+}  // namespace dnnlab::nn::kernels_detail
+
+namespace dnnlab::nn::kernels_detail {
+// GEMM packing space for the calling thread, allocated on first use and kept:
+// no allocation per call. Lives in dispatch.cpp so it is compiled with
+// baseline flags.
+float* gemm_scratch(size_t floats);
+}  // namespace dnnlab::nn::kernels_detail
