@@ -1,0 +1,69 @@
+// Datasets for training: locate MNIST / Fashion-MNIST on disk, read and check
+// the four IDX files, split a validation set off the training set
+// deterministically, and normalize pixels to float32.
+//
+//   dnnlab::data::LoadOptions opt;          // fashion-mnist, 5000 for validation
+//   opt.dir = cli_data_flag;                // "" -> $DNNLAB_DATA_DIR/<name> or
+//                                           //       /usr/share/datasets/<name>
+//   dnnlab::data::Dataset ds = dnnlab::data::load(opt);
+//   // ds.train.x: [55000, 784], ds.val.x: [5000, 784], ds.test.x: [10000, 784]
+//   // ds.train.y[i] in [0, ds.num_classes); ds.sha256 identifies the files.
+//
+// Determinism: the validation split depends only on split_seed and the train
+// set size (shuffle_indices uses its own splitmix64), so the same files give
+// the same splits on every platform and in every trial.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/idx.hpp"
+#include "nn/errors.hpp"
+#include "nn/tensor.hpp"
+
+namespace dnnlab::data {
+
+struct Split {
+  nn::Tensor x;            // [N, features...], normalized float32
+  std::vector<int32_t> y;  // N class labels in [0, num_classes)
+  int64_t size() const { return static_cast<int64_t>(y.size()); }
+};
+
+struct Dataset {
+  std::string name;        // "fashion-mnist"
+  std::string dir;         // resolved directory
+  nn::Shape sample_shape;  // one sample, no batch dim: {784} (flattened)
+  int num_classes = 0;
+  Split train, val, test;
+  // sha256 (hex) over the four files as stored on disk, concatenated in the
+  // order train-images, train-labels, t10k-images, t10k-labels.
+  std::string sha256;
+  std::vector<std::string> class_names;
+};
+
+struct LoadOptions {
+  std::string name = "fashion-mnist";  // or "mnist"
+  std::string dir;            // empty: $DNNLAB_DATA_DIR/<name>, else /usr/share/datasets/<name>
+  int64_t validation = 5000;  // taken from the END of the shuffled train set
+  uint64_t split_seed = 0;    // seed of that shuffle
+  std::string normalize =
+      "standard";           // "standard": (x/255 - mean)/std, train-split stats; "unit": x/255
+  int64_t limit_train = 0;  // >0: keep only this many train samples (after the split)
+};
+
+// The directory holding the dataset's four files (each .gz or raw). Throws
+// DataError listing the directory and files looked for and how to get them
+// (apt-get install dataset-<name>, --data, DNNLAB_DATA_DIR).
+std::string resolve_dir(const std::string& name, const std::string& override_dir);
+
+// Reads, checks, splits and normalizes. Throws DataError for missing or bad
+// files and for options that do not fit the data (validation >= train size).
+// The train split keeps the shuffled order; limit_train keeps its first
+// limit_train samples, so the validation split does not depend on it.
+Dataset load(const LoadOptions& opt);
+
+// Deterministic Fisher-Yates shuffle driven by splitmix64(seed): the same
+// permutation on every platform and compiler.
+void shuffle_indices(std::vector<int64_t>& idx, uint64_t seed);
+
+}  // namespace dnnlab::data
