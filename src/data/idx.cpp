@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 namespace dnnlab::data {
@@ -52,6 +53,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 class IdxStream {
  public:
   explicit IdxStream(const std::string& path) : path_(path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      throw DataError(path, -1, "is a directory, not an IDX file");
     errno = 0;
     file_.reset(gzopen(path.c_str(), "rb"));
     if (!file_) {
@@ -155,11 +159,15 @@ IdxArray read_idx(const std::string& path) {
   }
 
   const int64_t header = 4 + 4 * ndim;
-  // Grow in steps so a lying header on a short file fails before a huge
-  // allocation; the common case (real data) is one or two steps.
+  // A lying header on a short file must fail before a huge allocation: the
+  // data cannot exceed deflate's largest ratio (1032:1) times the file size,
+  // so real files get one exact allocation and liars a small one, then growth.
   const size_t want = static_cast<size_t>(total);
+  std::error_code ec;
+  const uintmax_t disk = std::filesystem::file_size(path, ec);
+  const size_t bound = ec ? size_t{16} << 20 : static_cast<size_t>(disk) * 1032 + 4096;
   size_t have = 0;
-  size_t cap = std::min<size_t>(want, size_t{16} << 20);
+  size_t cap = std::min(want, bound);
   out.bytes.resize(cap);
   for (;;) {
     have += in.read(out.bytes.data() + have, cap - have);

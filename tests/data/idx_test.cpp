@@ -175,6 +175,11 @@ TEST(Idx, GzipContentWithoutGzName) {
   EXPECT_EQ(read_idx(p).bytes, (std::vector<uint8_t>{1, 2}));
 }
 
+TEST(Idx, DirectoryIsNotAFile) {
+  TempDir dir;
+  expect_data_error([&] { read_idx(dir.path.string()); }, -1, "is a directory");
+}
+
 TEST(Idx, MissingFile) {
   TempDir dir;
   std::string p = (dir.path / "nope-idx1-ubyte.gz").string();
