@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs, only when missing, every Debian package that building, testing
+# and running dnnlab need. Idempotent; run as root (or with sudo available).
+# Usage: scripts/bootstrap.sh [--bench]   (--bench adds the benchmark peers)
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build git pkg-config ca-certificates
+  zlib1g-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev
+  libboost-dev libboost-system-dev
+  dataset-fashion-mnist
+  emscripten nodejs npm
+  clang-format
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(libopenblas-dev python3-torch python3-numpy hyperfine valgrind)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing ${missing[*]}" >&2
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi

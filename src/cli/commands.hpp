@@ -1,0 +1,13 @@
+// The `dnnlab` subcommands. Each registers its flags on the CLI11 app and
+// returns the function that runs it.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace dnnlab::cli {
+
+using Command = std::function<int()>;
+
+Command add_train(CLI::App& app);
+
+}  // namespace dnnlab::cli

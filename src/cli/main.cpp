@@ -1,0 +1,39 @@
+// dnnlab: the command-line entry point. Maps errors to exit codes:
+// 2 bad spec or usage, 3 bad or missing data, 4 training diverged, 1 other.
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "nn/errors.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"dnnlab: train and sweep neural networks on every core you can reach"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("dnnlab ") + DNNLAB_VERSION);
+  std::vector<std::pair<CLI::App*, dnnlab::cli::Command>> commands;
+  auto add = [&](dnnlab::cli::Command cmd) {
+    commands.emplace_back(app.get_subcommands({}).back(), cmd);
+  };
+  add(dnnlab::cli::add_train(app));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, cmd] : commands)
+      if (sub->parsed()) return cmd();
+  } catch (const dnnlab::SpecError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const dnnlab::DataError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 3;
+  } catch (const dnnlab::NumericError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 4;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  return 1;
+}

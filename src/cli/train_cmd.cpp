@@ -1,0 +1,105 @@
+// `dnnlab train SPEC`: train one model, print validation and test accuracy,
+// write weights (.safetensors) and a metrics JSON.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "cli/progress.hpp"
+#include "data/dataset.hpp"
+#include "nn/kernels.hpp"
+#include "nn/safetensors.hpp"
+#include "spec/run_spec.hpp"
+#include "worker/training_run.hpp"
+
+namespace dnnlab::cli {
+namespace {
+
+struct TrainOptions {
+  std::string spec_path;
+  std::string out_dir = ".";
+  std::string data_dir;
+  std::string kernels = "auto";
+  int epochs = 0;
+  int64_t seed = -1;
+  int batch_size = 0;
+  double lr = 0;
+  int64_t limit_train = 0;
+  bool quiet = false;
+};
+
+void write_file(const std::filesystem::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!f) throw std::runtime_error("cannot write " + p.string());
+}
+
+int run_train(const TrainOptions& o) {
+  if (!nn::select_kernels(o.kernels))
+    throw std::invalid_argument("--kernels: '" + o.kernels + "' is not available on this CPU");
+  nn::RunSpec spec = spec::load_run_spec(o.spec_path);
+  if (o.epochs > 0) spec.train.epochs = o.epochs;
+  if (o.seed >= 0) spec.train.seed = static_cast<uint64_t>(o.seed);
+  if (o.batch_size > 0) spec.train.batch_size = o.batch_size;
+  if (o.lr > 0) spec.train.optimizer.lr = static_cast<float>(o.lr);
+  if (o.limit_train > 0) spec.data.limit_train = o.limit_train;
+
+  if (!o.quiet) std::cerr << "loading " << spec.data.dataset << " ...\n";
+  data::Dataset data = data::load(worker::load_options(spec.data, o.data_dir));
+  if (!o.quiet)
+    std::cerr << spec.name << ": " << data.train.size() << " train / " << data.val.size()
+              << " val / " << data.test.size() << " test samples from " << data.dir << ", kernels "
+              << nn::kernels().name << ", seed " << spec.train.seed << "\n";
+
+  nn::Model model =
+      nn::Model::build(spec.model, data.sample_shape, data.num_classes, spec.train.seed);
+  if (!o.quiet) std::cerr << model.summary();
+  EpochProgress progress(spec.train.epochs, o.quiet);
+  worker::RunResult r = worker::train_run(spec, data, &progress, &model);
+
+  std::filesystem::path out(o.out_dir);
+  std::filesystem::create_directories(out);
+  nlohmann::json result = worker::result_json(spec, r, data);
+  write_file(out / (spec.name + ".safetensors"),
+             nn::to_safetensors(model.params(), {{"name", spec.name},
+                                                 {"seed", std::to_string(spec.train.seed)},
+                                                 {"build_id", result["provenance"]["build_id"]},
+                                                 {"spec", spec.source}}));
+  write_file(out / (spec.name + ".metrics.json"), result.dump(2) + "\n");
+
+  const double val = r.curve.empty() ? 0 : r.curve.back().val_acc;
+  std::printf("validation accuracy: %.4f\ntest accuracy: %.4f\n", val, r.test_acc);
+  if (!o.quiet)
+    std::cerr << "wrote " << (out / (spec.name + ".safetensors")).string() << " and "
+              << (out / (spec.name + ".metrics.json")).string() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+Command add_train(CLI::App& app) {
+  auto o = std::make_shared<TrainOptions>();
+  CLI::App* c =
+      app.add_subcommand("train", "Train one model from a spec file and report test accuracy");
+  c->add_option("spec", o->spec_path, "Run spec (YAML): model, data, training; see docs/spec.md")
+      ->required();
+  c->add_option("--out", o->out_dir, "Directory for <name>.safetensors and <name>.metrics.json")
+      ->capture_default_str();
+  c->add_option(
+      "--data", o->data_dir,
+      "Data set directory (default: $DNNLAB_DATA_DIR/<name> or /usr/share/datasets/<name>)");
+  c->add_option("--epochs", o->epochs, "Override train.epochs")->check(CLI::PositiveNumber);
+  c->add_option("--seed", o->seed, "Override train.seed")->check(CLI::NonNegativeNumber);
+  c->add_option("--batch-size", o->batch_size, "Override train.batch_size")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--lr", o->lr, "Override the optimizer's learning rate")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--limit-train", o->limit_train, "Use only this many training samples")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--kernels", o->kernels, "Kernel target: auto, avx512, avx2, scalar")
+      ->capture_default_str();
+  c->add_flag("-q,--quiet", o->quiet, "Print only the final accuracies");
+  return [o] { return run_train(*o); };
+}
+
+}  // namespace dnnlab::cli

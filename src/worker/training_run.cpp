@@ -1,0 +1,69 @@
+#include "worker/training_run.hpp"
+
+#include "dnnlab/build_info.hpp"
+#include "nn/kernels.hpp"
+
+namespace dnnlab::worker {
+
+data::LoadOptions load_options(const nn::DataSpec& spec, const std::string& data_dir) {
+  data::LoadOptions o;
+  o.name = spec.dataset;
+  o.dir = data_dir;
+  o.validation = spec.validation;
+  o.normalize = spec.normalize;
+  o.limit_train = spec.limit_train;
+  return o;
+}
+
+RunResult train_run(const nn::RunSpec& spec, const data::Dataset& data, nn::TrainObserver* obs,
+                    nn::Model* model_out) {
+  nn::Model model =
+      nn::Model::build(spec.model, data.sample_shape, data.num_classes, spec.train.seed);
+  nn::Trainer trainer(model, spec.train);
+  nn::LabeledData train{data.train.x.view(), data.train.y.data()};
+  nn::LabeledData val{data.val.x.view(), data.val.y.data()};
+  RunResult r;
+  r.num_params = model.num_params();
+  r.curve = trainer.fit(train, data.val.size() ? &val : nullptr, obs);
+  r.stopped_early = static_cast<int>(r.curve.size()) < spec.train.epochs;
+  for (const auto& e : r.curve) r.train_seconds += e.seconds;
+  if (data.test.size()) {
+    nn::LossAndAccuracy t = model.evaluate(data.test.x.view(), data.test.y.data());
+    r.test_loss = t.loss;
+    r.test_acc = t.accuracy;
+  }
+  if (model_out) *model_out = std::move(model);
+  return r;
+}
+
+nlohmann::json provenance(const data::Dataset& data) {
+  return {{"version", build::kVersion},          {"build_id", build::kGitId},
+          {"compiler", build::kCompiler},        {"build_type", build::kBuildType},
+          {"kernel_target", nn::kernels().name}, {"dataset", data.name},
+          {"dataset_sha256", data.sha256}};
+}
+
+nlohmann::json result_json(const nn::RunSpec& spec, const RunResult& r, const data::Dataset& data) {
+  nlohmann::json curve = nlohmann::json::array();
+  for (const auto& e : r.curve)
+    curve.push_back({{"epoch", e.epoch},
+                     {"train_loss", e.train_loss},
+                     {"train_acc", e.train_acc},
+                     {"val_loss", e.val_loss},
+                     {"val_acc", e.val_acc},
+                     {"seconds", e.seconds},
+                     {"samples_per_second", e.samples_per_second},
+                     {"lr", e.lr}});
+  return {{"name", spec.name},
+          {"seed", spec.train.seed},
+          {"spec", spec.source},
+          {"num_params", r.num_params},
+          {"epochs", curve},
+          {"val_acc", r.curve.empty() ? 0.0 : r.curve.back().val_acc},
+          {"test_loss", r.test_loss},
+          {"test_acc", r.test_acc},
+          {"train_seconds", r.train_seconds},
+          {"provenance", provenance(data)}};
+}
+
+}  // namespace dnnlab::worker

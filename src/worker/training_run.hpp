@@ -1,0 +1,40 @@
+// One training run from a RunSpec on a loaded data set: build, train with an
+// observer, evaluate on the test split, and describe how it was made. Used
+// by `dnnlab train`, by sweep workers and by `dnnlab rerun`.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "data/dataset.hpp"
+#include "nn/model.hpp"
+#include "nn/spec.hpp"
+#include "nn/train.hpp"
+
+namespace dnnlab::worker {
+
+struct RunResult {
+  std::vector<nn::EpochResult> curve;
+  double test_loss = 0, test_acc = 0;
+  double train_seconds = 0;
+  bool stopped_early = false;  // the observer ended it (pruned, cancelled)
+  int64_t num_params = 0;
+};
+
+// Trains `spec` on `data`. Throws SpecError for a model that does not fit the
+// data, NumericError when the loss diverges. `model_out`, when given,
+// receives the trained model (for saving weights).
+RunResult train_run(const nn::RunSpec& spec, const data::Dataset& data, nn::TrainObserver* obs,
+                    nn::Model* model_out = nullptr);
+
+// Options for loading the data set a spec names (`data_dir` overrides the
+// default location; empty keeps it).
+data::LoadOptions load_options(const nn::DataSpec& spec, const std::string& data_dir);
+
+// How a result was made: build id, compiler, kernel target, data set hash.
+nlohmann::json provenance(const data::Dataset& data);
+
+// The result as JSON (spec, seed, curve, test metrics, provenance).
+nlohmann::json result_json(const nn::RunSpec& spec, const RunResult& r, const data::Dataset& data);
+
+}  // namespace dnnlab::worker

@@ -1,0 +1,225 @@
+// Numerical gradient checks for every layer in the registry, every fused
+// activation and every loss, on awkward shapes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "nn/layers.hpp"
+#include "nn/loss.hpp"
+#include "nn/registry.hpp"
+
+namespace dnnlab::nn {
+namespace {
+
+// L = sum(r * layer(x)); checks dL/dx and dL/dparams against central
+// differences at up to `samples` positions of each.
+struct Checker {
+  Layer& layer;
+  Tensor x, y, r, dx;
+  Rng rng{123};
+  bool training = false;
+
+  Checker(Layer& l, int64_t batch, const Shape& in) : layer(l) {
+    Shape xs{batch};
+    xs.rank = in.rank + 1;
+    for (int i = 0; i < in.rank; ++i) xs[i + 1] = in[i];
+    x.resize(xs);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      // Keep inputs away from activation kinks at 0.
+      float v = rng.normal();
+      x[i] = v + (v >= 0 ? 0.05f : -0.05f);
+    }
+  }
+
+  double loss() {
+    Shape ys = x.shape();
+    ys.rank = layer.out_shape().rank + 1;
+    for (int i = 0; i < layer.out_shape().rank; ++i) ys[i + 1] = layer.out_shape()[i];
+    y.resize(ys);
+    ForwardContext ctx{training, nullptr};
+    layer.forward(x.view(), y.view(), ctx);
+    if (r.numel() != y.numel()) {
+      r.resize(ys);
+      Rng rr(7);
+      for (int64_t i = 0; i < r.numel(); ++i) r[i] = rr.normal();
+    }
+    double s = 0;
+    for (int64_t i = 0; i < y.numel(); ++i) s += static_cast<double>(y[i]) * r[i];
+    return s;
+  }
+
+  void check(double rtol = 2e-2, int samples = 24) {
+    loss();
+    Tensor dy = r;
+    dx.resize(x.shape());
+    layer.backward(x.view(), y.view(), dy.view(), dx.view());
+    std::vector<Tensor> grads;
+    for (Param* p : layer.params()) grads.push_back(p->grad);
+    compare("input", x, dx, rtol, samples);
+    auto ps = layer.params();
+    for (size_t i = 0; i < ps.size(); ++i)
+      compare(ps[i]->name, ps[i]->value, grads[i], rtol, samples);
+  }
+
+  void compare(const std::string& what, Tensor& v, const Tensor& analytic, double rtol,
+               int samples) {
+    const float eps = 1e-2f;
+    Rng pick(99);
+    const int64_t n = v.numel();
+    const double l0 = loss();
+    int checked = 0;
+    for (int s = 0; s < std::min<int64_t>(samples, n); ++s) {
+      const int64_t i = n <= samples ? s : static_cast<int64_t>(pick.below(n));
+      const float old = v[i];
+      v[i] = old + eps;
+      const double lp = loss();
+      v[i] = old - eps;
+      const double lm = loss();
+      v[i] = old;
+      // A step across a kink (relu at 0) makes the one-sided slopes disagree;
+      // such a point says nothing about the analytic gradient.
+      const double fwd = (lp - l0) / eps, bwd = (l0 - lm) / eps;
+      if (std::fabs(fwd - bwd) > 0.05 * std::max(std::fabs(fwd), std::fabs(bwd)) + 2e-2) continue;
+      ++checked;
+      const double num = (lp - lm) / (2 * eps);
+      const double ana = analytic[i];
+      EXPECT_NEAR(ana, num, 1e-2 + rtol * std::fabs(num))
+          << layer.describe() << " d/d" << what << "[" << i << "]";
+    }
+    EXPECT_GE(checked, std::min<int64_t>(samples, n) / 2) << "too many samples hit a kink";
+  }
+};
+
+struct Case {
+  const char* type;
+  float alpha;
+};
+
+class LayerGradTest : public ::testing::TestWithParam<std::tuple<Case, int64_t, int64_t>> {};
+
+TEST_P(LayerGradTest, MatchesNumericalGradient) {
+  auto [c, batch, width] = GetParam();
+  const LayerInfo* info = find_layer(c.type);
+  ASSERT_NE(info, nullptr);
+  LayerSpec ls;
+  ls.type = c.type;
+  ls.units = width == 1 ? 7 : (width + 3) / 2;
+  ls.alpha = c.alpha;
+  auto layer = info->make(ls);
+  Rng rng(5);
+  layer->bind(Shape{width}, rng, {});
+  Checker ch(*layer, batch, Shape{width});
+  ch.check();
+}
+
+std::string CaseName(const ::testing::TestParamInfo<std::tuple<Case, int64_t, int64_t>>& i) {
+  auto [c, b, w] = i.param;
+  return std::string(c.type) + "_b" + std::to_string(b) + "_w" + std::to_string(w);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllLayers, LayerGradTest,
+    ::testing::Combine(::testing::Values(Case{"dense", 0}, Case{"relu", 0},
+                                         Case{"leaky_relu", 0.1f}, Case{"elu", 1.f},
+                                         Case{"tanh", 0}, Case{"sigmoid", 0}, Case{"softmax", 0},
+                                         Case{"dropout", 0.3f}),
+                       ::testing::Values<int64_t>(1, 7), ::testing::Values<int64_t>(1, 7, 33, 257)),
+    CaseName);
+
+TEST(LayerGrad, RegistryCoversEveryLayerInTheGradientCheck) {
+  // A new layer must be added to the AllLayers instantiation above.
+  const char* checked[] = {"dense", "relu",    "leaky_relu", "elu",
+                           "tanh",  "sigmoid", "softmax",    "dropout"};
+  for (const LayerInfo& l : layer_registry()) {
+    bool found = false;
+    for (const char* c : checked) found |= l.name == c;
+    EXPECT_TRUE(found) << "layer '" << l.name << "' has no gradient check";
+  }
+}
+
+class FusedDenseGradTest : public ::testing::TestWithParam<std::tuple<Act, int64_t>> {};
+
+TEST_P(FusedDenseGradTest, DenseWithFusedActivation) {
+  auto [act, width] = GetParam();
+  Dense d(width == 1 ? 5 : width / 2 + 1, "glorot", true);
+  ASSERT_TRUE(d.fuse_activation(act, act == Act::kElu ? 1.f : 0.1f));
+  Rng rng(11);
+  d.bind(Shape{width}, rng, {});
+  for (Param* p : d.params())  // a non-zero bias exercises the epilogue
+    for (int64_t i = 0; i < p->value.numel(); ++i) p->value[i] += 0.01f * (i % 5);
+  Checker ch(d, 7, Shape{width});
+  ch.check(3e-2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Acts, FusedDenseGradTest,
+                         ::testing::Combine(::testing::Values(Act::kIdentity, Act::kRelu,
+                                                              Act::kLeakyRelu, Act::kElu,
+                                                              Act::kTanh, Act::kSigmoid),
+                                            ::testing::Values<int64_t>(1, 33, 257)));
+
+TEST(Dropout, TrainingMaskScalesAndEvaluationIsIdentity) {
+  Dropout d(0.25f);
+  Rng rng(1);
+  d.bind(Shape{1000}, rng, {});
+  Tensor x(Shape{4, 1000}), y(Shape{4, 1000});
+  x.view().fill(1.f);
+  ForwardContext train{true, &rng};
+  d.forward(x.view(), y.view(), train);
+  int zeros = 0;
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    if (y[i] == 0.f)
+      ++zeros;
+    else
+      EXPECT_FLOAT_EQ(y[i], 1.f / 0.75f);
+  }
+  EXPECT_NEAR(zeros / 4000.0, 0.25, 0.03);
+  ForwardContext eval{false, nullptr};
+  d.forward(x.view(), y.view(), eval);
+  for (int64_t i = 0; i < y.numel(); ++i) ASSERT_EQ(y[i], 1.f);
+}
+
+class LossGradTest : public ::testing::TestWithParam<std::tuple<LossKind, int64_t, int64_t>> {};
+
+TEST_P(LossGradTest, MatchesNumericalGradient) {
+  auto [kind, rows, cols] = GetParam();
+  Tensor z(Shape{rows, cols}), g(Shape{rows, cols});
+  Rng rng(3);
+  for (int64_t i = 0; i < z.numel(); ++i) z[i] = 2 * rng.normal();
+  std::vector<int32_t> labels(rows);
+  for (auto& l : labels) l = static_cast<int32_t>(rng.below(cols));
+  compute_loss(kind, z.view(), labels.data(), g.view(), nullptr);
+  const float eps = 1e-2f;
+  for (int64_t i = 0; i < std::min<int64_t>(z.numel(), 40); ++i) {
+    const float old = z[i];
+    z[i] = old + eps;
+    const double lp = compute_loss(kind, z.view(), labels.data(), {}, nullptr);
+    z[i] = old - eps;
+    const double lm = compute_loss(kind, z.view(), labels.data(), {}, nullptr);
+    z[i] = old;
+    EXPECT_NEAR(g[i], (lp - lm) / (2 * eps), 1e-3 + 2e-2 * std::fabs(g[i])) << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Losses, LossGradTest,
+                         ::testing::Combine(::testing::Values(LossKind::kSoftmaxCrossEntropy,
+                                                              LossKind::kMse),
+                                            ::testing::Values<int64_t>(1, 7, 33),
+                                            ::testing::Values<int64_t>(1, 7, 257)));
+
+TEST(Loss, SoftmaxCrossEntropyKnownValueAndStability) {
+  Tensor z(Shape{1, 3});
+  z[0] = 1000.f, z[1] = 1000.f, z[2] = 1000.f;  // would overflow a naive exp
+  int32_t label = 1;
+  int64_t correct = 0;
+  const float l = softmax_cross_entropy(z.view(), &label, {}, &correct);
+  EXPECT_NEAR(l, std::log(3.f), 1e-5);
+  z[0] = 0.f, z[1] = 2.f, z[2] = 0.f;
+  correct = 0;
+  EXPECT_NEAR(softmax_cross_entropy(z.view(), &label, {}, &correct),
+              -std::log(std::exp(2.f) / (2 + std::exp(2.f))), 1e-5);
+  EXPECT_EQ(correct, 1);
+}
+
+}  // namespace
+}  // namespace dnnlab::nn
