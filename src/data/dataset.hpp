@@ -51,7 +51,8 @@ struct LoadOptions {
   int64_t limit_train = 0;  // >0: keep only this many train samples (after the split)
 };
 
-// The directory holding the dataset's four files (each .gz or raw). Throws
+// The directory holding the dataset's four files (each .gz or raw; the .gz is
+// used, and hashed, when both are present). Throws
 // DataError listing the directory and files looked for and how to get them
 // (apt-get install dataset-<name>, --data, DNNLAB_DATA_DIR).
 std::string resolve_dir(const std::string& name, const std::string& override_dir);
