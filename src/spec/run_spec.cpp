@@ -1,0 +1,425 @@
+// Run specs from YAML: one table of fields per section, cross-field checks,
+// then nn::Model::validate for the shapes. The format is in docs/spec.md.
+#include "spec/run_spec.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <new>
+#include <sstream>
+
+#include "nn/model.hpp"
+#include "spec/layer_list.hpp"
+#include "spec/yaml_reader.hpp"
+
+namespace dnnlab::spec {
+namespace {
+
+using detail::Field;
+using detail::Range;
+using detail::YamlReader;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct DatasetInfo {
+  std::string_view name;
+  int64_t features;  // one sample, flattened
+  int64_t classes;
+  int64_t train_samples;
+};
+constexpr DatasetInfo kDatasets[] = {
+    {"fashion-mnist", 784, 10, 60000},
+    {"mnist", 784, 10, 60000},
+};
+constexpr std::string_view kDatasetNames[] = {"fashion-mnist", "mnist"};
+static_assert(std::size(kDatasetNames) == std::size(kDatasets));
+
+constexpr std::string_view kNormalizations[] = {"standard", "unit"};
+constexpr std::string_view kInitializers[] = {"he", "glorot", "lecun"};
+constexpr std::string_view kLosses[] = {"softmax_cross_entropy", "mse"};
+constexpr std::string_view kOptimizers[] = {"sgd", "adam", "adamw"};
+constexpr std::string_view kSchedules[] = {"constant", "step", "cosine"};
+
+const DatasetInfo* find_dataset(std::string_view name) {
+  for (const DatasetInfo& d : kDatasets)
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+std::string str(float v) {
+  return detail::yaml_float(v);
+}
+std::string str(bool v) {
+  return v ? "true" : "false";
+}
+
+// ---- data ------------------------------------------------------------------
+
+constexpr Field<nn::DataSpec> kDataFields[] = {
+    {"dataset",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
+       d.dataset = r.choice(v, p, "data set", kDatasetNames);
+     },
+     [](const nn::DataSpec& d) { return detail::yaml_string(d.dataset); }},
+    {"validation",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
+       d.validation = r.integer(v, p, {0, kInf});
+     },
+     [](const nn::DataSpec& d) { return str(d.validation); }},
+    {"normalize",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
+       d.normalize = r.choice(v, p, "normalization", kNormalizations);
+     },
+     [](const nn::DataSpec& d) { return d.normalize; }},
+    {"limit_train",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
+       d.limit_train = r.integer(v, p, {0, kInf});
+     },
+     [](const nn::DataSpec& d) { return str(d.limit_train); }},
+};
+
+// ---- model -----------------------------------------------------------------
+
+// The model section while it is read: the spec and each layer's entry path.
+struct ModelSection {
+  nn::ModelSpec spec;
+  std::vector<std::string> layer_paths;
+};
+
+constexpr Field<ModelSection> kModelFields[] = {
+    {"input",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, ModelSection& m) {
+       if (!v.IsSequence() || v.size() < 1 || v.size() > nn::kMaxRank - 1)
+         r.fail(v, p,
+                "expected a list of 1 to " + std::to_string(nn::kMaxRank - 1) +
+                    " dimensions like [784], got " + detail::describe_node(v));
+       m.spec.input.clear();
+       for (size_t i = 0; i < v.size(); ++i)
+         m.spec.input.push_back(r.integer(v[i], p + "[" + std::to_string(i) + "]", {1, 1e8}));
+     },
+     [](const ModelSection& m) {
+       if (m.spec.input.empty()) return std::string();
+       std::string s = "[";
+       for (size_t i = 0; i < m.spec.input.size(); ++i) s += (i ? ", " : "") + str(m.spec.input[i]);
+       return s + "]";
+     }},
+    {"init",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, ModelSection& m) {
+       m.spec.init = r.choice(v, p, "initializer", kInitializers);
+     },
+     [](const ModelSection& m) { return m.spec.init; }},
+    {"loss",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, ModelSection& m) {
+       m.spec.loss = r.choice(v, p, "loss", kLosses);
+     },
+     [](const ModelSection& m) { return m.spec.loss; }},
+    {"layers",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, ModelSection& m) {
+       detail::LayerList list = detail::read_layer_list(r, v, p);
+       m.spec.layers = std::move(list.layers);
+       m.layer_paths = std::move(list.paths);
+     }},
+};
+
+// ---- train -----------------------------------------------------------------
+
+constexpr Field<nn::OptimizerSpec> kOptimizerFields[] = {
+    {"type",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
+       o.type = r.choice(v, p, "optimizer", kOptimizers);
+     },
+     [](const nn::OptimizerSpec& o) { return o.type; }},
+    {"lr",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
+       o.lr = r.real(v, p, {0, kInf, true});
+     },
+     [](const nn::OptimizerSpec& o) { return str(o.lr); }},
+    {"momentum",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
+       o.momentum = r.real(v, p, {0, 1, false, true});
+     },
+     [](const nn::OptimizerSpec& o) { return str(o.momentum); }, "sgd"},
+    {"nesterov",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
+       o.nesterov = r.boolean(v, p);
+     },
+     [](const nn::OptimizerSpec& o) { return str(o.nesterov); }, "sgd"},
+    {"weight_decay",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
+       o.weight_decay = r.real(v, p, {0, kInf});
+     },
+     [](const nn::OptimizerSpec& o) { return str(o.weight_decay); }},
+    {"beta1",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
+       o.beta1 = r.real(v, p, {0, 1, false, true});
+     },
+     [](const nn::OptimizerSpec& o) { return str(o.beta1); }, "adam, adamw"},
+    {"beta2",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
+       o.beta2 = r.real(v, p, {0, 1, false, true});
+     },
+     [](const nn::OptimizerSpec& o) { return str(o.beta2); }, "adam, adamw"},
+    {"eps",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
+       o.eps = r.real(v, p, {0, kInf, true});
+     },
+     [](const nn::OptimizerSpec& o) { return str(o.eps); }, "adam, adamw"},
+};
+
+constexpr Field<nn::ScheduleSpec> kScheduleFields[] = {
+    {"type",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::ScheduleSpec& s) {
+       s.type = r.choice(v, p, "schedule", kSchedules);
+     },
+     [](const nn::ScheduleSpec& s) { return s.type; }},
+    {"step_epochs",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::ScheduleSpec& s) {
+       s.step_epochs = static_cast<int>(r.integer(v, p, {1, 1e6}));
+     },
+     [](const nn::ScheduleSpec& s) { return str(int64_t{s.step_epochs}); }, "step"},
+    {"gamma",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::ScheduleSpec& s) {
+       s.gamma = r.real(v, p, {0, 1, true, false});
+     },
+     [](const nn::ScheduleSpec& s) { return str(s.gamma); }, "step"},
+    {"min_lr",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::ScheduleSpec& s) {
+       s.min_lr = r.real(v, p, {0, kInf});
+     },
+     [](const nn::ScheduleSpec& s) { return str(s.min_lr); }, "cosine"},
+    {"warmup_epochs",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::ScheduleSpec& s) {
+       s.warmup_epochs = static_cast<int>(r.integer(v, p, {0, 1e6}));
+     },
+     [](const nn::ScheduleSpec& s) { return str(int64_t{s.warmup_epochs}); }},
+};
+
+// `optimizer: adam` is short for `optimizer: {type: adam}`; likewise schedules.
+template <class T, size_t N>
+void read_typed_section(const YamlReader& r, const YAML::Node& v, const std::string& p,
+                        const Field<T> (&table)[N], T& out) {
+  if (v.IsScalar())
+    table[0].read(r, v, detail::join(p, "type"), out);
+  else
+    detail::read_fields(r, v, p, table, out);
+}
+
+constexpr Field<nn::TrainSpec> kTrainFields[] = {
+    {"epochs",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::TrainSpec& t) {
+       t.epochs = static_cast<int>(r.integer(v, p, {1, 1e6}));
+     },
+     [](const nn::TrainSpec& t) { return str(int64_t{t.epochs}); }},
+    {"batch_size",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::TrainSpec& t) {
+       t.batch_size = static_cast<int>(r.integer(v, p, {1, 1 << 20}));
+     },
+     [](const nn::TrainSpec& t) { return str(int64_t{t.batch_size}); }},
+    {"seed",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::TrainSpec& t) {
+       t.seed = r.unsigned_integer(v, p);
+     },
+     [](const nn::TrainSpec& t) { return std::to_string(t.seed); }},
+    {"optimizer",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::TrainSpec& t) {
+       read_typed_section(r, v, p, kOptimizerFields, t.optimizer);
+     }},
+    {"schedule",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::TrainSpec& t) {
+       read_typed_section(r, v, p, kScheduleFields, t.schedule);
+     }},
+};
+
+// ---- the whole file --------------------------------------------------------
+
+struct Document {
+  nn::RunSpec run;
+  std::vector<std::string> layer_paths;
+};
+
+constexpr Field<Document> kTopFields[] = {
+    {"name",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, Document& d) {
+       d.run.name = r.string(v, p);
+       if (d.run.name.size() > 200 || d.run.name.find_first_of("\n\r\t") != std::string::npos)
+         r.fail(v, p, "a name is one line of at most 200 characters");
+     },
+     [](const Document& d) { return detail::yaml_string(d.run.name); }},
+    {"data", [](const YamlReader& r, const YAML::Node& v, const std::string& p,
+                Document& d) { detail::read_fields(r, v, p, kDataFields, d.run.data); }},
+    {"model",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, Document& d) {
+       ModelSection m{d.run.model, {}};
+       m.spec.where = r.where(v);
+       detail::read_fields(r, v, p, kModelFields, m);
+       d.run.model = std::move(m.spec);
+       d.layer_paths = std::move(m.layer_paths);
+     }},
+    {"train", [](const YamlReader& r, const YAML::Node& v, const std::string& p,
+                 Document& d) { detail::read_fields(r, v, p, kTrainFields, d.run.train); }},
+};
+
+// The node at a path of map keys or, where the path ends early, the deepest
+// node on it (the best place to point at for a value that was defaulted).
+YAML::Node find(const YAML::Node& root, std::initializer_list<const char*> keys) {
+  YAML::Node n = root;
+  for (const char* k : keys) {
+    if (!n.IsMap()) break;
+    const YAML::Node& map = n;
+    YAML::Node child = map[k];
+    if (!child.IsDefined()) break;
+    n = child;
+  }
+  return n;
+}
+
+bool has_key(const YAML::Node& root, const char* key) {
+  const YAML::Node& map = root;
+  return root.IsMap() && map[key].IsDefined();
+}
+
+// Checks between fields and sections, once everything has been read.
+void check_consistency(const YamlReader& r, const YAML::Node& root, const Document& doc,
+                       nn::Shape* input, int64_t* classes) {
+  const nn::RunSpec& run = doc.run;
+  const DatasetInfo& data = *find_dataset(run.data.dataset);
+  if (run.data.validation >= data.train_samples)
+    r.fail(find(root, {"data", "validation"}), "data.validation",
+           "must be smaller than the " + str(data.train_samples) + " training samples of '" +
+               run.data.dataset + "'");
+  if (run.data.limit_train > data.train_samples)
+    r.fail(find(root, {"data", "limit_train"}), "data.limit_train",
+           "'" + run.data.dataset + "' has only " + str(data.train_samples) + " training samples");
+
+  if (run.model.layers.empty()) {
+    r.fail(find(root, {"model"}), "model.layers",
+           "a model needs at least one layer (add a `layers:` list to `model:`)");
+  }
+  *classes = data.classes;
+  *input = nn::Shape{data.features};
+  if (!run.model.input.empty()) {
+    nn::Shape s;
+    for (int64_t d : run.model.input) s[s.rank++] = d;
+    if (s.numel() != data.features)
+      r.fail(find(root, {"model", "input"}), "model.input",
+             "the input " + s.str() + " has " + str(s.numel()) + " values but samples of '" +
+                 run.data.dataset + "' have " + str(data.features));
+    *input = s;
+  }
+
+  const nn::TrainSpec& t = run.train;
+  if (t.schedule.type == "cosine" && t.schedule.min_lr > t.optimizer.lr)
+    r.fail(find(root, {"train", "schedule", "min_lr"}), "train.schedule.min_lr",
+           "the cosine floor " + str(t.schedule.min_lr) + " is above the learning rate " +
+               str(t.optimizer.lr));
+}
+
+// Model::validate names a layer's location and a LayerSpec field; restate its
+// error with the entry's dotted path so every spec error reads the same way.
+[[noreturn]] void rethrow_with_path(const SpecError& e, const Document& doc) {
+  std::string field = "model." + e.field();
+  const auto& layers = doc.run.model.layers;
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i].where.line == e.where().line && layers[i].where.column == e.where().column &&
+        e.where().line > 0) {
+      field = doc.layer_paths[i];
+      break;
+    }
+  std::string message = e.what();
+  std::string prefix = e.where().str() + ": " + (e.field().empty() ? "" : "'" + e.field() + "': ");
+  if (message.compare(0, prefix.size(), prefix) == 0) message.erase(0, prefix.size());
+  throw SpecError(e.where(), field, message);
+}
+
+Document parse_document(const YamlReader& r, const std::string& text) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw SpecError(r.where(e.mark), "", "YAML syntax error: " + e.msg);
+  }
+  Document doc;
+  std::string stem = std::filesystem::path(r.file()).stem().string();
+  doc.run.name = stem.empty() ? "run" : stem;
+  doc.run.source = text;
+  detail::read_fields(r, root, "", kTopFields, doc);
+  if (!has_key(root, "model")) doc.run.model.where = r.where(root);
+
+  nn::Shape input;
+  int64_t classes = 0;
+  check_consistency(r, root, doc, &input, &classes);
+  try {
+    nn::Model::validate(doc.run.model, input, classes);
+  } catch (const SpecError& e) {
+    rethrow_with_path(e, doc);
+  } catch (const std::bad_alloc&) {
+    throw SpecError(doc.run.model.where, "model.layers", "the model is too large to build");
+  } catch (const std::length_error&) {
+    throw SpecError(doc.run.model.where, "model.layers", "the model is too large to build");
+  } catch (const ShapeError& e) {
+    throw SpecError(doc.run.model.where, "model.layers", e.what());
+  }
+  return doc;
+}
+
+}  // namespace
+
+nn::RunSpec parse_run_spec(const std::string& text, const std::string& file) {
+  YamlReader r(file);
+  try {
+    return parse_document(r, text).run;
+  } catch (const YAML::Exception& e) {
+    // yaml-cpp misuse that slipped through the typed reads: still the user's file.
+    throw SpecError(r.where(e.mark), "", e.msg);
+  }
+}
+
+nn::RunSpec load_run_spec(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw SpecError(SpecLocation{path, 0, 0}, "", "is a directory, not a spec file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw SpecError(SpecLocation{path, 0, 0}, "",
+                    "cannot open spec file '" + path + "': " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad())
+    throw SpecError(SpecLocation{path, 0, 0}, "", "cannot read spec file '" + path + "'");
+  return parse_run_spec(text.str(), path);
+}
+
+bool dataset_shape(const std::string& name, nn::Shape* sample, int64_t* classes) {
+  const DatasetInfo* d = find_dataset(name);
+  if (!d) return false;
+  if (sample) *sample = nn::Shape{d->features};
+  if (classes) *classes = d->classes;
+  return true;
+}
+
+std::string to_yaml(const nn::RunSpec& run) {
+  Document doc{run, {}};
+  ModelSection model{run.model, {}};
+  std::string out = "# dnnlab run spec (canonical form)\n";
+  detail::write_fields(out, "", kTopFields, doc);
+  out += "data:\n";
+  detail::write_fields(out, "  ", kDataFields, run.data);
+  out += "model:\n";
+  detail::write_fields(out, "  ", kModelFields, model);
+  out += "  layers:\n";
+  detail::write_layer_list(out, run.model.layers, "    ");
+  out += "train:\n";
+  detail::write_fields(out, "  ", kTrainFields, run.train);
+  out += "  optimizer:\n";
+  detail::write_fields(out, "    ", kOptimizerFields, run.train.optimizer);
+  out += "  schedule:\n";
+  detail::write_fields(out, "    ", kScheduleFields, run.train.schedule);
+  return out;
+}
+
+}  // namespace dnnlab::spec

@@ -1,0 +1,46 @@
+// Run specs: one YAML file says what is trained (model), on what (data) and
+// how (train). This is the only place that turns spec text into nn::RunSpec;
+// the format is documented with a full example in docs/spec.md.
+//
+//   nn::RunSpec run = spec::load_run_spec("examples/fashion-mlp.yaml");
+//   // run.model.layers is expanded: `repeat:` blocks and `activation:`
+//   // shorthands are gone, and each layer knows the file:line:column it came from.
+//   nn::Shape sample;
+//   int64_t classes = 0;
+//   spec::dataset_shape(run.data.dataset, &sample, &classes);     // {784}, 10
+//   nn::Model model = nn::Model::build(run.model, sample, classes, run.train.seed);
+//   std::string canonical = spec::to_yaml(run);   // stored beside the results
+//
+// Every problem (YAML syntax, unknown key, wrong type, value out of range,
+// unknown name, impossible shapes) throws dnnlab::SpecError naming the file,
+// line and column and the field's dotted path, e.g. `model.layers[3].dense`.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "nn/spec.hpp"
+#include "nn/tensor.hpp"
+
+namespace dnnlab::spec {
+
+// Parses a run spec. `file` is used in error messages and, when the spec has
+// no `name:`, gives the default name (its stem). The result has passed
+// nn::Model::validate against the data set's shape.
+nn::RunSpec parse_run_spec(const std::string& text, const std::string& file);
+
+// Reads and parses a spec file; a missing or unreadable file is a SpecError
+// naming it.
+nn::RunSpec load_run_spec(const std::string& path);
+
+// A known data set's sample shape and number of classes ("fashion-mnist",
+// "mnist" -> {784}, 10). False (outputs untouched) if the name is unknown.
+bool dataset_shape(const std::string& name, nn::Shape* sample, int64_t* classes);
+
+// The canonical YAML form of a run: every field written out, runs of equal
+// layers folded back into `repeat:` blocks. parse_run_spec(to_yaml(s)) gives
+// back s (apart from `where` locations and `source`). Fields that do not apply
+// to the chosen optimizer or schedule type (sgd's momentum under adam, say)
+// are not written.
+std::string to_yaml(const nn::RunSpec& run);
+
+}  // namespace dnnlab::spec

@@ -1,0 +1,238 @@
+// Typed, located reads from a yaml-cpp tree (see yaml_reader.hpp).
+#include "spec/yaml_reader.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace dnnlab::spec::detail {
+namespace {
+
+// Bounds read as people write them: 1000000 not 1e+06, and a float bound
+// (the registry's 0.999f) in its own shortest form.
+std::string number_text(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  char buf[32];
+  auto f = static_cast<float>(v);
+  auto res = static_cast<double>(f) == v ? std::to_chars(buf, buf + sizeof buf, f)
+                                         : std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
+// A quoted scalar ('5', "5") carries the non-specific tag "!": it is a string.
+bool is_quoted(const YAML::Node& n) {
+  return n.Tag() == "!";
+}
+
+// Plain scalar text with an optional leading '+' dropped (from_chars rejects it).
+std::string_view numeric_text(const std::string& s) {
+  std::string_view t = s;
+  if (!t.empty() && t.front() == '+') t.remove_prefix(1);
+  return t;
+}
+
+template <class T>
+bool parse_exact(std::string_view text, T* out) {
+  if (text.empty()) return false;
+  auto res = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return res.ec == std::errc() && res.ptr == text.data() + text.size();
+}
+
+}  // namespace
+
+std::string Range::describe() const {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (hi == kInf || hi >= 1e18) return std::string(lo_open ? "> " : ">= ") + number_text(lo);
+  return "in " + std::string(lo_open ? "(" : "[") + number_text(lo) + ", " + number_text(hi) +
+         (hi_open ? ")" : "]");
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                  std::tolower(static_cast<unsigned char>(b[j - 1]));
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string suggest(std::string_view got, std::span<const std::string_view> valid) {
+  std::string_view best;
+  size_t best_d = std::numeric_limits<size_t>::max();
+  for (std::string_view v : valid) {
+    size_t d = edit_distance(got, v);
+    if (d < best_d) best_d = d, best = v;
+  }
+  std::string s;
+  // Close enough to be a typo: a couple of edits, or a third of the word.
+  if (!best.empty() && (best_d <= 2 || best_d * 3 <= got.size()) && best_d < got.size())
+    s = "did you mean '" + std::string(best) + "'? ";
+  s += "(valid: ";
+  for (size_t i = 0; i < valid.size(); ++i) s += (i ? ", " : "") + std::string(valid[i]);
+  return s + ")";
+}
+
+std::string unknown_key_message(std::string_view key, std::string_view section,
+                                std::span<const std::string_view> valid) {
+  std::string where = section.empty() ? "at the top level" : "in '" + std::string(section) + "'";
+  return "unknown key '" + std::string(key) + "' " + where + "; " + suggest(key, valid);
+}
+
+bool listed(std::string_view comma_list, std::string_view item) {
+  while (!comma_list.empty()) {
+    size_t comma = comma_list.find(',');
+    std::string_view head = comma_list.substr(0, comma);
+    while (!head.empty() && head.front() == ' ') head.remove_prefix(1);
+    if (head == item) return true;
+    if (comma == std::string_view::npos) break;
+    comma_list.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+std::string describe_node(const YAML::Node& n) {
+  if (!n.IsDefined() || n.IsNull()) return "nothing";
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a map";
+  if (is_quoted(n)) return "the string \"" + n.Scalar() + "\"";
+  return "'" + n.Scalar() + "'";
+}
+
+std::string join(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : path + "." + std::string(key);
+}
+
+std::string yaml_float(float v) {
+  char buf[32];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, res.ptr);
+}
+
+std::string yaml_string(const std::string& s) {
+  static constexpr std::string_view kWords[] = {"null", "Null", "NULL",  "~",     "true",
+                                                "True", "TRUE", "false", "False", "FALSE",
+                                                "yes",  "no",   "on",    "off"};
+  bool plain = !s.empty() && std::isalpha(static_cast<unsigned char>(s[0]));
+  for (char c : s)
+    plain = plain && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
+                      c == '.' || c == '/');
+  for (std::string_view w : kWords) plain = plain && s != w;
+  if (plain) return s;
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      q += '\\';
+      q += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
+      q += buf;
+    } else {
+      q += c;
+    }
+  }
+  return q + "\"";
+}
+
+SpecLocation YamlReader::where(const YAML::Mark& m) const {
+  SpecLocation loc;
+  loc.file = file_;
+  if (m.line >= 0) {
+    loc.line = m.line + 1;
+    loc.column = m.column + 1;
+  }
+  return loc;
+}
+
+void YamlReader::fail(const YAML::Node& n, const std::string& path,
+                      const std::string& message) const {
+  throw SpecError(where(n), path, message);
+}
+
+int64_t YamlReader::integer(const YAML::Node& n, const std::string& path,
+                            const Range& range) const {
+  int64_t v = 0;
+  if (!n.IsScalar() || is_quoted(n) || !parse_exact(numeric_text(n.Scalar()), &v)) {
+    double d;
+    bool is_number = n.IsScalar() && !is_quoted(n) && parse_exact(numeric_text(n.Scalar()), &d);
+    std::string got = describe_node(n);
+    if (is_number)
+      got = d == std::floor(d) ? n.Scalar() + " (write integers without a point or exponent)"
+                               : "the non-integer " + n.Scalar();
+    fail(n, path, "expected an integer, got " + got);
+  }
+  if (!range.contains(static_cast<double>(v)))
+    fail(n, path, "must be " + range.describe() + ", got " + n.Scalar());
+  return v;
+}
+
+uint64_t YamlReader::unsigned_integer(const YAML::Node& n, const std::string& path) const {
+  uint64_t v = 0;
+  if (!n.IsScalar() || is_quoted(n) || !parse_exact(numeric_text(n.Scalar()), &v))
+    fail(n, path, "expected an integer in [0, 2^64), got " + describe_node(n));
+  return v;
+}
+
+float YamlReader::real(const YAML::Node& n, const std::string& path, const Range& range) const {
+  float v = 0;
+  if (!n.IsScalar() || is_quoted(n)) fail(n, path, "expected a number, got " + describe_node(n));
+  if (!parse_exact(numeric_text(n.Scalar()), &v) || !std::isfinite(v))
+    fail(n, path, "expected a finite number, got " + describe_node(n));
+  if (!range.contains(v)) fail(n, path, "must be " + range.describe() + ", got " + n.Scalar());
+  return v;
+}
+
+bool YamlReader::boolean(const YAML::Node& n, const std::string& path) const {
+  if (n.IsScalar() && !is_quoted(n)) {
+    const std::string& s = n.Scalar();
+    if (s == "true" || s == "True" || s == "TRUE" || s == "yes" || s == "on") return true;
+    if (s == "false" || s == "False" || s == "FALSE" || s == "no" || s == "off") return false;
+  }
+  fail(n, path, "expected true or false, got " + describe_node(n));
+}
+
+std::string YamlReader::string(const YAML::Node& n, const std::string& path) const {
+  if (!n.IsScalar() || n.Scalar().empty())
+    fail(n, path, "expected a string, got " + describe_node(n));
+  return n.Scalar();
+}
+
+std::string YamlReader::choice(const YAML::Node& n, const std::string& path, std::string_view what,
+                               std::span<const std::string_view> valid) const {
+  std::string s = string(n, path);
+  if (std::find(valid.begin(), valid.end(), s) == valid.end())
+    fail(n, path, "unknown " + std::string(what) + " '" + s + "'; " + suggest(s, valid));
+  return s;
+}
+
+std::vector<std::pair<YAML::Node, YAML::Node>> YamlReader::entries(const YAML::Node& n,
+                                                                   const std::string& path) const {
+  std::vector<std::pair<YAML::Node, YAML::Node>> out;
+  if (!n.IsDefined() || n.IsNull()) return out;
+  if (!n.IsMap()) fail(n, path, "expected a map of keys, got " + describe_node(n));
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    YAML::Node key = it->first;
+    if (!key.IsScalar()) fail(key, path, "expected a key name, got " + describe_node(key));
+    for (const auto& [k, v] : out)
+      if (k.Scalar() == key.Scalar())
+        fail(key, join(path, key.Scalar()),
+             "duplicate key (first given at line " + std::to_string(k.Mark().line + 1) + ")");
+    YAML::Node value = it->second;
+    out.emplace_back(key, value);
+  }
+  return out;
+}
+
+}  // namespace dnnlab::spec::detail

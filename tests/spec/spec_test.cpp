@@ -1,0 +1,356 @@
+// Run spec parsing: the documented example, the shipped examples, repeat
+// expansion, the canonical form's round trip, and a table of malformed specs
+// each checked for its file:line:column, field path and message.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "spec/run_spec.hpp"
+
+namespace dnnlab::spec {
+namespace {
+
+using nn::LayerSpec;
+using nn::RunSpec;
+
+const char* kFullExample = R"(name: fashion-mlp
+data:
+  dataset: fashion-mnist
+  validation: 5000
+  normalize: standard
+  limit_train: 0
+model:
+  input: [784]
+  init: he
+  loss: softmax_cross_entropy
+  layers:
+    - dense: 256
+      activation: relu
+    - dropout: 0.2
+    - repeat: 3
+      dense: 128
+      activation: tanh
+    - repeat: 2
+      layers:
+        - dense: 64
+        - leaky_relu: 0.01
+    - relu
+    - dense: 10
+train:
+  epochs: 10
+  batch_size: 64
+  seed: 1
+  optimizer: {type: adam, lr: 0.001, weight_decay: 0.0}
+  schedule: {type: cosine, min_lr: 0.0, warmup_epochs: 0}
+)";
+
+std::string source_dir() {
+  const char* dir = std::getenv("DNNLAB_SOURCE_DIR");
+  // Outside ctest: the repository holding this file.
+  return dir ? dir : std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+}
+
+// "type units alpha" for each layer, for compact comparisons.
+std::vector<std::string> describe(const std::vector<LayerSpec>& layers) {
+  std::vector<std::string> out;
+  for (const LayerSpec& l : layers) {
+    std::string s = l.type;
+    if (l.units) s += " " + std::to_string(l.units);
+    if (l.alpha != 0.f) s += " " + std::to_string(l.alpha).substr(0, 4);
+    out.push_back(s);
+  }
+  return out;
+}
+
+void expect_same(const RunSpec& a, const RunSpec& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.data.dataset, b.data.dataset);
+  EXPECT_EQ(a.data.validation, b.data.validation);
+  EXPECT_EQ(a.data.normalize, b.data.normalize);
+  EXPECT_EQ(a.data.limit_train, b.data.limit_train);
+  EXPECT_EQ(a.model.input, b.model.input);
+  EXPECT_EQ(a.model.init, b.model.init);
+  EXPECT_EQ(a.model.loss, b.model.loss);
+  ASSERT_EQ(a.model.layers.size(), b.model.layers.size());
+  for (size_t i = 0; i < a.model.layers.size(); ++i) {
+    const LayerSpec &x = a.model.layers[i], &y = b.model.layers[i];
+    EXPECT_EQ(x.type, y.type) << i;
+    EXPECT_EQ(x.units, y.units) << i;
+    EXPECT_EQ(x.alpha, y.alpha) << i;
+    EXPECT_EQ(x.init, y.init) << i;
+    EXPECT_EQ(x.bias, y.bias) << i;
+  }
+  const nn::TrainSpec &s = a.train, &t = b.train;
+  EXPECT_EQ(s.epochs, t.epochs);
+  EXPECT_EQ(s.batch_size, t.batch_size);
+  EXPECT_EQ(s.seed, t.seed);
+  EXPECT_EQ(s.optimizer.type, t.optimizer.type);
+  EXPECT_EQ(s.optimizer.lr, t.optimizer.lr);
+  EXPECT_EQ(s.optimizer.momentum, t.optimizer.momentum);
+  EXPECT_EQ(s.optimizer.nesterov, t.optimizer.nesterov);
+  EXPECT_EQ(s.optimizer.weight_decay, t.optimizer.weight_decay);
+  EXPECT_EQ(s.optimizer.beta1, t.optimizer.beta1);
+  EXPECT_EQ(s.optimizer.beta2, t.optimizer.beta2);
+  EXPECT_EQ(s.optimizer.eps, t.optimizer.eps);
+  EXPECT_EQ(s.schedule.type, t.schedule.type);
+  EXPECT_EQ(s.schedule.step_epochs, t.schedule.step_epochs);
+  EXPECT_EQ(s.schedule.gamma, t.schedule.gamma);
+  EXPECT_EQ(s.schedule.min_lr, t.schedule.min_lr);
+  EXPECT_EQ(s.schedule.warmup_epochs, t.schedule.warmup_epochs);
+}
+
+TEST(RunSpec, FullExampleExpands) {
+  RunSpec run = parse_run_spec(kFullExample, "full.yaml");
+  EXPECT_EQ(run.name, "fashion-mlp");
+  EXPECT_EQ(run.model.input, std::vector<int64_t>{784});
+  std::vector<std::string> expected = {
+      "dense 256",       "relu",     "dropout 0.20",    "dense 128", "tanh",
+      "dense 128",       "tanh",     "dense 128",       "tanh",      "dense 64",
+      "leaky_relu 0.01", "dense 64", "leaky_relu 0.01", "relu",      "dense 10"};
+  EXPECT_EQ(describe(run.model.layers), expected);
+  // Each layer knows its entry: the activation shorthand shares its dense's.
+  EXPECT_EQ(run.model.layers[0].where.line, 12);
+  EXPECT_EQ(run.model.layers[0].where.column, 7);
+  EXPECT_EQ(run.model.layers[1].where.line, 12);
+  EXPECT_EQ(run.model.layers[9].where.line, 20);
+  EXPECT_EQ(run.model.layers[14].where.line, 23);
+  EXPECT_EQ(run.model.layers[14].where.file, "full.yaml");
+  EXPECT_EQ(run.train.optimizer.type, "adam");
+  EXPECT_FLOAT_EQ(run.train.optimizer.lr, 0.001f);
+  EXPECT_EQ(run.train.schedule.type, "cosine");
+  EXPECT_EQ(run.source, kFullExample);
+}
+
+TEST(RunSpec, DefaultsAndNameFromFile) {
+  RunSpec run = parse_run_spec("model:\n  layers: [dense: 10]\n", "/tmp/runs/my-run.yaml");
+  RunSpec defaults;
+  EXPECT_EQ(run.name, "my-run");
+  EXPECT_EQ(run.data.dataset, defaults.data.dataset);
+  EXPECT_EQ(run.train.epochs, defaults.train.epochs);
+  EXPECT_EQ(run.train.optimizer.type, defaults.train.optimizer.type);
+  EXPECT_EQ(run.train.optimizer.lr, defaults.train.optimizer.lr);
+  EXPECT_TRUE(run.model.input.empty());
+  ASSERT_EQ(run.model.layers.size(), 1u);
+}
+
+TEST(RunSpec, ShorthandsAndOptions) {
+  RunSpec run = parse_run_spec(R"(model:
+  layers:
+    - dense: 32
+      init: glorot
+      bias: false
+      activation: leaky_relu
+    - dense: 10
+      activation: linear
+train:
+  optimizer: adamw
+  schedule: {type: step, step_epochs: 3, gamma: 0.5}
+)",
+                               "s.yaml");
+  ASSERT_EQ(run.model.layers.size(), 3u);
+  EXPECT_EQ(run.model.layers[0].init, "glorot");
+  EXPECT_FALSE(run.model.layers[0].bias);
+  EXPECT_EQ(run.model.layers[1].type, "leaky_relu");
+  EXPECT_FLOAT_EQ(run.model.layers[1].alpha, 0.01f);  // the registry's default
+  EXPECT_EQ(run.train.optimizer.type, "adamw");
+  EXPECT_EQ(run.train.schedule.step_epochs, 3);
+}
+
+TEST(RunSpec, ShippedExamplesParse) {
+  RunSpec fashion = load_run_spec(source_dir() + "/examples/fashion-mlp.yaml");
+  EXPECT_EQ(fashion.name, "fashion-mlp");
+  EXPECT_EQ(fashion.model.layers.back().units, 10);
+  EXPECT_LE(fashion.train.epochs, 10);
+
+  RunSpec deep = load_run_spec(source_dir() + "/examples/deep-mlp.yaml");
+  EXPECT_EQ(deep.name, "deep-mlp");
+  int hidden = 0;
+  for (const LayerSpec& l : deep.model.layers) hidden += l.type == "dense" && l.units == 64;
+  EXPECT_EQ(hidden, 700);
+}
+
+TEST(RunSpec, Repeat700ExpandsTo1400Layers) {
+  RunSpec run = parse_run_spec(R"(model:
+  layers:
+    - repeat: 700
+      dense: 64
+      activation: tanh
+    - dense: 10
+)",
+                               "deep.yaml");
+  ASSERT_EQ(run.model.layers.size(), 1401u);
+  for (size_t i = 0; i < 1400; i += 2) {
+    EXPECT_EQ(run.model.layers[i].type, "dense");
+    EXPECT_EQ(run.model.layers[i].units, 64);
+    EXPECT_EQ(run.model.layers[i + 1].type, "tanh");
+    EXPECT_EQ(run.model.layers[i + 1].where.line, 3);  // the repeat entry
+  }
+}
+
+TEST(RunSpec, CanonicalFormRoundTrips) {
+  for (const char* text : {kFullExample}) {
+    RunSpec a = parse_run_spec(text, "a.yaml");
+    std::string yaml = to_yaml(a);
+    RunSpec b = parse_run_spec(yaml, "b.yaml");
+    expect_same(a, b);
+    EXPECT_EQ(to_yaml(b), yaml);
+  }
+  RunSpec deep = load_run_spec(source_dir() + "/examples/deep-mlp.yaml");
+  std::string yaml = to_yaml(deep);
+  EXPECT_NE(yaml.find("repeat: 700"), std::string::npos) << yaml;
+  EXPECT_LT(yaml.size(), 2000u) << "runs of layers should fold back into repeat blocks";
+  expect_same(deep, parse_run_spec(yaml, "deep.yaml"));
+
+  RunSpec sgd = parse_run_spec(R"(name: "odd: name"
+model: {layers: [dense: 10]}
+train:
+  seed: 18446744073709551615
+  optimizer: {type: sgd, lr: 0.1, momentum: 0.9, nesterov: true}
+  schedule: {type: step, step_epochs: 2, gamma: 0.3}
+)",
+                               "sgd.yaml");
+  expect_same(sgd, parse_run_spec(to_yaml(sgd), "sgd2.yaml"));
+}
+
+TEST(RunSpec, MissingFileNamesIt) {
+  try {
+    load_run_spec("/nonexistent/dir/spec.yaml");
+    FAIL() << "expected SpecError";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/spec.yaml"), std::string::npos);
+  }
+}
+
+// Line and column (1-based) of the first occurrence of `token` in `text`.
+std::string location_of(const std::string& text, const std::string& token) {
+  size_t pos = text.find(token);
+  if (pos == std::string::npos) return "<token not found>";
+  int line = 1, column = 1;
+  for (size_t i = 0; i < pos; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return std::to_string(line) + ":" + std::to_string(column);
+}
+
+struct BadSpec {
+  const char* name;
+  std::string text;
+  std::string at;             // the error points at this token's first occurrence...
+  std::string location = "";  // ...or, when set, at this "line:column"
+  std::string field;
+  std::string message;
+};
+
+const std::string kModel = "model:\n  layers:\n    - dense: 10\n";
+
+class BadSpecTest : public testing::TestWithParam<BadSpec> {};
+
+TEST_P(BadSpecTest, NamesLocationFieldAndProblem) {
+  const BadSpec& c = GetParam();
+  std::string location = c.location.empty() ? location_of(c.text, c.at) : c.location;
+  try {
+    parse_run_spec(c.text, "bad.yaml");
+    FAIL() << c.name << ": expected SpecError";
+  } catch (const SpecError& e) {
+    std::string what = e.what();
+    EXPECT_EQ(what.rfind("bad.yaml:" + location + ": ", 0), 0u) << what;
+    EXPECT_EQ(e.field(), c.field) << what;
+    if (!c.field.empty()) {
+      EXPECT_NE(what.find("'" + c.field + "'"), std::string::npos) << what;
+    }
+    EXPECT_NE(what.find(c.message), std::string::npos) << what;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Malformed, BadSpecTest,
+    testing::Values(
+        BadSpec{"unknown_key", kModel + "train:\n  epoch: 3\n", "epoch", "", "train.epoch",
+                "unknown key 'epoch' in 'train'; did you mean 'epochs'?"},
+        BadSpec{"unknown_top_key", "modle:\n  layers: [relu]\n", "modle", "", "modle",
+                "did you mean 'model'?"},
+        BadSpec{"bad_type", kModel + "train:\n  batch_size: big\n", "big", "", "train.batch_size",
+                "expected an integer, got 'big'"},
+        BadSpec{"float_for_int", kModel + "train:\n  epochs: 2.5\n", "2.5", "", "train.epochs",
+                "expected an integer"},
+        BadSpec{"quoted_number", kModel + "train:\n  optimizer: {lr: \"0.1\"}\n", "\"0.1\"", "",
+                "train.optimizer.lr", "expected a number, got the string \"0.1\""},
+        BadSpec{"negative_lr", kModel + "train:\n  optimizer: {type: adam, lr: -0.1}\n", "-0.1", "",
+                "train.optimizer.lr", "must be > 0"},
+        BadSpec{"zero_epochs", kModel + "train:\n  epochs: 0\n", "", "5:11", "train.epochs",
+                "must be in [1, 1000000]"},
+        BadSpec{"momentum_for_adam", kModel + "train:\n  optimizer: {type: adam, momentum: 0.9}\n",
+                "momentum", "", "train.optimizer.momentum", "applies only to type sgd"},
+        BadSpec{"unknown_optimizer", kModel + "train:\n  optimizer: {type: adma}\n", "adma", "",
+                "train.optimizer.type", "unknown optimizer 'adma'; did you mean 'adam'?"},
+        BadSpec{"unknown_schedule", kModel + "train:\n  schedule: linear\n", "linear", "",
+                "train.schedule.type", "(valid: constant, step, cosine)"},
+        BadSpec{"unknown_dataset", kModel + "data:\n  dataset: cifar10\n", "cifar10", "",
+                "data.dataset", "unknown data set 'cifar10'"},
+        BadSpec{"unknown_activation",
+                "model:\n  layers:\n    - dense: 64\n      activation: relux\n    - dense: 10\n",
+                "relux", "", "model.layers[0].activation",
+                "unknown activation 'relux'; did you mean 'relu'?"},
+        BadSpec{"unknown_init", "model:\n  layers:\n    - dense: 10\n      init: xavier\n",
+                "xavier", "", "model.layers[0].init", "(valid: he, glorot, lecun)"},
+        BadSpec{"unknown_layer", "model:\n  layers:\n    - dense: 64\n    - dens: 10\n",
+                "dens:", "", "model.layers[1].dens", "unknown layer 'dens'; did you mean 'dense'?"},
+        BadSpec{"unknown_bare_layer", "model:\n  layers:\n    - rleu\n    - dense: 10\n", "rleu",
+                "", "model.layers[0]", "did you mean 'relu'?"},
+        BadSpec{"two_layer_names", "model:\n  layers:\n    - dense: 64\n      relu:\n", "relu", "",
+                "model.layers[0].relu", "two layer names ('dense' and 'relu')"},
+        BadSpec{"option_not_allowed", "model:\n  layers:\n    - dropout: 0.1\n      init: he\n",
+                "init", "", "model.layers[0].init", "unknown key 'init'"},
+        BadSpec{"dense_needs_units", "model:\n  layers:\n    - dense\n", "dense", "",
+                "model.layers[0].dense", "needs a value"},
+        BadSpec{"zero_units", "model:\n  layers:\n    - dense: 0\n", "0\n", "",
+                "model.layers[0].dense", "must be in [1, "},
+        BadSpec{"dropout_one", kModel.substr(0, 17) + "    - dropout: 1.0\n    - dense: 10\n",
+                "1.0", "", "model.layers[0].dropout", "must be in [0, 0.999]"},
+        BadSpec{"relu_takes_no_value", "model:\n  layers:\n    - relu: 3\n    - dense: 10\n", "3",
+                "", "model.layers[0].relu", "takes no value"},
+        BadSpec{"bad_repeat", "model:\n  layers:\n    - repeat: 0\n      dense: 64\n", "0\n", "",
+                "model.layers[0].repeat", "must be in [1, 100000]"},
+        BadSpec{"repeat_not_int", "model:\n  layers:\n    - repeat: many\n      dense: 64\n",
+                "many", "", "model.layers[0].repeat", "expected an integer"},
+        BadSpec{"nested_block_error",
+                "model:\n  layers:\n    - repeat: 2\n      layers:\n        - dense: 8\n"
+                "        - leaky_relu: steep\n    - dense: 10\n",
+                "steep", "", "model.layers[0].layers[1].leaky_relu", "expected a finite number"},
+        BadSpec{"too_many_layers",
+                "model:\n  layers:\n    - repeat: 1000\n      layers:\n        - repeat: 1000\n"
+                "          dense: 8\n",
+                "1000\n", "", "model.layers[0].repeat", "more than 100000 layers"},
+        BadSpec{"empty_layers", "model:\n  layers: []\n", "[]", "", "model.layers",
+                "at least one layer"},
+        BadSpec{"no_model", "train:\n  epochs: 3\n", "train", "", "model.layers",
+                "at least one layer"},
+        BadSpec{"duplicate_key", kModel + "train:\n  epochs: 3\n  epochs: 4\n", "epochs: 4", "",
+                "train.epochs", "duplicate key"},
+        BadSpec{"yaml_syntax", "model:\n  layers: [dense: 10\ntrain: {}\n", "", "3:6", "",
+                "YAML syntax error"},
+        BadSpec{"yaml_bad_indent", "model:\n  layers:\n    - dense: 10\n   bad: 1\n", "", "4:4", "",
+                "YAML syntax error"},
+        BadSpec{"impossible_shape",
+                "model:\n  input: [784]\n  layers:\n    - dense: 64\n    - dense: 7\n", "dense: 7",
+                "", "model.layers[1]", "10 classes"},
+        BadSpec{"input_size_mismatch", "model:\n  input: [28, 27]\n  layers: [dense: 10]\n", "[28",
+                "", "model.input", "756 values"},
+        BadSpec{"validation_too_big", kModel + "data: {validation: 60000}\n", "60000", "",
+                "data.validation", "smaller than the 60000 training samples"},
+        BadSpec{
+            "min_lr_above_lr",
+            kModel + "train:\n  optimizer: {lr: 0.01}\n  schedule: {type: cosine, min_lr: 0.1}\n",
+            "0.1}", "", "train.schedule.min_lr", "above the learning rate"}),
+    [](const testing::TestParamInfo<BadSpec>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace dnnlab::spec
