@@ -2,10 +2,18 @@
 // 16 ymm registers). Compiled with -mavx2 -mfma only for this file.
 #define DNNLAB_SIMD_W 8
 #define DNNLAB_SIMD_MR 6
+#ifndef DNNLAB_SIMD_KC
 #define DNNLAB_SIMD_KC 256
+#endif
+#ifndef DNNLAB_SIMD_MC
 #define DNNLAB_SIMD_MC 120
+#endif
+#ifndef DNNLAB_SIMD_NC
 #define DNNLAB_SIMD_NC 2048
-#define DNNLAB_SIMD_DIRECT_B_ROWS 7
+#endif
+#ifndef DNNLAB_SIMD_DIRECT_B_ROWS
+#define DNNLAB_SIMD_DIRECT_B_ROWS 65
+#endif
 #define DNNLAB_SIMD_TABLE kAvx2Kernels
 #define DNNLAB_SIMD_NAME "avx2"
 #include "nn/kernels/simd_kernels.inc"

@@ -3,10 +3,18 @@
 // for this file; dispatch.cpp checks the CPU before using it.
 #define DNNLAB_SIMD_W 16
 #define DNNLAB_SIMD_MR 14
+#ifndef DNNLAB_SIMD_KC
 #define DNNLAB_SIMD_KC 256
+#endif
+#ifndef DNNLAB_SIMD_MC
 #define DNNLAB_SIMD_MC 168
+#endif
+#ifndef DNNLAB_SIMD_NC
 #define DNNLAB_SIMD_NC 2048
-#define DNNLAB_SIMD_DIRECT_B_ROWS 15
+#endif
+#ifndef DNNLAB_SIMD_DIRECT_B_ROWS
+#define DNNLAB_SIMD_DIRECT_B_ROWS 65
+#endif
 #define DNNLAB_SIMD_TABLE kAvx512Kernels
 #define DNNLAB_SIMD_NAME "avx512"
 #include "nn/kernels/simd_kernels.inc"
