@@ -1,0 +1,63 @@
+// Runs the dnnlab binary and captures its exit code and output.
+#pragma once
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace dnnlab::cli_test {
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    static std::atomic<int> n{0};
+    path = std::filesystem::temp_directory_path() /
+           ("dnnlab-cli-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::filesystem::path write(const std::string& name, const std::string& text) const {
+    std::ofstream(path / name, std::ios::binary) << text;
+    return path / name;
+  }
+};
+
+// Runs `dnnlab ARGS` through the shell (arguments are trusted test strings).
+inline Result run(const std::string& args, const std::string& env = "") {
+  TempDir tmp;
+  const std::string cmd = env + " " + DNNLAB_BINARY + " " + args + " >" +
+                          (tmp.path / "out").string() + " 2>" + (tmp.path / "err").string();
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(tmp.path / "out");
+  r.err = slurp(tmp.path / "err");
+  return r;
+}
+
+inline bool have_fashion_mnist() {
+  return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+}
+
+}  // namespace dnnlab::cli_test

@@ -1,0 +1,165 @@
+// `dnnlab train` end to end: bad specs and bad data give clear errors and
+// non-zero exits; good runs are reproducible bit for bit and record how they
+// were made.
+#include <zlib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+
+namespace dnnlab::cli_test {
+namespace {
+
+const std::string kSpec = R"(name: tiny
+data: {dataset: fashion-mnist, validation: 500, limit_train: 2000}
+model:
+  layers:
+    - dense: 32
+      activation: relu
+    - dense: 10
+train:
+  epochs: 1
+  batch_size: 32
+  seed: 5
+  optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+)";
+
+struct BadSpec {
+  const char* name;
+  std::string text;
+  const char* expect_location;  // file-relative "line:column"
+  const char* expect_field;
+};
+
+class BadSpecTest : public ::testing::TestWithParam<BadSpec> {};
+
+TEST_P(BadSpecTest, ExitsTwoNamingFileLineAndField) {
+  const BadSpec& c = GetParam();
+  TempDir dir;
+  auto path = dir.write("bad.yaml", c.text);
+  Result r = run("train " + path.string() + " --out " + dir.path.string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("bad.yaml:" + std::string(c.expect_location)), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(c.expect_field), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "tiny.safetensors"));
+}
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  s.replace(s.find(from), from.size(), to);
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Specs, BadSpecTest,
+    ::testing::Values(
+        BadSpec{"unknown_key", replace(kSpec, "    - dense: 10", "    - dense: 10\n      units: 3"),
+                "8:7", "units"},
+        BadSpec{"negative_lr", replace(kSpec, "lr: 0.05", "lr: -1"), "12:", "lr"},
+        BadSpec{"bad_activation", replace(kSpec, "activation: relu", "activation: relux"), "6:19",
+                "activation"},
+        BadSpec{"wrong_classes", replace(kSpec, "dense: 10", "dense: 7"), "7:", "classes"},
+        BadSpec{"not_a_number", replace(kSpec, "epochs: 1", "epochs: many"), "9:11",
+                "train.epochs"},
+        BadSpec{"yaml_syntax", replace(kSpec, "seed: 5", "seed: [5"), "12:", "YAML syntax"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(TrainCmd, MissingSpecFile) {
+  Result r = run("train /nonexistent/spec.yaml");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/nonexistent/spec.yaml"), std::string::npos) << r.err;
+}
+
+TEST(TrainCmd, UnknownFlagAndHelp) {
+  EXPECT_NE(run("train --bogus x.yaml").code, 0);
+  Result h = run("train --help");
+  EXPECT_EQ(h.code, 0);
+  for (const char* flag : {"--out", "--epochs", "--seed", "--data", "--batch-size", "--lr",
+                           "--limit-train", "--kernels", "--quiet"})
+    EXPECT_NE(h.out.find(flag), std::string::npos) << flag << " is not documented";
+}
+
+TEST(TrainCmd, MissingDataDirectory) {
+  TempDir dir;
+  auto spec = dir.write("tiny.yaml", kSpec);
+  Result r = run("train " + spec.string() + " --data " + (dir.path / "nothing").string());
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("nothing"), std::string::npos) << r.err;
+  Result e = run("train " + spec.string(), "DNNLAB_DATA_DIR=" + (dir.path / "nowhere").string());
+  EXPECT_EQ(e.code, 3) << e.err;
+}
+
+void write_gz(const std::filesystem::path& p, const std::string& bytes) {
+  gzFile f = gzopen(p.c_str(), "wb");
+  gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(f);
+}
+
+std::string idx(uint8_t ndim, std::initializer_list<uint32_t> dims, size_t data_bytes) {
+  std::string b = {0, 0, 8, static_cast<char>(ndim)};
+  for (uint32_t d : dims)
+    for (int s = 24; s >= 0; s -= 8) b += static_cast<char>((d >> s) & 0xff);
+  return b + std::string(data_bytes, '\x01');
+}
+
+TEST(TrainCmd, TruncatedImageFileNamesTheOffset) {
+  TempDir dir;
+  auto spec =
+      dir.write("tiny.yaml", replace(kSpec, "validation: 500, limit_train: 2000", "validation: 2"));
+  const auto d = dir.path / "fm";
+  std::filesystem::create_directories(d);
+  // 10 train images declared, only 7.5 present: data ends at byte 16 + 7.5*784.
+  write_gz(d / "train-images-idx3-ubyte.gz", idx(3, {10, 28, 28}, 784 * 7 + 392));
+  write_gz(d / "train-labels-idx1-ubyte.gz", idx(1, {10}, 10));
+  write_gz(d / "t10k-images-idx3-ubyte.gz", idx(3, {4, 28, 28}, 784 * 4));
+  write_gz(d / "t10k-labels-idx1-ubyte.gz", idx(1, {4}, 4));
+  Result r = run("train " + spec.string() + " --data " + d.string());
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("train-images-idx3-ubyte.gz"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(std::to_string(16 + 784 * 7 + 392)), std::string::npos) << r.err;
+}
+
+TEST(TrainCmd, CorruptGzipIsADataError) {
+  TempDir dir;
+  auto spec = dir.write("tiny.yaml", kSpec);
+  const auto d = dir.path / "fm";
+  std::filesystem::create_directories(d);
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
+                        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"})
+    std::ofstream(d / f) << "\x1f\x8b\x08 this is not deflate data";
+  Result r = run("train " + spec.string() + " --data " + d.string());
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("-ubyte.gz at byte"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("corrupt gzip"), std::string::npos) << r.err;
+}
+
+TEST(TrainCmd, SameSeedSameWeightsAndProvenance) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir a, b, c;
+  auto spec = a.write("tiny.yaml", kSpec);
+  Result ra = run("train -q " + spec.string() + " --out " + a.path.string());
+  Result rb = run("train -q " + spec.string() + " --out " + b.path.string());
+  Result rc = run("train -q " + spec.string() + " --seed 6 --out " + c.path.string());
+  ASSERT_EQ(ra.code, 0) << ra.err;
+  ASSERT_EQ(rb.code, 0) << rb.err;
+  ASSERT_EQ(rc.code, 0) << rc.err;
+  EXPECT_NE(ra.out.find("test accuracy: "), std::string::npos) << ra.out;
+  const std::string wa = slurp(a.path / "tiny.safetensors"),
+                    wb = slurp(b.path / "tiny.safetensors"),
+                    wc = slurp(c.path / "tiny.safetensors");
+  EXPECT_GT(wa.size(), 32u * 785 * 4);
+  EXPECT_EQ(wa, wb) << "same spec and seed must give the same weights bit for bit";
+  EXPECT_NE(wa, wc);
+  EXPECT_EQ(ra.out, rb.out);
+
+  auto m = nlohmann::json::parse(slurp(a.path / "tiny.metrics.json"));
+  EXPECT_EQ(m["seed"], 5);
+  EXPECT_EQ(m["epochs"].size(), 1u);
+  EXPECT_GT(m["test_acc"].get<double>(), 0.5);
+  for (const char* k : {"build_id", "compiler", "kernel_target", "dataset_sha256"})
+    EXPECT_FALSE(m["provenance"][k].get<std::string>().empty()) << k;
+  EXPECT_EQ(m["provenance"]["dataset_sha256"].get<std::string>().size(), 64u);
+  EXPECT_NE(m["spec"].get<std::string>().find("dense"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dnnlab::cli_test
