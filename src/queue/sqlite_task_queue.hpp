@@ -1,0 +1,36 @@
+// The embedded TaskQueue: tasks are rows of one SQLite file (WAL) that the
+// coordinator and the local worker processes open side by side.
+#pragma once
+
+#include <string>
+
+#include "queue/sqlite/sqlite_db.hpp"
+#include "queue/task_queue.hpp"
+
+namespace dnnlab::queue {
+
+class SqliteTaskQueue final : public TaskQueue {
+ public:
+  SqliteTaskQueue(const std::string& path, TaskQueueOptions options);
+
+  std::int64_t publish(std::string_view queue, std::string_view payload) override;
+  std::vector<std::int64_t> publish_batch(std::string_view queue,
+                                          const std::vector<std::string>& payloads) override;
+  std::optional<TaskLease> lease(std::string_view queue, std::string_view worker_id,
+                                 double lease_seconds) override;
+  bool extend(TaskLease& lease, double seconds) override;
+  bool ack(const TaskLease& lease) override;
+  bool nack(const TaskLease& lease, bool requeue, std::string_view error) override;
+  QueueCounts counts(std::string_view queue) override;
+  std::int64_t cancel(std::string_view queue) override;
+
+  static constexpr int kSchemaVersion = 1;
+
+ private:
+  double now() const { return options_.clock ? options_.clock() : sqlite::unix_now(); }
+
+  TaskQueueOptions options_;
+  sqlite::Database db_;
+};
+
+}  // namespace dnnlab::queue

@@ -1,0 +1,27 @@
+// open_task_queue(): the one place that maps a URL to a TaskQueue backend.
+#include "queue/task_queue.hpp"
+
+#include "queue/backend_url.hpp"
+#include "queue/sqlite/sqlite_db.hpp"
+#include "queue/sqlite_task_queue.hpp"
+
+namespace dnnlab::queue {
+
+std::unique_ptr<TaskQueue> open_task_queue(std::string_view url, TaskQueueOptions options) {
+  const std::string scheme = backend_url::scheme(url);
+  const std::string shown = backend_url::redact(url);
+  if (scheme == "sqlite") {
+    std::string path = backend_url::sqlite_path(url);
+    if (path.empty())
+      throw std::invalid_argument("task queue URL '" + shown + "' has no file path (sqlite:PATH)");
+    return std::make_unique<SqliteTaskQueue>(path, std::move(options));
+  }
+  if (scheme == "amqp" || scheme == "amqps")
+    throw BackendNotBuiltError("task queue URL '" + shown +
+                               "': the AMQP (RabbitMQ) backend is not built into this dnnlab "
+                               "yet; use sqlite:PATH");
+  throw std::invalid_argument("task queue URL '" + shown +
+                              "' is not supported: expected sqlite:PATH or amqp://HOST/VHOST");
+}
+
+}  // namespace dnnlab::queue

@@ -1,0 +1,213 @@
+// ResultStore: where every experiment, trial, learning curve, worker and event
+// is kept. Backends are chosen by URL in open_result_store() and nowhere else.
+//
+// Writes are idempotent by (trial id, attempt), so a redelivered task can never
+// count a trial twice: the queue's lease attempt is the trial's attempt.
+//
+//   auto store = dnnlab::store::open_result_store("sqlite:runs/sweep.db");
+//   ExperimentRecord e;
+//   e.name = "depth";
+//   e.spec_text = yaml;
+//   auto exp = store->create_experiment(e);
+//   auto ids = store->add_trials(exp, trials);  // one transaction
+//   // in a worker, for a queue lease with attempt a:
+//   if (store->mark_running(id, a, "w1")) {
+//     store->record_epoch(id, a, epoch_metrics);  // once per epoch
+//     store->finish_trial(id, a, TrialStatus::finished, metrics);  // false if stale
+//   }
+//   TrialQuery top;
+//   top.sort_by = "val_acc";
+//   top.descending = true;
+//   auto best20 = store->trials(exp, top);
+//
+// Objects are not thread-safe; open one per thread, and in each process after
+// fork(). Bad input (unknown sort column, ids that do not exist) throws
+// std::invalid_argument naming the field; nothing stored is changed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dnnlab::store {
+
+enum class ExperimentStatus { running, finished, cancelled, failed };
+enum class TrialStatus { queued, running, finished, pruned, failed, cancelled };
+enum class WorkerKind { native, browser };
+
+std::string_view to_string(ExperimentStatus s);
+std::string_view to_string(TrialStatus s);
+std::string_view to_string(WorkerKind k);
+// Throw std::invalid_argument naming `field` for an unknown name.
+ExperimentStatus parse_experiment_status(std::string_view s, std::string_view field = "status");
+TrialStatus parse_trial_status(std::string_view s, std::string_view field = "status");
+WorkerKind parse_worker_kind(std::string_view s, std::string_view field = "kind");
+
+struct ExperimentRecord {
+  std::int64_t id = 0;  // set by the store
+  std::string name;
+  std::string spec_text;
+  std::string spec_hash;  // sha256 of spec_text, set by the store
+  std::string spec_path;
+  std::string method;  // "grid", "random", "tpe", ...
+  double created_at = 0.0;
+  ExperimentStatus status = ExperimentStatus::running;
+  nlohmann::json provenance = nlohmann::json::object();
+};
+
+// A trial to add: its place in the sweep and what to train.
+struct NewTrial {
+  std::int64_t index = 0;  // unique within the experiment
+  std::string config_json;
+  std::uint64_t seed = 0;
+};
+
+struct TrialMetrics {
+  std::optional<double> train_loss, train_acc, val_loss, val_acc, test_acc;
+  std::int64_t epochs_done = 0;
+  double seconds = 0.0;
+};
+
+struct EpochMetrics {
+  std::int64_t epoch = 0;
+  std::optional<double> train_loss, train_acc, val_loss, val_acc;
+  double seconds = 0.0;
+  std::optional<double> lr;
+};
+
+struct TrialRecord {
+  std::int64_t id = 0;
+  std::int64_t experiment_id = 0;
+  std::int64_t index = 0;
+  std::string config_json;
+  std::uint64_t seed = 0;
+  TrialStatus status = TrialStatus::queued;
+  int attempt = 0;  // 0 until first mark_running
+  std::string worker;
+  std::optional<double> started_at, finished_at;
+  TrialMetrics metrics;
+  std::string error;
+  nlohmann::json provenance = nlohmann::json::object();  // build id, compiler, kernel, data sha256
+  std::vector<EpochMetrics> curve;  // filled by trial(id) only: the current attempt's epochs
+};
+
+struct TrialQuery {
+  // One of: id, index, seed, status, attempt, started_at, finished_at, train_loss,
+  // train_acc, val_loss, val_acc, test_acc, epochs_done, seconds. Empty values sort last.
+  std::string sort_by = "index";
+  bool descending = false;
+  std::optional<TrialStatus> status;  // only trials in this state
+  std::int64_t limit = 100;           // 0: no limit
+  std::int64_t offset = 0;
+};
+
+struct TrialCounts {
+  std::int64_t queued = 0, running = 0, finished = 0, pruned = 0, failed = 0, cancelled = 0;
+  std::int64_t total() const { return queued + running + finished + pruned + failed + cancelled; }
+};
+
+// One trial's metrics at one epoch (for ASHA rung decisions).
+struct TrialEpoch {
+  std::int64_t trial_id = 0;
+  std::int64_t trial_index = 0;
+  EpochMetrics metrics;
+};
+
+struct WorkerRecord {
+  std::string id;
+  WorkerKind kind = WorkerKind::native;
+  std::string host;
+  std::int64_t pid = 0;
+  double started_at = 0.0;
+  // Kept by the store:
+  double last_seen = 0.0;
+  std::optional<std::int64_t> current_trial;
+  bool gone = false;
+};
+
+struct EventRecord {
+  std::int64_t id = 0;  // increasing; never reused
+  double time = 0.0;
+  std::string type;  // "trial.started", "trial.epoch", "worker.joined", ...
+  nlohmann::json data;
+};
+
+class ResultStore {
+ public:
+  virtual ~ResultStore() = default;
+
+  // ---- experiments ----
+  // created_at 0 means now. Returns the new id.
+  virtual std::int64_t create_experiment(const ExperimentRecord& experiment) = 0;
+  virtual std::optional<ExperimentRecord> experiment(std::int64_t id) = 0;
+  virtual std::vector<ExperimentRecord> experiments() = 0;  // newest first
+  virtual void set_status(std::int64_t experiment_id, ExperimentStatus status) = 0;
+  // The newest experiment with this name and spec hash (to resume it).
+  virtual std::optional<ExperimentRecord> find_experiment(std::string_view name,
+                                                          std::string_view spec_hash) = 0;
+
+  // ---- trials ----
+  // All trials in one transaction; ids in input order. Throws on a duplicate index.
+  virtual std::vector<std::int64_t> add_trials(std::int64_t experiment_id,
+                                               const std::vector<NewTrial>& trials) = 0;
+  // Starts (or restarts, for a redelivery) a trial. False, changing nothing,
+  // when the trial already ended or `attempt` is older than its current one.
+  virtual bool mark_running(std::int64_t trial_id, int attempt, std::string_view worker_id,
+                            const nlohmann::json& provenance = nlohmann::json::object()) = 0;
+  // Idempotent by (trial, attempt, epoch). False, changing nothing, when
+  // `attempt` is not the trial's running attempt.
+  virtual bool record_epoch(std::int64_t trial_id, int attempt, const EpochMetrics& metrics) = 0;
+  // Ends a trial (status finished, pruned, failed or cancelled). Idempotent by
+  // (trial, attempt): false, changing nothing, when the trial already ended or
+  // `attempt` is not its current one.
+  virtual bool finish_trial(std::int64_t trial_id, int attempt, TrialStatus status,
+                            const TrialMetrics& metrics, std::string_view error = {}) = 0;
+  // Cancels an experiment's trials that have not ended; returns how many.
+  virtual std::int64_t cancel_trials(std::int64_t experiment_id) = 0;
+
+  virtual std::vector<TrialRecord> trials(std::int64_t experiment_id, const TrialQuery& query) = 0;
+  virtual std::optional<TrialRecord> trial(std::int64_t trial_id) = 0;  // with its curve
+  virtual TrialCounts trial_counts(std::int64_t experiment_id) = 0;
+  // The finished trial with the best `metric` (a TrialQuery sort column).
+  virtual std::optional<TrialRecord> best_trial(std::int64_t experiment_id,
+                                                std::string_view metric = "val_acc",
+                                                bool maximize = true) = 0;
+  // Every trial's metrics at `epoch` (current attempts only).
+  virtual std::vector<TrialEpoch> epochs_for(std::int64_t experiment_id, std::int64_t epoch) = 0;
+
+  // ---- workers ----
+  virtual void upsert_worker(const WorkerRecord& worker) = 0;
+  // Throws std::invalid_argument for a worker never upserted.
+  virtual void heartbeat(std::string_view worker_id, std::optional<std::int64_t> current_trial) = 0;
+  virtual std::vector<WorkerRecord> workers() = 0;
+  virtual void mark_worker_gone(std::string_view worker_id) = 0;
+
+  // ---- events (append-only) ----
+  virtual std::int64_t append_event(std::string_view type, const nlohmann::json& data) = 0;
+  // Events with id > after_id, oldest first, at most `limit` (1..10000).
+  virtual std::vector<EventRecord> events_since(std::int64_t after_id,
+                                                std::int64_t limit = 1000) = 0;
+};
+
+// The hash find_experiment() matches: lower-case hex sha256 of the spec text.
+std::string spec_hash(std::string_view spec_text);
+
+// The backend is not compiled into this build, or not available yet.
+class BackendNotBuiltError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Opens a store by URL:
+//   sqlite:PATH      embedded, one file shared by processes on this machine
+//   postgres://…     PostgreSQL (not built yet: throws BackendNotBuiltError)
+// Any other URL throws std::invalid_argument naming it. A file written by a
+// newer dnnlab throws std::runtime_error saying so.
+std::unique_ptr<ResultStore> open_result_store(std::string_view url);
+
+}  // namespace dnnlab::store

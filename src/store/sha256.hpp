@@ -1,0 +1,9 @@
+// SHA-256 (FIPS 180-4) of a byte string, as lower-case hex. Used for spec hashes.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace dnnlab::store {
+std::string sha256_hex(std::string_view bytes);
+}  // namespace dnnlab::store

@@ -1,0 +1,573 @@
+// SqliteResultStore: experiments, trials, curves, workers and events as SQLite
+// tables. Trial writes carry (trial id, attempt) in their WHERE clause, which
+// is what makes them idempotent across redeliveries.
+#include "store/sqlite_result_store.hpp"
+
+#include <array>
+#include <cmath>
+#include <string>
+
+#include "store/sha256.hpp"
+
+namespace dnnlab::store {
+namespace {
+
+constexpr std::array<sqlite::Migration, 1> kMigrations{{
+    {1, R"sql(
+CREATE TABLE experiments (
+  id         INTEGER PRIMARY KEY,
+  name       TEXT NOT NULL,
+  spec_text  TEXT NOT NULL,
+  spec_hash  TEXT NOT NULL,
+  spec_path  TEXT NOT NULL DEFAULT '',
+  method     TEXT NOT NULL DEFAULT '',
+  created_at REAL NOT NULL,
+  status     TEXT NOT NULL CHECK (status IN ('running', 'finished', 'cancelled', 'failed')),
+  provenance TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX experiments_by_name_hash ON experiments (name, spec_hash, id);
+
+CREATE TABLE trials (
+  id            INTEGER PRIMARY KEY,
+  experiment_id INTEGER NOT NULL REFERENCES experiments (id),
+  idx           INTEGER NOT NULL,
+  config        TEXT    NOT NULL,
+  seed          INTEGER NOT NULL,
+  status        TEXT    NOT NULL CHECK (status IN
+                  ('queued', 'running', 'finished', 'pruned', 'failed', 'cancelled')),
+  attempt       INTEGER NOT NULL DEFAULT 0,
+  worker        TEXT    NOT NULL DEFAULT '',
+  started_at    REAL,
+  finished_at   REAL,
+  train_loss    REAL,
+  train_acc     REAL,
+  val_loss      REAL,
+  val_acc       REAL,
+  test_acc      REAL,
+  epochs_done   INTEGER NOT NULL DEFAULT 0,
+  seconds       REAL    NOT NULL DEFAULT 0,
+  error         TEXT    NOT NULL DEFAULT '',
+  provenance    TEXT    NOT NULL DEFAULT '{}',
+  UNIQUE (experiment_id, idx)
+);
+CREATE INDEX trials_by_status ON trials (experiment_id, status, idx);
+CREATE INDEX trials_by_val_acc ON trials (experiment_id, val_acc);
+CREATE INDEX trials_by_val_loss ON trials (experiment_id, val_loss);
+
+-- Every attempt's curve is kept; reads use the trial's current attempt only.
+CREATE TABLE epochs (
+  trial_id   INTEGER NOT NULL REFERENCES trials (id),
+  attempt    INTEGER NOT NULL,
+  epoch      INTEGER NOT NULL,
+  train_loss REAL,
+  train_acc  REAL,
+  val_loss   REAL,
+  val_acc    REAL,
+  seconds    REAL NOT NULL DEFAULT 0,
+  lr         REAL,
+  PRIMARY KEY (trial_id, attempt, epoch)
+) WITHOUT ROWID;
+
+CREATE TABLE workers (
+  id            TEXT PRIMARY KEY,
+  kind          TEXT NOT NULL CHECK (kind IN ('native', 'browser')),
+  host          TEXT NOT NULL DEFAULT '',
+  pid           INTEGER NOT NULL DEFAULT 0,
+  started_at    REAL NOT NULL,
+  last_seen     REAL NOT NULL,
+  current_trial INTEGER,
+  gone          INTEGER NOT NULL DEFAULT 0
+);
+
+-- AUTOINCREMENT: event ids are dashboard cursors and must never be reused.
+CREATE TABLE events (
+  id   INTEGER PRIMARY KEY AUTOINCREMENT,
+  time REAL NOT NULL,
+  type TEXT NOT NULL,
+  data TEXT NOT NULL
+);
+)sql"},
+}};
+
+// TrialQuery.sort_by name -> column. The only strings ever spliced into SQL.
+struct SortColumn {
+  std::string_view name;
+  std::string_view column;
+};
+constexpr std::array<SortColumn, 14> kSortColumns{{
+    {"id", "id"},
+    {"index", "idx"},
+    {"seed", "seed"},
+    {"status", "status"},
+    {"attempt", "attempt"},
+    {"started_at", "started_at"},
+    {"finished_at", "finished_at"},
+    {"train_loss", "train_loss"},
+    {"train_acc", "train_acc"},
+    {"val_loss", "val_loss"},
+    {"val_acc", "val_acc"},
+    {"test_acc", "test_acc"},
+    {"epochs_done", "epochs_done"},
+    {"seconds", "seconds"},
+}};
+
+std::string_view sort_column(std::string_view name, std::string_view field) {
+  for (const SortColumn& c : kSortColumns)
+    if (c.name == name) return c.column;
+  std::string allowed;
+  for (const SortColumn& c : kSortColumns)
+    allowed += (allowed.empty() ? "" : ", ") + std::string(c.name);
+  throw std::invalid_argument(std::string(field) + ": unknown column '" + std::string(name) +
+                              "' (allowed: " + allowed + ")");
+}
+
+constexpr std::string_view kTrialColumns =
+    "id, experiment_id, idx, config, seed, status, attempt, worker, started_at, finished_at, "
+    "train_loss, train_acc, val_loss, val_acc, test_acc, epochs_done, seconds, error, provenance";
+
+constexpr std::string_view kExperimentColumns =
+    "id, name, spec_text, spec_hash, spec_path, method, created_at, status, provenance";
+
+void check_id(std::int64_t id, const char* field) {
+  if (id <= 0)
+    throw std::invalid_argument(std::string(field) + " must be a positive id, got " +
+                                std::to_string(id));
+}
+void check_attempt(int attempt, int minimum) {
+  if (attempt < minimum)
+    throw std::invalid_argument("attempt must be at least " + std::to_string(minimum) + ", got " +
+                                std::to_string(attempt));
+}
+void check_not_empty(std::string_view value, const char* field) {
+  if (value.empty()) throw std::invalid_argument(std::string(field) + " must not be empty");
+}
+
+nlohmann::json parse_stored_json(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? nlohmann::json::object() : j;
+}
+
+ExperimentRecord read_experiment(const sqlite::Statement& s) {
+  ExperimentRecord e;
+  e.id = s.column_int(0);
+  e.name = s.column_text(1);
+  e.spec_text = s.column_text(2);
+  e.spec_hash = s.column_text(3);
+  e.spec_path = s.column_text(4);
+  e.method = s.column_text(5);
+  e.created_at = s.column_double(6);
+  e.status = parse_experiment_status(s.column_text(7));
+  e.provenance = parse_stored_json(s.column_text(8));
+  return e;
+}
+
+TrialRecord read_trial(const sqlite::Statement& s) {
+  TrialRecord t;
+  t.id = s.column_int(0);
+  t.experiment_id = s.column_int(1);
+  t.index = s.column_int(2);
+  t.config_json = s.column_text(3);
+  t.seed = static_cast<std::uint64_t>(s.column_int(4));
+  t.status = parse_trial_status(s.column_text(5));
+  t.attempt = static_cast<int>(s.column_int(6));
+  t.worker = s.column_text(7);
+  t.started_at = s.column_opt_double(8);
+  t.finished_at = s.column_opt_double(9);
+  t.metrics.train_loss = s.column_opt_double(10);
+  t.metrics.train_acc = s.column_opt_double(11);
+  t.metrics.val_loss = s.column_opt_double(12);
+  t.metrics.val_acc = s.column_opt_double(13);
+  t.metrics.test_acc = s.column_opt_double(14);
+  t.metrics.epochs_done = s.column_int(15);
+  t.metrics.seconds = s.column_double(16);
+  t.error = s.column_text(17);
+  t.provenance = parse_stored_json(s.column_text(18));
+  return t;
+}
+
+// Columns: epoch, train_loss, train_acc, val_loss, val_acc, seconds, lr from `first`.
+EpochMetrics read_epoch(const sqlite::Statement& s, int first) {
+  EpochMetrics m;
+  m.epoch = s.column_int(first);
+  m.train_loss = s.column_opt_double(first + 1);
+  m.train_acc = s.column_opt_double(first + 2);
+  m.val_loss = s.column_opt_double(first + 3);
+  m.val_acc = s.column_opt_double(first + 4);
+  m.seconds = s.column_double(first + 5);
+  m.lr = s.column_opt_double(first + 6);
+  return m;
+}
+
+WorkerRecord read_worker(const sqlite::Statement& s) {
+  WorkerRecord w;
+  w.id = s.column_text(0);
+  w.kind = parse_worker_kind(s.column_text(1));
+  w.host = s.column_text(2);
+  w.pid = s.column_int(3);
+  w.started_at = s.column_double(4);
+  w.last_seen = s.column_double(5);
+  w.current_trial = s.column_opt_int(6);
+  w.gone = s.column_int(7) != 0;
+  return w;
+}
+
+bool is_terminal(TrialStatus s) {
+  return s != TrialStatus::queued && s != TrialStatus::running;
+}
+
+}  // namespace
+
+SqliteResultStore::SqliteResultStore(const std::string& path) : db_(path) {
+  static_assert(kMigrations.back().version == kSchemaVersion);
+  sqlite::migrate(db_, "store", kMigrations);
+}
+
+void SqliteResultStore::require_experiment(std::int64_t experiment_id) {
+  check_id(experiment_id, "experiment_id");
+  auto s = db_.prepare("SELECT 1 FROM experiments WHERE id = ?1");
+  s.bind_int(1, experiment_id);
+  if (!s.step())
+    throw std::invalid_argument("experiment_id " + std::to_string(experiment_id) +
+                                " does not exist");
+}
+
+void SqliteResultStore::require_trial(std::int64_t trial_id) {
+  check_id(trial_id, "trial_id");
+  auto s = db_.prepare("SELECT 1 FROM trials WHERE id = ?1");
+  s.bind_int(1, trial_id);
+  if (!s.step())
+    throw std::invalid_argument("trial_id " + std::to_string(trial_id) + " does not exist");
+}
+
+// ---- experiments ----
+
+std::int64_t SqliteResultStore::create_experiment(const ExperimentRecord& e) {
+  check_not_empty(e.name, "name");
+  auto s = db_.prepare(
+      "INSERT INTO experiments (name, spec_text, spec_hash, spec_path, method, created_at, "
+      "status, provenance) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+  s.bind_text(1, e.name).bind_text(2, e.spec_text).bind_text(3, spec_hash(e.spec_text));
+  s.bind_text(4, e.spec_path).bind_text(5, e.method);
+  s.bind_double(6, e.created_at > 0 ? e.created_at : sqlite::unix_now());
+  s.bind_text(7, to_string(e.status)).bind_text(8, e.provenance.dump());
+  s.run();
+  return db_.last_insert_rowid();
+}
+
+std::optional<ExperimentRecord> SqliteResultStore::experiment(std::int64_t id) {
+  check_id(id, "experiment_id");
+  auto s =
+      db_.prepare("SELECT " + std::string(kExperimentColumns) + " FROM experiments WHERE id = ?1");
+  s.bind_int(1, id);
+  if (!s.step()) return std::nullopt;
+  return read_experiment(s);
+}
+
+std::vector<ExperimentRecord> SqliteResultStore::experiments() {
+  auto s = db_.prepare("SELECT " + std::string(kExperimentColumns) +
+                       " FROM experiments ORDER BY id DESC");
+  std::vector<ExperimentRecord> out;
+  while (s.step()) out.push_back(read_experiment(s));
+  return out;
+}
+
+void SqliteResultStore::set_status(std::int64_t experiment_id, ExperimentStatus status) {
+  check_id(experiment_id, "experiment_id");
+  auto s = db_.prepare("UPDATE experiments SET status = ?2 WHERE id = ?1");
+  s.bind_int(1, experiment_id).bind_text(2, to_string(status));
+  s.run();
+  if (db_.changes() == 0) require_experiment(experiment_id);
+}
+
+std::optional<ExperimentRecord> SqliteResultStore::find_experiment(std::string_view name,
+                                                                   std::string_view hash) {
+  auto s = db_.prepare("SELECT " + std::string(kExperimentColumns) +
+                       " FROM experiments WHERE name = ?1 AND spec_hash = ?2 "
+                       "ORDER BY id DESC LIMIT 1");
+  s.bind_text(1, name).bind_text(2, hash);
+  if (!s.step()) return std::nullopt;
+  return read_experiment(s);
+}
+
+// ---- trials ----
+
+std::vector<std::int64_t> SqliteResultStore::add_trials(std::int64_t experiment_id,
+                                                        const std::vector<NewTrial>& trials) {
+  for (std::size_t i = 0; i < trials.size(); ++i)
+    if (!nlohmann::json::accept(trials[i].config_json))
+      throw std::invalid_argument("trials[" + std::to_string(i) +
+                                  "].config_json is not valid JSON");
+  std::vector<std::int64_t> ids;
+  ids.reserve(trials.size());
+  sqlite::WriteTransaction tx(db_);
+  require_experiment(experiment_id);
+  for (std::size_t i = 0; i < trials.size(); ++i) {
+    const NewTrial& t = trials[i];
+    auto s = db_.prepare(
+        "INSERT INTO trials (experiment_id, idx, config, seed, status) "
+        "VALUES (?1, ?2, ?3, ?4, 'queued')");
+    s.bind_int(1, experiment_id).bind_int(2, t.index).bind_text(3, t.config_json);
+    s.bind_int(4, static_cast<std::int64_t>(t.seed));
+    try {
+      s.run();
+    } catch (const sqlite::Error& e) {
+      if (e.code() != SQLITE_CONSTRAINT_UNIQUE) throw;
+      throw std::invalid_argument("trials[" + std::to_string(i) + "].index " +
+                                  std::to_string(t.index) + " already exists in experiment " +
+                                  std::to_string(experiment_id));
+    }
+    ids.push_back(db_.last_insert_rowid());
+  }
+  tx.commit();
+  return ids;
+}
+
+bool SqliteResultStore::mark_running(std::int64_t trial_id, int attempt, std::string_view worker_id,
+                                     const nlohmann::json& provenance) {
+  check_id(trial_id, "trial_id");
+  check_attempt(attempt, 1);
+  check_not_empty(worker_id, "worker_id");
+  auto s = db_.prepare(
+      "UPDATE trials SET status = 'running', attempt = ?2, worker = ?3, started_at = ?4, "
+      "finished_at = NULL, train_loss = NULL, train_acc = NULL, val_loss = NULL, "
+      "val_acc = NULL, test_acc = NULL, epochs_done = 0, seconds = 0, error = '', "
+      "provenance = ?5 "
+      "WHERE id = ?1 AND status IN ('queued', 'running') AND attempt <= ?2");
+  s.bind_int(1, trial_id).bind_int(2, attempt).bind_text(3, worker_id);
+  s.bind_double(4, sqlite::unix_now()).bind_text(5, provenance.dump());
+  s.run();
+  if (db_.changes() == 1) return true;
+  require_trial(trial_id);
+  return false;
+}
+
+bool SqliteResultStore::record_epoch(std::int64_t trial_id, int attempt, const EpochMetrics& m) {
+  check_id(trial_id, "trial_id");
+  check_attempt(attempt, 1);
+  if (m.epoch < 0)
+    throw std::invalid_argument("epoch must not be negative, got " + std::to_string(m.epoch));
+  auto s = db_.prepare(
+      "INSERT OR REPLACE INTO epochs (trial_id, attempt, epoch, train_loss, train_acc, val_loss, "
+      "val_acc, seconds, lr) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 "
+      "WHERE EXISTS (SELECT 1 FROM trials WHERE id = ?1 AND attempt = ?2 AND status = 'running')");
+  s.bind_int(1, trial_id).bind_int(2, attempt).bind_int(3, m.epoch);
+  s.bind_opt_double(4, m.train_loss).bind_opt_double(5, m.train_acc);
+  s.bind_opt_double(6, m.val_loss).bind_opt_double(7, m.val_acc);
+  s.bind_double(8, std::isfinite(m.seconds) ? m.seconds : 0.0).bind_opt_double(9, m.lr);
+  s.run();
+  if (db_.changes() == 1) return true;
+  require_trial(trial_id);
+  return false;
+}
+
+bool SqliteResultStore::finish_trial(std::int64_t trial_id, int attempt, TrialStatus status,
+                                     const TrialMetrics& m, std::string_view error) {
+  check_id(trial_id, "trial_id");
+  check_attempt(attempt, 0);
+  if (!is_terminal(status))
+    throw std::invalid_argument("status must be finished, pruned, failed or cancelled, got " +
+                                std::string(to_string(status)));
+  auto s = db_.prepare(
+      "UPDATE trials SET status = ?3, finished_at = ?4, train_loss = ?5, train_acc = ?6, "
+      "val_loss = ?7, val_acc = ?8, test_acc = ?9, epochs_done = ?10, seconds = ?11, "
+      "error = ?12 WHERE id = ?1 AND attempt = ?2 AND status IN ('queued', 'running')");
+  s.bind_int(1, trial_id).bind_int(2, attempt).bind_text(3, to_string(status));
+  s.bind_double(4, sqlite::unix_now());
+  s.bind_opt_double(5, m.train_loss).bind_opt_double(6, m.train_acc);
+  s.bind_opt_double(7, m.val_loss).bind_opt_double(8, m.val_acc).bind_opt_double(9, m.test_acc);
+  s.bind_int(10, m.epochs_done).bind_double(11, std::isfinite(m.seconds) ? m.seconds : 0.0);
+  s.bind_text(12, error);
+  s.run();
+  if (db_.changes() == 1) return true;
+  require_trial(trial_id);
+  return false;
+}
+
+std::int64_t SqliteResultStore::cancel_trials(std::int64_t experiment_id) {
+  require_experiment(experiment_id);
+  auto s = db_.prepare(
+      "UPDATE trials SET status = 'cancelled', finished_at = ?2 "
+      "WHERE experiment_id = ?1 AND status IN ('queued', 'running')");
+  s.bind_int(1, experiment_id).bind_double(2, sqlite::unix_now());
+  s.run();
+  return db_.changes();
+}
+
+std::vector<TrialRecord> SqliteResultStore::trials(std::int64_t experiment_id,
+                                                   const TrialQuery& q) {
+  check_id(experiment_id, "experiment_id");
+  const std::string_view column = sort_column(q.sort_by, "sort_by");
+  if (q.limit < 0)
+    throw std::invalid_argument("limit must not be negative, got " + std::to_string(q.limit));
+  if (q.offset < 0)
+    throw std::invalid_argument("offset must not be negative, got " + std::to_string(q.offset));
+  const char* dir = q.descending ? "DESC" : "ASC";
+  std::string sql =
+      "SELECT " + std::string(kTrialColumns) + " FROM trials WHERE experiment_id = ?1" +
+      (q.status ? " AND status = ?2 " : " AND ?2 IS NULL ") + "ORDER BY " + std::string(column) +
+      " " + dir + " NULLS LAST, idx ASC" + " LIMIT ?3 OFFSET ?4";
+  auto s = db_.prepare(sql);
+  s.bind_int(1, experiment_id);
+  if (q.status)
+    s.bind_text(2, to_string(*q.status));
+  else
+    s.bind_null(2);
+  s.bind_int(3, q.limit == 0 ? -1 : q.limit).bind_int(4, q.offset);
+  std::vector<TrialRecord> out;
+  while (s.step()) out.push_back(read_trial(s));
+  return out;
+}
+
+std::optional<TrialRecord> SqliteResultStore::trial(std::int64_t trial_id) {
+  check_id(trial_id, "trial_id");
+  std::optional<TrialRecord> t;
+  {
+    auto s = db_.prepare("SELECT " + std::string(kTrialColumns) + " FROM trials WHERE id = ?1");
+    s.bind_int(1, trial_id);
+    if (!s.step()) return std::nullopt;
+    t = read_trial(s);
+  }
+  auto c = db_.prepare(
+      "SELECT epoch, train_loss, train_acc, val_loss, val_acc, seconds, lr FROM epochs "
+      "WHERE trial_id = ?1 AND attempt = ?2 ORDER BY epoch");
+  c.bind_int(1, trial_id).bind_int(2, t->attempt);
+  while (c.step()) t->curve.push_back(read_epoch(c, 0));
+  return t;
+}
+
+TrialCounts SqliteResultStore::trial_counts(std::int64_t experiment_id) {
+  check_id(experiment_id, "experiment_id");
+  auto s =
+      db_.prepare("SELECT status, count(*) FROM trials WHERE experiment_id = ?1 GROUP BY status");
+  s.bind_int(1, experiment_id);
+  TrialCounts c;
+  while (s.step()) {
+    std::int64_t n = s.column_int(1);
+    switch (parse_trial_status(s.column_text(0))) {
+      case TrialStatus::queued:
+        c.queued = n;
+        break;
+      case TrialStatus::running:
+        c.running = n;
+        break;
+      case TrialStatus::finished:
+        c.finished = n;
+        break;
+      case TrialStatus::pruned:
+        c.pruned = n;
+        break;
+      case TrialStatus::failed:
+        c.failed = n;
+        break;
+      case TrialStatus::cancelled:
+        c.cancelled = n;
+        break;
+    }
+  }
+  return c;
+}
+
+std::optional<TrialRecord> SqliteResultStore::best_trial(std::int64_t experiment_id,
+                                                         std::string_view metric, bool maximize) {
+  check_id(experiment_id, "experiment_id");
+  const std::string_view column = sort_column(metric, "metric");
+  auto s = db_.prepare("SELECT " + std::string(kTrialColumns) +
+                       " FROM trials WHERE experiment_id = ?1 AND status = 'finished' AND " +
+                       std::string(column) + " IS NOT NULL ORDER BY " + std::string(column) +
+                       (maximize ? " DESC" : " ASC") + ", idx LIMIT 1");
+  s.bind_int(1, experiment_id);
+  if (!s.step()) return std::nullopt;
+  return read_trial(s);
+}
+
+std::vector<TrialEpoch> SqliteResultStore::epochs_for(std::int64_t experiment_id,
+                                                      std::int64_t epoch) {
+  check_id(experiment_id, "experiment_id");
+  auto s = db_.prepare(
+      "SELECT t.id, t.idx, e.epoch, e.train_loss, e.train_acc, e.val_loss, e.val_acc, "
+      "e.seconds, e.lr FROM trials t JOIN epochs e "
+      "ON e.trial_id = t.id AND e.attempt = t.attempt AND e.epoch = ?2 "
+      "WHERE t.experiment_id = ?1 ORDER BY t.idx");
+  s.bind_int(1, experiment_id).bind_int(2, epoch);
+  std::vector<TrialEpoch> out;
+  while (s.step()) out.push_back({s.column_int(0), s.column_int(1), read_epoch(s, 2)});
+  return out;
+}
+
+// ---- workers ----
+
+void SqliteResultStore::upsert_worker(const WorkerRecord& w) {
+  check_not_empty(w.id, "worker id");
+  const double now = sqlite::unix_now();
+  auto s = db_.prepare(
+      "INSERT INTO workers (id, kind, host, pid, started_at, last_seen, current_trial, gone) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, 0) ON CONFLICT (id) DO UPDATE SET "
+      "kind = excluded.kind, host = excluded.host, pid = excluded.pid, "
+      "started_at = excluded.started_at, last_seen = excluded.last_seen, current_trial = NULL, "
+      "gone = 0");
+  s.bind_text(1, w.id).bind_text(2, to_string(w.kind)).bind_text(3, w.host).bind_int(4, w.pid);
+  s.bind_double(5, w.started_at > 0 ? w.started_at : now).bind_double(6, now);
+  s.run();
+}
+
+void SqliteResultStore::heartbeat(std::string_view worker_id,
+                                  std::optional<std::int64_t> current_trial) {
+  check_not_empty(worker_id, "worker_id");
+  auto s =
+      db_.prepare("UPDATE workers SET last_seen = ?2, current_trial = ?3, gone = 0 WHERE id = ?1");
+  s.bind_text(1, worker_id).bind_double(2, sqlite::unix_now());
+  if (current_trial)
+    s.bind_int(3, *current_trial);
+  else
+    s.bind_null(3);
+  s.run();
+  if (db_.changes() == 0)
+    throw std::invalid_argument("worker_id '" + std::string(worker_id) +
+                                "' is not registered (upsert_worker first)");
+}
+
+std::vector<WorkerRecord> SqliteResultStore::workers() {
+  auto s = db_.prepare(
+      "SELECT id, kind, host, pid, started_at, last_seen, current_trial, gone FROM workers "
+      "ORDER BY started_at, id");
+  std::vector<WorkerRecord> out;
+  while (s.step()) out.push_back(read_worker(s));
+  return out;
+}
+
+void SqliteResultStore::mark_worker_gone(std::string_view worker_id) {
+  check_not_empty(worker_id, "worker_id");
+  auto s = db_.prepare("UPDATE workers SET gone = 1, current_trial = NULL WHERE id = ?1");
+  s.bind_text(1, worker_id);
+  s.run();
+  if (db_.changes() == 0)
+    throw std::invalid_argument("worker_id '" + std::string(worker_id) + "' is not registered");
+}
+
+// ---- events ----
+
+std::int64_t SqliteResultStore::append_event(std::string_view type, const nlohmann::json& data) {
+  check_not_empty(type, "event type");
+  auto s = db_.prepare("INSERT INTO events (time, type, data) VALUES (?1, ?2, ?3)");
+  s.bind_double(1, sqlite::unix_now()).bind_text(2, type).bind_text(3, data.dump());
+  s.run();
+  return db_.last_insert_rowid();
+}
+
+std::vector<EventRecord> SqliteResultStore::events_since(std::int64_t after_id,
+                                                         std::int64_t limit) {
+  if (after_id < 0)
+    throw std::invalid_argument("after_id must not be negative, got " + std::to_string(after_id));
+  if (limit < 1 || limit > 10000)
+    throw std::invalid_argument("limit must be in 1..10000, got " + std::to_string(limit));
+  auto s =
+      db_.prepare("SELECT id, time, type, data FROM events WHERE id > ?1 ORDER BY id LIMIT ?2");
+  s.bind_int(1, after_id).bind_int(2, limit);
+  std::vector<EventRecord> out;
+  while (s.step())
+    out.push_back({s.column_int(0), s.column_double(1), s.column_text(2),
+                   parse_stored_json(s.column_text(3))});
+  return out;
+}
+
+}  // namespace dnnlab::store

@@ -1,0 +1,56 @@
+// The embedded ResultStore: tables in one SQLite file (WAL) that the
+// coordinator, the server and the local worker processes open side by side.
+#pragma once
+
+#include <string>
+
+#include "queue/sqlite/sqlite_db.hpp"
+#include "store/result_store.hpp"
+
+namespace dnnlab::store {
+
+class SqliteResultStore final : public ResultStore {
+ public:
+  explicit SqliteResultStore(const std::string& path);
+
+  std::int64_t create_experiment(const ExperimentRecord& experiment) override;
+  std::optional<ExperimentRecord> experiment(std::int64_t id) override;
+  std::vector<ExperimentRecord> experiments() override;
+  void set_status(std::int64_t experiment_id, ExperimentStatus status) override;
+  std::optional<ExperimentRecord> find_experiment(std::string_view name,
+                                                  std::string_view spec_hash) override;
+
+  std::vector<std::int64_t> add_trials(std::int64_t experiment_id,
+                                       const std::vector<NewTrial>& trials) override;
+  bool mark_running(std::int64_t trial_id, int attempt, std::string_view worker_id,
+                    const nlohmann::json& provenance) override;
+  bool record_epoch(std::int64_t trial_id, int attempt, const EpochMetrics& metrics) override;
+  bool finish_trial(std::int64_t trial_id, int attempt, TrialStatus status,
+                    const TrialMetrics& metrics, std::string_view error) override;
+  std::int64_t cancel_trials(std::int64_t experiment_id) override;
+
+  std::vector<TrialRecord> trials(std::int64_t experiment_id, const TrialQuery& query) override;
+  std::optional<TrialRecord> trial(std::int64_t trial_id) override;
+  TrialCounts trial_counts(std::int64_t experiment_id) override;
+  std::optional<TrialRecord> best_trial(std::int64_t experiment_id, std::string_view metric,
+                                        bool maximize) override;
+  std::vector<TrialEpoch> epochs_for(std::int64_t experiment_id, std::int64_t epoch) override;
+
+  void upsert_worker(const WorkerRecord& worker) override;
+  void heartbeat(std::string_view worker_id, std::optional<std::int64_t> current_trial) override;
+  std::vector<WorkerRecord> workers() override;
+  void mark_worker_gone(std::string_view worker_id) override;
+
+  std::int64_t append_event(std::string_view type, const nlohmann::json& data) override;
+  std::vector<EventRecord> events_since(std::int64_t after_id, std::int64_t limit) override;
+
+  static constexpr int kSchemaVersion = 1;
+
+ private:
+  void require_experiment(std::int64_t experiment_id);
+  void require_trial(std::int64_t trial_id);
+
+  sqlite::Database db_;
+};
+
+}  // namespace dnnlab::store

@@ -1,0 +1,198 @@
+// TaskQueue semantics on the embedded backend: FIFO, lease expiry and
+// redelivery, extend, nack, max attempts, counts, cancel.
+#include "queue/task_queue.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "test_support.hpp"
+
+namespace dnnlab::queue {
+namespace {
+
+class TaskQueueTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<TaskQueue> open(int max_attempts = 3) {
+    TaskQueueOptions options;
+    options.max_attempts = max_attempts;
+    options.clock = [t = now_] { return *t; };
+    return open_task_queue(dir_.url("q.db"), options);
+  }
+  void advance(double seconds) { *now_ += seconds; }
+
+  testing::TempDir dir_;
+  std::shared_ptr<double> now_ = std::make_shared<double>(1'000'000.0);
+};
+
+TEST_F(TaskQueueTest, LeasesInPublishOrder) {
+  auto q = open();
+  auto ids = q->publish_batch("exp", {"a", "b", "c"});
+  ASSERT_EQ(ids.size(), 3u);
+  auto d = q->publish("exp", "d");
+  EXPECT_GT(d, ids.back());
+  for (const char* want : {"a", "b", "c", "d"}) {
+    auto lease = q->lease("exp", "w1", 30);
+    ASSERT_TRUE(lease);
+    EXPECT_EQ(lease->payload, want);
+    EXPECT_EQ(lease->attempt, 1);
+    EXPECT_EQ(lease->worker_id, "w1");
+    EXPECT_DOUBLE_EQ(lease->deadline, *now_ + 30);
+  }
+  EXPECT_FALSE(q->lease("exp", "w1", 30));
+}
+
+TEST_F(TaskQueueTest, QueuesAreSeparate) {
+  auto q = open();
+  q->publish("a", "from-a");
+  q->publish("b", "from-b");
+  EXPECT_EQ(q->lease("b", "w", 5)->payload, "from-b");
+  EXPECT_EQ(q->lease("a", "w", 5)->payload, "from-a");
+  EXPECT_FALSE(q->lease("a", "w", 5));
+}
+
+TEST_F(TaskQueueTest, PayloadIsOpaqueBytes) {
+  auto q = open();
+  std::string payload("x\0y\xff", 4);
+  q->publish("exp", payload);
+  EXPECT_EQ(q->lease("exp", "w", 5)->payload, payload);
+}
+
+TEST_F(TaskQueueTest, ExpiredLeaseIsRedeliveredAndOldAckFails) {
+  auto q = open();
+  q->publish("exp", "t");
+  auto first = q->lease("exp", "w1", 10);
+  ASSERT_TRUE(first);
+  advance(5);
+  EXPECT_FALSE(q->lease("exp", "w2", 10)) << "lease still valid";
+  advance(6);
+  auto second = q->lease("exp", "w2", 10);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->task_id, first->task_id);
+  EXPECT_EQ(second->attempt, 2);
+  EXPECT_FALSE(q->ack(*first));
+  EXPECT_FALSE(q->extend(*first, 10));
+  EXPECT_TRUE(q->ack(*second));
+  EXPECT_FALSE(q->ack(*second)) << "acked twice";
+  auto c = q->counts("exp");
+  EXPECT_EQ(c.done, 1);
+  EXPECT_EQ(c.leased, 0);
+}
+
+TEST_F(TaskQueueTest, ExpiredButNotRedeliveredLeaseCanStillAck) {
+  auto q = open();
+  q->publish("exp", "t");
+  auto lease = q->lease("exp", "w1", 1);
+  advance(5);
+  EXPECT_TRUE(q->ack(*lease));
+  EXPECT_FALSE(q->lease("exp", "w2", 1));
+}
+
+TEST_F(TaskQueueTest, ExtendKeepsTheLease) {
+  auto q = open();
+  q->publish("exp", "t");
+  auto lease = q->lease("exp", "w1", 10);
+  advance(8);
+  ASSERT_TRUE(q->extend(*lease, 10));
+  EXPECT_DOUBLE_EQ(lease->deadline, *now_ + 10);
+  advance(8);  // 16 s after the lease, 8 s after the extension
+  EXPECT_FALSE(q->lease("exp", "w2", 10));
+  advance(3);
+  auto other = q->lease("exp", "w2", 10);
+  ASSERT_TRUE(other);
+  EXPECT_FALSE(q->extend(*lease, 10)) << "lost lease must not be extended";
+  EXPECT_TRUE(q->extend(*other, 10));
+}
+
+TEST_F(TaskQueueTest, NackRequeueAndDeadLetter) {
+  auto q = open();
+  q->publish_batch("exp", {"a", "b"});
+  auto a = q->lease("exp", "w", 10);
+  ASSERT_TRUE(q->nack(*a, /*requeue=*/true, "worker shutting down"));
+  auto again = q->lease("exp", "w", 10);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->task_id, a->task_id) << "requeued task keeps its place";
+  EXPECT_EQ(again->attempt, 2);
+  EXPECT_FALSE(q->nack(*a, true, "stale")) << "old lease cannot nack";
+  ASSERT_TRUE(q->nack(*again, /*requeue=*/false, "bad config"));
+  auto b = q->lease("exp", "w", 10);
+  EXPECT_EQ(b->payload, "b");
+  auto c = q->counts("exp");
+  EXPECT_EQ(c.dead, 1);
+  EXPECT_EQ(c.leased, 1);
+  EXPECT_EQ(c.queued, 0);
+}
+
+TEST_F(TaskQueueTest, MaxAttemptsSendsToDead) {
+  auto q = open(/*max_attempts=*/2);
+  q->publish_batch("exp", {"crashy", "nacky"});
+  auto l1 = q->lease("exp", "w", 10);
+  EXPECT_EQ(l1->payload, "crashy");
+  advance(11);
+  auto l2 = q->lease("exp", "w", 10);
+  EXPECT_EQ(l2->payload, "crashy");
+  EXPECT_EQ(l2->attempt, 2);
+  advance(11);
+  // crashy expired on its last attempt: dead, and the next task comes instead.
+  auto l3 = q->lease("exp", "w", 10);
+  EXPECT_EQ(l3->payload, "nacky");
+  ASSERT_TRUE(q->nack(*l3, true, "oom"));
+  auto l4 = q->lease("exp", "w", 10);
+  ASSERT_TRUE(l4);
+  EXPECT_EQ(l4->attempt, 2);
+  ASSERT_TRUE(q->nack(*l4, true, "oom again"));
+  EXPECT_FALSE(q->lease("exp", "w", 10));
+  auto c = q->counts("exp");
+  EXPECT_EQ(c.dead, 2);
+  EXPECT_EQ(c.queued + c.leased + c.done, 0);
+}
+
+TEST_F(TaskQueueTest, CountsAndCancel) {
+  auto q = open();
+  q->publish_batch("exp", {"1", "2", "3", "4", "5"});
+  auto l1 = q->lease("exp", "w", 10);
+  auto l2 = q->lease("exp", "w", 10);
+  q->ack(*l1);
+  auto c = q->counts("exp");
+  EXPECT_EQ(c.queued, 3);
+  EXPECT_EQ(c.leased, 1);
+  EXPECT_EQ(c.done, 1);
+  EXPECT_EQ(c.dead, 0);
+  EXPECT_EQ(q->cancel("exp"), 3);
+  EXPECT_FALSE(q->lease("exp", "w", 10));
+  EXPECT_TRUE(q->ack(*l2)) << "a running task finishes after cancel";
+  c = q->counts("exp");
+  EXPECT_EQ(c.queued, 0);
+  EXPECT_EQ(c.done, 2);
+  EXPECT_EQ(q->counts("other").queued, 0);
+}
+
+TEST_F(TaskQueueTest, BadArgumentsNameTheField) {
+  auto q = open();
+  auto expect_field = [](auto&& call, const std::string& field) {
+    try {
+      call();
+      ADD_FAILURE() << "no exception for " << field;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  expect_field([&] { q->publish("", "x"); }, "queue");
+  expect_field([&] { q->lease("exp", "", 10); }, "worker_id");
+  expect_field([&] { q->lease("exp", "w", 0); }, "lease_seconds");
+  expect_field([&] { q->lease("exp", "w", std::nan("")); }, "lease_seconds");
+  TaskLease fake;
+  fake.task_id = 12345;
+  fake.worker_id = "w";
+  fake.attempt = 1;
+  expect_field([&] { q->extend(fake, -1); }, "seconds");
+  EXPECT_FALSE(q->ack(fake));
+  EXPECT_FALSE(q->nack(fake, true, ""));
+  TaskQueueOptions bad;
+  bad.max_attempts = 0;
+  expect_field([&] { open_task_queue(dir_.url("q2.db"), bad); }, "max_attempts");
+}
+
+}  // namespace
+}  // namespace dnnlab::queue

@@ -1,0 +1,348 @@
+// ResultStore semantics on the embedded backend: experiments, idempotent trial
+// writes by (trial, attempt), curves, queries, workers, events, bad input.
+#include "store/result_store.hpp"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include "queue/test_support.hpp"
+
+namespace dnnlab::store {
+namespace {
+
+EpochMetrics at_epoch(std::int64_t epoch, std::optional<double> val_acc = {},
+                      std::optional<double> lr = {}) {
+  EpochMetrics m;
+  m.epoch = epoch;
+  m.val_acc = val_acc;
+  m.lr = lr;
+  return m;
+}
+
+template <typename Call>
+void expect_invalid(Call&& call, const std::string& needle) {
+  try {
+    call();
+    ADD_FAILURE() << "no std::invalid_argument mentioning '" << needle << "'";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+class ResultStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = open_result_store(dir_.url("r.db"));
+    ExperimentRecord e;
+    e.name = "depth";
+    e.spec_text = "model: mlp\n";
+    e.method = "grid";
+    exp_ = store_->create_experiment(e);
+  }
+  // Trials with index 0..n-1, configs {"i": index}, seeds 100+index.
+  std::vector<std::int64_t> add(int n) {
+    std::vector<NewTrial> trials;
+    for (int i = 0; i < n; ++i)
+      trials.push_back({i, "{\"i\":" + std::to_string(i) + "}", 100u + i});
+    return store_->add_trials(exp_, trials);
+  }
+  void finish(std::int64_t id, std::optional<double> val_acc,
+              TrialStatus status = TrialStatus::finished) {
+    ASSERT_TRUE(store_->mark_running(id, 1, "w"));
+    TrialMetrics m;
+    m.val_acc = val_acc;
+    m.epochs_done = 3;
+    ASSERT_TRUE(store_->finish_trial(id, 1, status, m));
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<ResultStore> store_;
+  std::int64_t exp_ = 0;
+};
+
+TEST(SpecHash, IsSha256) {
+  EXPECT_EQ(spec_hash(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(spec_hash("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(spec_hash(std::string(1000, 'a')),
+            "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
+}
+
+TEST_F(ResultStoreTest, Experiments) {
+  auto e = store_->experiment(exp_);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->name, "depth");
+  EXPECT_EQ(e->spec_hash, spec_hash("model: mlp\n"));
+  EXPECT_EQ(e->status, ExperimentStatus::running);
+  EXPECT_GT(e->created_at, 1.6e9);
+
+  ExperimentRecord other;
+  other.name = "width";
+  other.spec_text = "x";
+  other.provenance = {{"build", "abc123"}};
+  auto other_id = store_->create_experiment(other);
+  auto list = store_->experiments();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].id, other_id);
+  EXPECT_EQ(list[0].provenance["build"], "abc123");
+
+  store_->set_status(exp_, ExperimentStatus::finished);
+  EXPECT_EQ(store_->experiment(exp_)->status, ExperimentStatus::finished);
+  auto found = store_->find_experiment("depth", spec_hash("model: mlp\n"));
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->id, exp_);
+  EXPECT_FALSE(store_->find_experiment("depth", spec_hash("model: cnn\n")));
+  EXPECT_FALSE(store_->experiment(9999));
+  expect_invalid([&] { store_->set_status(9999, ExperimentStatus::failed); }, "experiment_id");
+  expect_invalid([&] { store_->create_experiment({}); }, "name");
+}
+
+TEST_F(ResultStoreTest, AddTrialsIsAllOrNothing) {
+  auto ids = add(3);
+  ASSERT_EQ(ids.size(), 3u);
+  auto t = store_->trial(ids[1]);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->index, 1);
+  EXPECT_EQ(t->seed, 101u);
+  EXPECT_EQ(t->config_json, "{\"i\":1}");
+  EXPECT_EQ(t->status, TrialStatus::queued);
+  EXPECT_EQ(t->attempt, 0);
+
+  expect_invalid([&] { store_->add_trials(exp_, {{7, "{}", 1}, {2, "{}", 1}}); }, "index 2");
+  expect_invalid([&] { store_->add_trials(exp_, {{8, "{not json", 1}}); }, "config_json");
+  expect_invalid([&] { store_->add_trials(4242, {{0, "{}", 1}}); }, "experiment_id");
+  EXPECT_EQ(store_->trial_counts(exp_).total(), 3) << "a failed batch left rows behind";
+  std::uint64_t big = ~0ull;
+  auto id = store_->add_trials(exp_, {{9, "{}", big}}).at(0);
+  EXPECT_EQ(store_->trial(id)->seed, big);
+}
+
+TEST_F(ResultStoreTest, FinishIsIdempotentByAttempt) {
+  auto id = add(1)[0];
+  ASSERT_TRUE(store_->mark_running(id, 1, "w1", {{"compiler", "g++ 12"}}));
+  TrialMetrics m;
+  m.val_acc = 0.9;
+  m.epochs_done = 5;
+  m.seconds = 1.5;
+  EXPECT_TRUE(store_->finish_trial(id, 1, TrialStatus::finished, m));
+  TrialMetrics again = m;
+  again.val_acc = 0.1;
+  EXPECT_FALSE(store_->finish_trial(id, 1, TrialStatus::finished, again)) << "second write";
+  EXPECT_FALSE(store_->finish_trial(id, 2, TrialStatus::failed, again, "late")) << "other attempt";
+  EXPECT_FALSE(store_->mark_running(id, 2, "w2")) << "a finished trial restarted";
+  auto t = store_->trial(id);
+  EXPECT_EQ(t->status, TrialStatus::finished);
+  EXPECT_DOUBLE_EQ(*t->metrics.val_acc, 0.9);
+  EXPECT_EQ(t->metrics.epochs_done, 5);
+  EXPECT_EQ(t->worker, "w1");
+  EXPECT_EQ(t->provenance["compiler"], "g++ 12");
+  EXPECT_TRUE(t->finished_at);
+  EXPECT_EQ(store_->trial_counts(exp_).finished, 1);
+}
+
+TEST_F(ResultStoreTest, StaleAttemptIsIgnored) {
+  auto id = add(1)[0];
+  ASSERT_TRUE(store_->mark_running(id, 1, "w1"));
+  // The lease expired; the queue redelivered the task as attempt 2.
+  ASSERT_TRUE(store_->mark_running(id, 2, "w2"));
+  EXPECT_FALSE(store_->mark_running(id, 1, "w1"));
+  EXPECT_FALSE(store_->record_epoch(id, 1, at_epoch(1, 0.5)));
+  EXPECT_FALSE(store_->finish_trial(id, 1, TrialStatus::finished, {}));
+  TrialMetrics m;
+  m.val_acc = 0.8;
+  EXPECT_TRUE(store_->finish_trial(id, 2, TrialStatus::finished, m));
+  auto t = store_->trial(id);
+  EXPECT_EQ(t->attempt, 2);
+  EXPECT_EQ(t->worker, "w2");
+  EXPECT_DOUBLE_EQ(*t->metrics.val_acc, 0.8);
+}
+
+TEST_F(ResultStoreTest, RecordEpochIsIdempotentAndLaterAttemptsReplaceTheCurve) {
+  auto id = add(1)[0];
+  EXPECT_FALSE(store_->record_epoch(id, 1, at_epoch(1))) << "not running yet";
+  ASSERT_TRUE(store_->mark_running(id, 1, "w1"));
+  for (int e = 1; e <= 3; ++e) ASSERT_TRUE(store_->record_epoch(id, 1, at_epoch(e, 0.1 * e, 0.01)));
+  ASSERT_TRUE(store_->record_epoch(id, 1, at_epoch(2, 0.25)));  // written again
+  auto curve = store_->trial(id)->curve;
+  ASSERT_EQ(curve.size(), 3u);
+  EXPECT_DOUBLE_EQ(*curve[1].val_acc, 0.25);
+  EXPECT_FALSE(curve[1].lr) << "replaced row keeps only the new values";
+  EXPECT_DOUBLE_EQ(*curve[2].lr, 0.01);
+
+  ASSERT_TRUE(store_->mark_running(id, 2, "w2"));
+  ASSERT_TRUE(store_->record_epoch(id, 2, at_epoch(1, 0.7)));
+  curve = store_->trial(id)->curve;
+  ASSERT_EQ(curve.size(), 1u) << "the earlier attempt's curve still shows";
+  EXPECT_DOUBLE_EQ(*curve[0].val_acc, 0.7);
+  expect_invalid([&] { store_->record_epoch(id, 2, at_epoch(-1)); }, "epoch");
+}
+
+TEST_F(ResultStoreTest, SortFilterAndPage) {
+  auto ids = add(6);
+  finish(ids[0], 0.5);
+  finish(ids[1], 0.9);
+  finish(ids[2], std::nullopt);
+  finish(ids[3], 0.7);
+  finish(ids[4], 0.2, TrialStatus::pruned);
+  // ids[5] stays queued
+
+  TrialQuery q;
+  q.sort_by = "val_acc";
+  q.descending = true;
+  auto all = store_->trials(exp_, q);
+  ASSERT_EQ(all.size(), 6u);
+  std::vector<std::int64_t> order;
+  for (const auto& t : all) order.push_back(t.index);
+  EXPECT_EQ(order, (std::vector<std::int64_t>{1, 3, 0, 4, 2, 5})) << "empty values sort last";
+
+  q.descending = false;
+  EXPECT_EQ(store_->trials(exp_, q).front().index, 4);
+
+  q.status = TrialStatus::finished;
+  q.descending = true;
+  EXPECT_EQ(store_->trials(exp_, q).size(), 4u);
+  q.limit = 2;
+  q.offset = 1;
+  auto page = store_->trials(exp_, q);
+  ASSERT_EQ(page.size(), 2u);
+  EXPECT_EQ(page[0].index, 3);
+  EXPECT_EQ(page[1].index, 0);
+
+  TrialQuery by_index;
+  by_index.limit = 0;
+  EXPECT_EQ(store_->trials(exp_, by_index).back().index, 5);
+
+  auto counts = store_->trial_counts(exp_);
+  EXPECT_EQ(counts.finished, 4);
+  EXPECT_EQ(counts.pruned, 1);
+  EXPECT_EQ(counts.queued, 1);
+  auto best = store_->best_trial(exp_);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(best->index, 1);
+  EXPECT_EQ(store_->best_trial(exp_, "val_acc", /*maximize=*/false)->index, 0);
+  EXPECT_EQ(store_->cancel_trials(exp_), 1);
+  EXPECT_EQ(store_->trial_counts(exp_).cancelled, 1);
+}
+
+TEST_F(ResultStoreTest, UnknownSortColumnIsNamedAndHarmless) {
+  add(2);
+  TrialQuery q;
+  q.sort_by = "val_acc; DROP TABLE trials";
+  expect_invalid([&] { store_->trials(exp_, q); }, "sort_by: unknown column 'val_acc; DROP TABLE");
+  expect_invalid([&] { store_->best_trial(exp_, "config"); }, "metric: unknown column 'config'");
+  q = {};
+  q.limit = -1;
+  expect_invalid([&] { store_->trials(exp_, q); }, "limit");
+  q = {};
+  q.offset = -5;
+  expect_invalid([&] { store_->trials(exp_, q); }, "offset");
+  EXPECT_EQ(store_->trial_counts(exp_).total(), 2);
+}
+
+TEST_F(ResultStoreTest, BadIdsAreNamed) {
+  expect_invalid([&] { store_->trial(0); }, "trial_id");
+  expect_invalid([&] { store_->mark_running(777, 1, "w"); }, "trial_id 777 does not exist");
+  expect_invalid([&] { store_->record_epoch(777, 1, {}); }, "trial_id 777");
+  expect_invalid([&] { store_->finish_trial(777, 1, TrialStatus::finished, {}); }, "trial_id");
+  auto id = add(1)[0];
+  expect_invalid([&] { store_->mark_running(id, 0, "w"); }, "attempt");
+  expect_invalid([&] { store_->mark_running(id, 1, ""); }, "worker_id");
+  expect_invalid([&] { store_->finish_trial(id, 1, TrialStatus::running, {}); }, "status");
+  expect_invalid([&] { parse_trial_status("done"); }, "status: unknown value 'done'");
+  EXPECT_FALSE(store_->trial(12345));
+}
+
+TEST_F(ResultStoreTest, EpochsForAshaUseCurrentAttempts) {
+  auto ids = add(3);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(store_->mark_running(ids[i], 1, "w"));
+    ASSERT_TRUE(store_->record_epoch(ids[i], 1, at_epoch(1, 0.1 * (i + 1))));
+  }
+  ASSERT_TRUE(store_->mark_running(ids[2], 2, "w"));  // restarted: its epoch 1 is gone
+  auto rung = store_->epochs_for(exp_, 1);
+  ASSERT_EQ(rung.size(), 2u);
+  EXPECT_EQ(rung[0].trial_id, ids[0]);
+  EXPECT_EQ(rung[1].trial_index, 1);
+  EXPECT_DOUBLE_EQ(*rung[1].metrics.val_acc, 0.2);
+  EXPECT_TRUE(store_->epochs_for(exp_, 2).empty());
+}
+
+TEST_F(ResultStoreTest, WorkersAndHeartbeats) {
+  WorkerRecord w;
+  w.id = "host-1:123";
+  w.kind = WorkerKind::native;
+  w.host = "host-1";
+  w.pid = 123;
+  store_->upsert_worker(w);
+  auto before = store_->workers().at(0).last_seen;
+  store_->heartbeat("host-1:123", 42);
+  auto list = store_->workers();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].current_trial, 42);
+  EXPECT_GE(list[0].last_seen, before);
+  EXPECT_FALSE(list[0].gone);
+  store_->heartbeat("host-1:123", std::nullopt);
+  EXPECT_FALSE(store_->workers()[0].current_trial);
+  store_->mark_worker_gone("host-1:123");
+  EXPECT_TRUE(store_->workers()[0].gone);
+  w.kind = WorkerKind::browser;
+  store_->upsert_worker(w);
+  EXPECT_EQ(store_->workers()[0].kind, WorkerKind::browser);
+  EXPECT_FALSE(store_->workers()[0].gone);
+  expect_invalid([&] { store_->heartbeat("nobody", 1); }, "worker_id 'nobody'");
+  expect_invalid([&] { store_->mark_worker_gone("nobody"); }, "nobody");
+  expect_invalid([&] { parse_worker_kind("gpu"); }, "kind");
+}
+
+TEST_F(ResultStoreTest, EventsSince) {
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(store_->append_event("trial.epoch", {{"n", i}}));
+  auto events = store_->events_since(ids[1]);
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].id, ids[2]);
+  EXPECT_EQ(events[0].type, "trial.epoch");
+  EXPECT_EQ(events[0].data["n"], 2);
+  EXPECT_GT(events[0].time, 1.6e9);
+  EXPECT_EQ(store_->events_since(0, 2).size(), 2u);
+  EXPECT_TRUE(store_->events_since(ids[4]).empty());
+  expect_invalid([&] { store_->events_since(0, 0); }, "limit");
+  expect_invalid([&] { store_->append_event("", {}); }, "event type");
+}
+
+TEST(ResultStoreFactory, Urls) {
+  testing::TempDir dir;
+  EXPECT_NE(open_result_store(dir.url("s.db")), nullptr);
+  try {
+    open_result_store("postgres://dnnlab:hunter2@db:5432/dnnlab");
+    FAIL();
+  } catch (const BackendNotBuiltError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("not built"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("hunter2"), std::string::npos) << msg;
+  }
+  for (std::string url : {"amqp://rabbit", "mysql://x/y", "results.db", "sqlite:"})
+    expect_invalid([&] { open_result_store(url); }, "'" + url + "'");
+}
+
+TEST(ResultStoreMigrations, SharesTheFileWithTheQueueAndRejectsNewerSchemas) {
+  testing::TempDir dir;
+  open_result_store(dir.url("s.db"));
+  open_result_store(dir.url("s.db"));  // reopening is a no-op
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(dir.file("s.db").c_str(), &raw), SQLITE_OK);
+    std::unique_ptr<sqlite3, decltype(&sqlite3_close)> db(raw, &sqlite3_close);
+    ASSERT_EQ(
+        sqlite3_exec(db.get(), "UPDATE schema_version SET version = 7 WHERE component = 'store'",
+                     nullptr, nullptr, nullptr),
+        SQLITE_OK);
+  }
+  try {
+    open_result_store(dir.url("s.db"));
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("store schema version 7"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dnnlab::store
