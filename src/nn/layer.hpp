@@ -37,9 +37,11 @@ class Layer {
   const Shape& in_shape() const { return in_; }
   const Shape& out_shape() const { return out_; }
 
-  // Checks the contract, computes the output shape, allocates and initializes
-  // parameters. Throws SpecError naming `where` if the shape cannot work.
-  void bind(const Shape& in, Rng& rng, const SpecLocation& where);
+  // Checks the contract, computes the output shape, and (when `rng` is not
+  // null) allocates and initializes parameters; a null rng only checks shapes,
+  // so validating a spec costs no memory. Throws SpecError naming `where` if
+  // the shape cannot work.
+  void bind(const Shape& in, Rng* rng, const SpecLocation& where);
 
   // x: [batch, in...], y: [batch, out...]; y is owned by the model.
   virtual void forward(const TensorView& x, const TensorView& y, ForwardContext& ctx) = 0;
@@ -49,6 +51,8 @@ class Layer {
   virtual void backward(const TensorView& x, const TensorView& y, const TensorView& dy,
                         const TensorView& dx) = 0;
   virtual std::vector<Param*> params() { return {}; }
+  // Number of trainable values, known from the shapes alone (after bind).
+  virtual int64_t param_count() const { return 0; }
   // True when backward may write dx over dy (elementwise layers).
   virtual bool in_place() const { return false; }
   // Dense layers absorb a following activation into their epilogue.

@@ -7,7 +7,7 @@
 
 namespace dnnlab::nn {
 
-void Layer::bind(const Shape& in, Rng& rng, const SpecLocation& where) {
+void Layer::bind(const Shape& in, Rng* rng, const SpecLocation& where) {
   const ShapeContract c = contract();
   const int rank = in.rank;
   if (rank < c.min_rank || rank > c.max_rank)
@@ -19,7 +19,7 @@ void Layer::bind(const Shape& in, Rng& rng, const SpecLocation& where) {
       throw SpecError(where, type_, "input shape " + in.str() + " has an empty dimension");
   in_ = in;
   out_ = infer(in, where);
-  init_params(rng);
+  if (rng) init_params(*rng);
 }
 
 std::string Layer::describe() const {

@@ -13,6 +13,9 @@ class Dense final : public Layer {
   void backward(const TensorView& x, const TensorView& y, const TensorView& dy,
                 const TensorView& dx) override;
   std::vector<Param*> params() override;
+  int64_t param_count() const override {
+    return (in_shape().numel() + (has_bias_ ? 1 : 0)) * units_;
+  }
   bool fuse_activation(Act act, float alpha) override;
   std::string describe() const override;
   const std::string& init() const { return init_; }

@@ -37,6 +37,8 @@ struct Model::Impl {
 
 namespace {
 
+constexpr int64_t kMaxParams = int64_t{1} << 31;
+
 Shape batch_of(const Shape& s) {
   Shape r;
   r.rank = s.rank - 1;
@@ -44,8 +46,9 @@ Shape batch_of(const Shape& s) {
   return r;
 }
 
+// With allocate=false only the shapes are checked: no parameter memory.
 std::unique_ptr<Model::Impl> build_impl(const ModelSpec& spec, const Shape& input,
-                                        int64_t num_classes, uint64_t seed) {
+                                        int64_t num_classes, uint64_t seed, bool allocate) {
   auto impl = std::make_unique<Model::Impl>();
   impl->input = input;
   if (!loss_from_name(spec.loss, &impl->loss))
@@ -62,6 +65,7 @@ std::unique_ptr<Model::Impl> build_impl(const ModelSpec& spec, const Shape& inpu
 
   Rng init_rng(derive_seed(seed, 0x1417));
   Shape shape = input;
+  int64_t total_params = 0;
   for (size_t i = 0; i < n_layers; ++i) {
     const LayerSpec& ls = spec.layers[i];
     const LayerInfo* info = find_layer(ls.type);
@@ -72,8 +76,13 @@ std::unique_ptr<Model::Impl> build_impl(const ModelSpec& spec, const Shape& inpu
       continue;  // absorbed into the dense layer before it
     auto layer = info->make(ls);
     if (auto* d = dynamic_cast<Dense*>(layer.get())) d->set_default_init(spec.init);
-    layer->bind(shape, init_rng, ls.where);
+    layer->bind(shape, allocate ? &init_rng : nullptr, ls.where);
     shape = layer->out_shape();
+    total_params += layer->param_count();
+    if (total_params > kMaxParams)
+      throw SpecError(ls.where, ls.type,
+                      "the model would have over " + std::to_string(kMaxParams) +
+                          " parameters; that is more than dnnlab trains");
     for (Param* p : layer->params())
       p->name = std::to_string(impl->layers.size()) + "." + layer->type() + "." + p->name;
     impl->layers.push_back(std::move(layer));
@@ -94,11 +103,11 @@ std::unique_ptr<Model::Impl> build_impl(const ModelSpec& spec, const Shape& inpu
 }  // namespace
 
 Model Model::build(const ModelSpec& spec, const Shape& input, int64_t num_classes, uint64_t seed) {
-  return Model(build_impl(spec, input, num_classes, seed));
+  return Model(build_impl(spec, input, num_classes, seed, true));
 }
 
 void Model::validate(const ModelSpec& spec, const Shape& input, int64_t num_classes) {
-  build_impl(spec, input, num_classes, 0);
+  build_impl(spec, input, num_classes, 0, false);
 }
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -162,8 +171,7 @@ std::vector<Param*> Model::params() {
 
 int64_t Model::num_params() const {
   int64_t n = 0;
-  for (auto& l : impl_->layers)
-    for (Param* p : l->params()) n += p->value.numel();
+  for (auto& l : impl_->layers) n += l->param_count();
   return n;
 }
 

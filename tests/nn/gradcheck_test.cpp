@@ -108,7 +108,7 @@ TEST_P(LayerGradTest, MatchesNumericalGradient) {
   ls.alpha = c.alpha;
   auto layer = info->make(ls);
   Rng rng(5);
-  layer->bind(Shape{width}, rng, {});
+  layer->bind(Shape{width}, &rng, {});
   Checker ch(*layer, batch, Shape{width});
   ch.check();
 }
@@ -145,7 +145,7 @@ TEST_P(FusedDenseGradTest, DenseWithFusedActivation) {
   Dense d(width == 1 ? 5 : width / 2 + 1, "glorot", true);
   ASSERT_TRUE(d.fuse_activation(act, act == Act::kElu ? 1.f : 0.1f));
   Rng rng(11);
-  d.bind(Shape{width}, rng, {});
+  d.bind(Shape{width}, &rng, {});
   for (Param* p : d.params())  // a non-zero bias exercises the epilogue
     for (int64_t i = 0; i < p->value.numel(); ++i) p->value[i] += 0.01f * (i % 5);
   Checker ch(d, 7, Shape{width});
@@ -161,7 +161,7 @@ INSTANTIATE_TEST_SUITE_P(Acts, FusedDenseGradTest,
 TEST(Dropout, TrainingMaskScalesAndEvaluationIsIdentity) {
   Dropout d(0.25f);
   Rng rng(1);
-  d.bind(Shape{1000}, rng, {});
+  d.bind(Shape{1000}, &rng, {});
   Tensor x(Shape{4, 1000}), y(Shape{4, 1000});
   x.view().fill(1.f);
   ForwardContext train{true, &rng};

@@ -71,6 +71,9 @@ TEST(Model, ImpossibleShapesNameTheLayer) {
     EXPECT_NE(std::string(e.what()).find("10 classes"), std::string::npos) << e.what();
   }
   EXPECT_THROW(Model::validate(mlp({L("dense", 0, 0, 2)}), Shape{4}, 0), SpecError);
+  // Validation allocates no weights, and absurd sizes are refused by name.
+  Model::validate(mlp({L("dense", 100000), L("dense", 10)}), Shape{784}, 10);
+  EXPECT_THROW(Model::validate(mlp({L("dense", int64_t{1} << 30)}), Shape{784}, 0), SpecError);
   EXPECT_THROW(Model::validate(mlp({L("softmax")}), Shape{4, 4}, 0), SpecError);
   EXPECT_THROW(Model::validate(mlp({}), Shape{4}, 0), SpecError);
   EXPECT_THROW(Model::validate(mlp({L("conv9")}), Shape{4}, 0), SpecError);
