@@ -1,0 +1,33 @@
+// Bundles web/src (plain ES modules + CSS) into one app.js, app.css and index.html.
+// Usage: node build.mjs [--outdir DIR] [--dev]
+import * as esbuild from 'esbuild';
+import { copyFile, mkdir } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const args = process.argv.slice(2);
+const flag = (name) => args.includes(name);
+const value = (name, dflt) => {
+  const i = args.indexOf(name);
+  return i >= 0 && i + 1 < args.length ? args[i + 1] : dflt;
+};
+const outdir = resolve(value('--outdir', join(here, 'dist')));
+const dev = flag('--dev');
+
+await mkdir(outdir, { recursive: true });
+const result = await esbuild.build({
+  entryPoints: { app: join(here, 'src/main.js') },
+  bundle: true,
+  format: 'iife',
+  target: ['chrome100', 'firefox100', 'safari15'],
+  minify: !dev,
+  sourcemap: dev ? 'inline' : false,
+  outdir,
+  logLevel: 'warning',
+  metafile: true,
+});
+await copyFile(join(here, 'src/index.html'), join(outdir, 'index.html'));
+const sizes = Object.entries(result.metafile.outputs)
+  .map(([f, o]) => `${f.split('/').pop()} ${(o.bytes / 1024).toFixed(1)} KiB`);
+console.log(`dashboard -> ${outdir}: ${sizes.join(', ')}`);

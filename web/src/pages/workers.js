@@ -1,0 +1,106 @@
+// Workers: kind, status, last heartbeat, current trial, trials/s; queue depth
+// over time sampled from /api/stats (kept across visits while the tab lives).
+import { api, events } from '../api.js';
+import { dateTime, h, num, relTime, statusBadge, throttle } from '../format.js';
+import { Chart } from '../plots.js';
+
+const samples = { t: [], depth: [], rate: [] };
+const MAX_SAMPLES = 1800; // one hour at 2 s
+
+function addSample(stats) {
+  samples.t.push(Date.now() / 1000);
+  samples.depth.push(stats.queue_depth ?? null);
+  samples.rate.push(stats.trials_per_second ?? null);
+  if (samples.t.length > MAX_SAMPLES) for (const k of Object.keys(samples)) samples[k].shift();
+}
+
+export function workersPage() {
+  const summary = h('div', { class: 'cards' });
+  const body = h('tbody');
+  const msg = h('p', { class: 'muted' });
+  const chart = new Chart({ id: 'queue-depth', title: 'Queue depth and trials/s', height: 180, xTime: true, xMinSpan: 120,
+    yLabel: 'queued trials', y2Label: 'trials/s' });
+  const el = h('section', { class: 'page' },
+    h('h1', {}, 'Workers'),
+    summary,
+    chart.el,
+    msg,
+    h('table', { class: 'grid', id: 'workers' },
+      h('thead', {}, h('tr', {}, ['Worker', 'Kind', 'Host', 'Status', 'Last heartbeat', 'Current trial', 'Trials/s', 'Started'].map((c) => h('th', {}, c)))),
+      body));
+
+  let workers = [];
+  let stopped = false;
+
+  function renderSummary(s) {
+    const c = s.counts || {};
+    const card = (label, value) => h('div', { class: 'card stat' }, h('div', { class: 'stat-value' }, value), h('div', { class: 'muted' }, label));
+    summary.replaceChildren(
+      card('trials/s', num(s.trials_per_second, 2)),
+      card('queue depth', num(s.queue_depth)),
+      card('workers active', num(s.workers_active)),
+      card('running', num(c.running ?? 0)),
+      card('finished', num(c.finished ?? 0)),
+      card('pruned / failed', `${num(c.pruned ?? 0)} / ${num(c.failed ?? 0)}`));
+  }
+
+  function renderChart() {
+    if (samples.t.length === 0) return;
+    chart.update([samples.t, samples.depth, samples.rate], [{ label: 'queue depth' }, { label: 'trials/s', color: '#16a34a', y2: true }]);
+    chart.setNote(`${samples.t.length} samples`);
+  }
+
+  function renderTable() {
+    const now = Date.now();
+    body.replaceChildren(...workers.map((w) => {
+      const status = w.gone ? 'gone' : w.current_trial ? 'busy' : 'idle';
+      const rate = w.trials_per_second ?? w.rate;
+      return h('tr', { 'data-id': w.id },
+        h('td', { class: 'mono' }, String(w.id)),
+        h('td', {}, h('span', { class: `kind kind-${w.kind}` }, w.kind || '—')),
+        h('td', {}, `${w.host ?? '—'}${w.pid ? `:${w.pid}` : ''}`),
+        h('td', {}, statusBadge(status)),
+        h('td', { title: dateTime(w.last_seen) }, relTime(w.last_seen, now)),
+        h('td', { class: 'mono' }, w.current_trial ? String(w.current_trial) : '—'),
+        h('td', { class: 'num' }, rate === undefined ? '—' : num(rate, 2)),
+        h('td', { title: dateTime(w.started_at) }, relTime(w.started_at, now)));
+    }));
+    msg.textContent = workers.length ? '' : 'No workers have joined yet.';
+  }
+
+  async function loadWorkers() {
+    try {
+      const r = await api.workers();
+      if (stopped) return;
+      workers = r.workers || [];
+      renderTable();
+    } catch (e) {
+      msg.className = 'error';
+      msg.textContent = e.message;
+    }
+  }
+
+  async function sampleStats() {
+    try {
+      const s = await api.stats();
+      if (stopped) return;
+      addSample(s);
+      renderSummary(s);
+      renderChart();
+    } catch { /* shown by the worker list */ }
+  }
+
+  const refreshWorkers = throttle(loadWorkers, 1000);
+  const off = events.on((ev) => {
+    if (ev.type.startsWith('worker.') || ev.type === 'trial.started' || ev.type === 'trial.finished') refreshWorkers();
+  });
+  // Heartbeats age in place; the list and stats are re-read every 2 s.
+  const timer = setInterval(() => { sampleStats(); loadWorkers(); }, 2000);
+  sampleStats();
+  loadWorkers();
+  renderChart();
+  return {
+    el,
+    dispose: () => { stopped = true; off(); clearInterval(timer); refreshWorkers.cancel(); chart.destroy(); },
+  };
+}

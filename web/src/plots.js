@@ -1,0 +1,122 @@
+// uPlot wrappers: a chart that follows its container's width, and the
+// aggregations the layer-design plots need (group trials by x and series).
+import uPlot from 'uplot';
+import { h } from './format.js';
+
+export const PALETTE = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#ca8a04', '#db2777', '#4b5563', '#65a30d'];
+
+// A titled card holding one uPlot chart. update(data, seriesDefs, scales)
+// rebuilds the chart when the series change and only sets data otherwise.
+export class Chart {
+  constructor({ id, title, height = 240, xLabel, yLabel, y2Label, xLog2 = false, xTime = false, xMinSpan = 0, xInt = false, yLog = false, controls = [] }) {
+    this.opts = { height, xLabel, yLabel, y2Label, xLog2, xTime, xMinSpan, xInt, yLog };
+    this.plot = null;
+    this.key = '';
+    this.note = h('span', { class: 'note' });
+    this.box = h('div', { class: 'chart-box' });
+    this.el = h('div', { class: 'card chart', id },
+      h('div', { class: 'card-head' }, h('h3', {}, title), ...controls, this.note), this.box);
+    this.ro = new ResizeObserver(() => {
+      if (this.plot) this.plot.setSize({ width: this.width(), height: this.opts.height });
+    });
+    this.ro.observe(this.box);
+  }
+
+  width() { return Math.max(200, this.box.clientWidth || 400); }
+
+  setNote(text) { this.note.textContent = text; }
+
+  // series: [{label, color, dash, points, y2}] (x excluded); data: [xs, ...ys].
+  // A series with y2 uses a second y axis on the right (o.y2Label).
+  update(data, series, { xLog2 = this.opts.xLog2 } = {}) {
+    const key = JSON.stringify([series.map((s) => [s.label, s.color, s.dash, s.points, s.y2]), xLog2, this.opts.xLabel, this.opts.yLabel]);
+    if (this.plot && key === this.key) {
+      this.plot.setData(data);
+      return;
+    }
+    this.key = key;
+    if (this.plot) this.plot.destroy();
+    const o = this.opts;
+    // A time axis over a few seconds of samples would otherwise span years.
+    const xRange = o.xMinSpan ? (u, min, max) => [Math.min(min, max - o.xMinSpan), max] : undefined;
+    const axis = { stroke: '#555', grid: { stroke: '#eee' } };
+    this.plot = new uPlot({
+      width: this.width(),
+      height: o.height,
+      scales: {
+        x: o.xTime ? { time: true, range: xRange } : xLog2 ? { time: false, distr: 3, log: 2 } : { time: false },
+        y: o.yLog ? { distr: 3 } : {},
+        y2: {},
+      },
+      axes: [
+        { ...axis, label: o.xLabel, ...(o.xInt ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] } : {}) },
+        { ...axis, label: o.yLabel, size: 56 },
+        ...(series.some((s) => s.y2) ? [{ ...axis, scale: 'y2', label: o.y2Label, side: 1, size: 56, grid: { show: false } }] : []),
+      ],
+      legend: { live: true },
+      cursor: { drag: { x: true, y: false } },
+      series: [
+        { label: o.xLabel || 'x' },
+        ...series.map((s, i) => ({
+          label: s.label,
+          scale: s.y2 ? 'y2' : 'y',
+          stroke: s.color || PALETTE[i % PALETTE.length],
+          width: s.points ? 0 : 2,
+          dash: s.dash,
+          spanGaps: true,
+          points: s.points ? { show: true, size: 4, width: 0, fill: s.color || PALETTE[i % PALETTE.length] } : { show: data[0].length < 60 },
+        })),
+      ],
+    }, data, this.box);
+    this.el.dataset.drawn = '1';
+  }
+
+  destroy() {
+    this.ro.disconnect();
+    if (this.plot) this.plot.destroy();
+  }
+}
+
+// Groups trials into series by `seriesKey` and aggregates `y` per x value.
+// agg: 'best' (max, or min if mode is 'min') | 'mean'. Returns uPlot data,
+// the series labels and per-series trial/point counts (for tests and notes).
+export function groupByX(trials, { xKey, seriesKey, y, agg = 'mean', mode = 'max' }) {
+  const groups = new Map(); // series -> Map(x -> {sum, n, best})
+  const xs = new Set();
+  for (const t of trials) {
+    const x = Number(t.params?.[xKey]);
+    const v = y(t);
+    if (!Number.isFinite(x) || typeof v !== 'number' || !Number.isFinite(v)) continue;
+    const s = seriesKey ? String(t.params?.[seriesKey]) : 'all';
+    let g = groups.get(s);
+    if (!g) groups.set(s, (g = { byX: new Map(), trials: 0 }));
+    g.trials++;
+    let c = g.byX.get(x);
+    if (!c) g.byX.set(x, (c = { sum: 0, n: 0, best: v }));
+    c.sum += v;
+    c.n++;
+    c.best = mode === 'min' ? Math.min(c.best, v) : Math.max(c.best, v);
+    xs.add(x);
+  }
+  const xArr = [...xs].sort((a, b) => a - b);
+  const labels = [...groups.keys()].sort(naturalOrder);
+  const data = [xArr];
+  const stats = {};
+  for (const s of labels) {
+    const g = groups.get(s);
+    data.push(xArr.map((x) => {
+      const c = g.byX.get(x);
+      return c ? (agg === 'best' ? c.best : c.sum / c.n) : null;
+    }));
+    stats[s] = { trials: g.trials, points: g.byX.size };
+  }
+  return { data, labels, stats };
+}
+
+// Numbers by value, everything else alphabetically.
+export function naturalOrder(a, b) {
+  const x = Number(a);
+  const y = Number(b);
+  if (a !== '' && b !== '' && Number.isFinite(x) && Number.isFinite(y)) return x - y;
+  return String(a).localeCompare(String(b));
+}
