@@ -1,5 +1,7 @@
 // The AVX2 table: 8-float vectors, 6x16 micro-tile (12 accumulators of the
 // 16 ymm registers). Compiled with -mavx2 -mfma only for this file.
+// x86-64 only (an em++ glob of this folder must not build it).
+#if defined(__x86_64__) || defined(_M_X64)
 #define DNNLAB_SIMD_W 8
 #define DNNLAB_SIMD_MR 6
 #ifndef DNNLAB_SIMD_KC
@@ -17,3 +19,4 @@
 #define DNNLAB_SIMD_TABLE kAvx2Kernels
 #define DNNLAB_SIMD_NAME "avx2"
 #include "nn/kernels/simd_kernels.inc"
+#endif

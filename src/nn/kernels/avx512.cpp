@@ -1,6 +1,8 @@
 // The AVX-512 table: 16-float vectors, 14x32 micro-tile (28 accumulators of
 // the 32 zmm registers, 2 for B, 1 broadcast). Compiled with -mavx512* only
 // for this file; dispatch.cpp checks the CPU before using it.
+// x86-64 only (an em++ glob of this folder must not build it).
+#if defined(__x86_64__) || defined(_M_X64)
 #define DNNLAB_SIMD_W 16
 #define DNNLAB_SIMD_MR 14
 #ifndef DNNLAB_SIMD_KC
@@ -18,3 +20,4 @@
 #define DNNLAB_SIMD_TABLE kAvx512Kernels
 #define DNNLAB_SIMD_NAME "avx512"
 #include "nn/kernels/simd_kernels.inc"
+#endif

@@ -6,7 +6,7 @@
 #define DNNLAB_SIMD_KC 256
 #define DNNLAB_SIMD_MC 120
 #define DNNLAB_SIMD_NC 1024
-#define DNNLAB_SIMD_DIRECT_B_ROWS 7
+#define DNNLAB_SIMD_DIRECT_B_ROWS 65
 #define DNNLAB_SIMD_TABLE kWasmSimd128Kernels
 #define DNNLAB_SIMD_NAME "wasm-simd128"
 #include "nn/kernels/simd_kernels.inc"
