@@ -150,7 +150,7 @@ void Database::fail(int rc, std::string_view what) const {
 
 Statement Database::prepare(std::string_view sql) {
   check_process();
-  auto it = cache_.find(std::string(sql));
+  auto it = cache_.find(sql);
   if (it == cache_.end()) {
     sqlite3_stmt* raw = nullptr;
     int rc = sqlite3_prepare_v3(db_.get(), sql.data(), static_cast<int>(sql.size()),

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -112,7 +113,14 @@ class Database {
 
   // Declared before the cache so statements are finalized before the close.
   ConnectionPtr db_;
-  std::unordered_map<std::string, StatementPtr> cache_;
+  // Transparent hash: looking a statement up by string_view allocates nothing.
+  struct SqlHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view sql) const noexcept {
+      return std::hash<std::string_view>{}(sql);
+    }
+  };
+  std::unordered_map<std::string, StatementPtr, SqlHash, std::equal_to<>> cache_;
   std::string path_;
   pid_t owner_pid_;
   double busy_timeout_seconds_ = 30.0;
