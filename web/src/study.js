@@ -51,7 +51,7 @@ export class Study {
       h('div', { class: 'plot-status' }, this.status, this.loadMore),
       h('div', { class: 'plots' }, this.acc.el, this.time.el, this.curve.el, this.best.el, this.par.el));
     this.curve.setNote('click table rows to add trials');
-    this.redraw = throttle(() => this.draw(), 400);
+    this.redraw = throttle(() => this.draw(), 1000);
     this.sync = throttle(() => this.syncNew(), 1500);
     this.pendingIds = new Set();
   }
@@ -61,10 +61,15 @@ export class Study {
   }
 
   // Progressive load by index; stops at the cap (the user can lift it).
-  async load() {
+  static firstPage(id) {
+    return api.trials(id, { sort: 'index', order: 'asc', status: 'finished', limit: PAGE, offset: 0 });
+  }
+
+  async load(first = null) {
     let offset = this.trials.size ? this.offsetDone || 0 : 0;
     while (!this.stopped) {
-      const r = await api.trials(this.exp.id, { sort: 'index', order: 'asc', status: 'finished', limit: PAGE, offset });
+      const r = first && offset === 0 ? await first
+        : await api.trials(this.exp.id, { sort: 'index', order: 'asc', status: 'finished', limit: PAGE, offset });
       if (this.stopped) return;
       const page = r.trials || [];
       this.merge(page);
@@ -73,8 +78,7 @@ export class Study {
       this.offsetDone = offset;
       if (!this.firstDrawn) {
         this.firstDrawn = true;
-        this.draw();
-        performance.mark('dnnlab:plot');
+        this.draw(true);
       } else this.redraw();
       if (page.length < PAGE || offset >= r.total) break;
       if (this.trials.size >= this.cap) {
@@ -84,7 +88,9 @@ export class Study {
       }
     }
     this.loaded = true;
-    this.redraw();
+    this.redraw.cancel();
+    this.draw();
+    performance.mark('dnnlab:plots-loaded');
   }
 
   // Live: a trial finished (or a poll saw counts change) -> fetch the newest
@@ -114,7 +120,9 @@ export class Study {
     if (ids.some((id) => this.selected.includes(id))) this.setSelected(this.selected);
   }
 
-  draw() {
+  // The first draw paints the metric plot at once and the rest a frame later,
+  // so that the page shows something before the heavier plots are built.
+  draw(first = false) {
     if (this.stopped) return;
     const trials = [...this.trials.values()];
     const capped = this.finishedTotal > trials.length;
@@ -140,6 +148,14 @@ export class Study {
     if (a.labels.length) this.acc.update(a.data, series(a.labels), { xLog2 });
     this.acc.el.dataset.series = JSON.stringify(a.stats);
     this.acc.setNote(`${a.labels.length} series`);
+    if (first) {
+      performance.mark('dnnlab:plot');
+      setTimeout(() => this.drawRest(trials, opts, series, xLog2), 0);
+    } else this.drawRest(trials, opts, series, xLog2);
+  }
+
+  drawRest(trials, opts, series, xLog2) {
+    if (this.stopped) return;
     const b = groupByX(trials, { ...opts, y: (t) => t.seconds, agg: 'mean' });
     if (b.labels.length) this.time.update(b.data, series(b.labels), { xLog2 });
     this.time.el.dataset.series = JSON.stringify(b.stats);

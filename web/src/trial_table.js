@@ -74,10 +74,14 @@ export class TrialTable {
   }
 
   // Re-reads the current page; stale responses are dropped.
-  async load() {
+  static firstPage(id, pageSize = 50) {
+    return api.trials(id, { sort: 'index', order: 'asc', offset: 0, limit: pageSize });
+  }
+
+  async load(first = null) {
     const seq = ++this.seq;
     try {
-      const r = await api.trials(this.id, this.state);
+      const r = await (first || api.trials(this.id, this.state));
       if (seq !== this.seq) return;
       this.total = r.total ?? r.trials.length;
       this.rows = r.trials || [];

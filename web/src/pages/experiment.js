@@ -75,6 +75,12 @@ export function experimentPage(id) {
   });
 
   (async () => {
+    // The first table page and the first plot page are requested together
+    // with the experiment, not after it: the first paint waits on one round trip.
+    const firstRows = TrialTable.firstPage(id);
+    const firstPlot = Study.firstPage(id);
+    firstRows.catch(() => {});
+    firstPlot.catch(() => {});
     let x;
     try {
       x = await api.experiment(id);
@@ -89,8 +95,8 @@ export function experimentPage(id) {
     table = new TrialTable({ experimentId: x.id ?? id, parameters: x.parameters || [], metric: x.metric || 'val_acc',
       onSelect: (ids) => study.setSelected(ids) });
     el.append(table.el, study.el);
-    table.load();
-    study.load().catch((e) => { study.status.className = 'error'; study.status.textContent = e.message; });
+    table.load(firstRows);
+    study.load(firstPlot).catch((e) => { study.status.className = 'error'; study.status.textContent = e.message; });
   })();
 
   return {
