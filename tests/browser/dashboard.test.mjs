@@ -139,3 +139,22 @@ test('dashboard against the fake API', { skip, timeout: 120_000 }, async (t) => 
 
   assert.deepEqual(errors, [], 'no console errors');
 });
+
+test('without the event stream the dashboard polls', { skip, timeout: 60_000 }, async (t) => {
+  const { chromium } = require('playwright-core');
+  const api = await startFakeApi({ dist: DIST, ws: false });
+  const browser = await chromium.launch(LAUNCH);
+  t.after(async () => { await browser.close(); await api.close(); });
+  const { page, errors } = await openPage(browser);
+  await page.goto(`${api.url}/#/experiments/1`);
+  await page.waitForSelector('#live.polling');
+  await page.click('.pager button:has-text("»")');
+  const run = api.exps[0].trials.find((x) => x.status === 'running');
+  await page.waitForSelector(`#trials tr[data-id="${run.id}"][data-status="running"]`);
+  api.finishTrial(run.id);
+  await page.waitForSelector(`#trials tr[data-id="${run.id}"][data-status="finished"]`, { timeout: 10_000 });
+  const finished = api.exps[0].trials.filter((x) => x.status === 'finished').length;
+  await page.waitForSelector(`#plot-parcoords[data-lines="${finished}"]`, { timeout: 10_000 });
+  // The refused WebSocket logs a connection error; nothing else may.
+  assert.deepEqual(errors.filter((e) => !/WebSocket connection/.test(e)), []);
+});

@@ -90,7 +90,8 @@ const counts = (trials) => {
 
 const specText = (e) => `name: ${e.name}\nsearch:\n  method: ${e.method}\n  parameters:\n${e.parameters.map((p) => `    ${p}: [...]`).join('\n')}\n`;
 
-export async function startFakeApi({ dist, trials = 132, port = 0, host = '127.0.0.1' } = {}) {
+// ws: false refuses the event stream, to exercise the dashboard's polling fallback.
+export async function startFakeApi({ dist, trials = 132, port = 0, host = '127.0.0.1', ws = true } = {}) {
   const exps = makeData({ trials });
   const byId = new Map(exps.flatMap((e) => e.trials.map((t) => [String(t.id), t])));
   let version = 0;
@@ -197,7 +198,7 @@ export async function startFakeApi({ dist, trials = 132, port = 0, host = '127.0
   });
   const wss = new WebSocketServer({ noServer: true });
   server.on('upgrade', (req, socket, head) => {
-    if (!req.url.startsWith('/api/events')) return socket.destroy();
+    if (!ws || !req.url.startsWith('/api/events')) return socket.destroy();
     wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
   });
   const broadcast = (type, data) => {

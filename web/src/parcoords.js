@@ -74,7 +74,7 @@ export class ParCoords {
 
   layout() {
     const w = Math.max(300, this.el.clientWidth - 24);
-    return { w, hgt: this.height, left: 50, right: 60, top: 24, bottom: 26 };
+    return { w, hgt: this.height, left: 30, right: 70, top: 24, bottom: 26 };
   }
 
   axisX(i, L) {
@@ -136,14 +136,13 @@ export class ParCoords {
       g.fillText(a.name, x, L.top - 10);
       g.font = '10px system-ui, sans-serif';
       g.fillStyle = '#444';
-      // Tick labels sit left of the axis (right of the last) on a white halo.
+      // Tick labels sit right of the axis on a white halo (never clipped left).
       const label = (t, p) => {
-        const last = i === this.axes.length - 1;
-        g.textAlign = last ? 'left' : 'right';
+        g.textAlign = 'left';
         g.lineWidth = 3;
         g.strokeStyle = 'rgba(255,255,255,0.9)';
-        g.strokeText(t, x + (last ? 5 : -5), ys(p) + 3);
-        g.fillText(t, x + (last ? 5 : -5), ys(p) + 3);
+        g.strokeText(t, x + 5, ys(p) + 3);
+        g.fillText(t, x + 5, ys(p) + 3);
         g.lineWidth = 1;
       };
       if (a.kind === 'num') { label(tick(a.max), 1); label(tick(a.min), 0); }

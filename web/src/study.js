@@ -34,7 +34,12 @@ export class Study {
     this.seriesKey = pick('activation', this.params.find((p) => p !== this.xKey) || '');
     this.agg = 'best';
     const paramOpts = this.params.map((p) => [p, p]);
-    this.xSel = select('x-param', paramOpts, this.xKey, () => { this.xKey = this.xSel.value; this.draw(); });
+    this.xSel = select('x-param', paramOpts, this.xKey, () => {
+      this.xKey = this.xSel.value;
+      // Grouping by the x parameter itself says nothing: drop the series.
+      if (this.seriesKey === this.xKey) this.sSel.value = this.seriesKey = '';
+      this.draw();
+    });
     this.sSel = select('series-param', [['', '(none)'], ...paramOpts], this.seriesKey, () => { this.seriesKey = this.sSel.value; this.draw(); });
     this.aSel = select('agg', [['best', 'best'], ['mean', 'mean']], this.agg, () => { this.agg = this.aSel.value; this.draw(); });
     this.cSel = select('curve-metric', CURVE_METRICS.map((m) => [m, m]), CURVE_METRICS.includes(this.metric) ? this.metric : 'val_acc', () => this.drawCurves());
