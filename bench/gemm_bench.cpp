@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -20,8 +21,23 @@ struct Shape {
   int m, n, k;
 };
 
+// 64-byte aligned, as dnnlab tensors are: a misaligned C splits every
+// 64-byte store over two cache lines, for either library.
+struct AlignedBuffer {
+  std::vector<float> storage;
+  float* ptr = nullptr;
+  void assign(size_t n, float v) {
+    storage.assign(n + 16, v);
+    auto addr = reinterpret_cast<uintptr_t>(storage.data());
+    ptr = storage.data() + ((64 - addr % 64) % 64) / sizeof(float);
+  }
+  float* data() { return ptr; }
+  float* begin() { return ptr; }
+  float* end() { return ptr + storage.size() - 16; }
+};
+
 struct Operands {
-  std::vector<float> a, b, c;
+  AlignedBuffer a, b, c;
   int lda, ldb, ldc;
   explicit Operands(const Shape& s) {
     std::mt19937 rng(42);
@@ -31,8 +47,8 @@ struct Operands {
     const int b_rows = s.tb == Trans::kNo ? s.k : s.n;
     ldb = s.tb == Trans::kNo ? s.n : s.k;
     ldc = s.n;
-    a.resize(size_t(a_rows) * lda);
-    b.resize(size_t(b_rows) * ldb);
+    a.assign(size_t(a_rows) * lda, 0.f);
+    b.assign(size_t(b_rows) * ldb, 0.f);
     c.assign(size_t(s.m) * ldc, 0.f);
     for (float& x : a) x = d(rng);
     for (float& x : b) x = d(rng);

@@ -104,7 +104,8 @@ TEST_P(KernelTarget, SgemmLargerAndMixedShapes) {
   std::mt19937 rng(2);
   const GemmCase cases[] = {{257, 33, 7},   {7, 257, 33},  {33, 7, 257},  {257, 257, 33},
                             {33, 257, 257}, {1, 257, 300}, {300, 1, 33},  {15, 65, 513},
-                            {29, 96, 17},   {2, 784, 32},  {4, 100, 600}, {5, 40, 3}};
+                            {29, 96, 17},   {2, 784, 32},  {4, 100, 600}, {5, 40, 3},
+                            {33, 40, 2},    {16, 33, 4},   {70, 65, 5},   {64, 64, 64}};
   for (Trans ta : {Trans::kNo, Trans::kYes}) {
     for (Trans tb : {Trans::kNo, Trans::kYes}) {
       for (const GemmCase& s : cases) {
@@ -119,7 +120,8 @@ TEST_P(KernelTarget, SgemmLargerAndMixedShapes) {
 TEST_P(KernelTarget, SgemmEpilogueEveryAct) {
   std::mt19937 rng(3);
   auto bias = random_vec(600, rng);
-  const GemmCase cases[] = {{1, 7, 33}, {7, 33, 1}, {33, 257, 7}, {17, 40, 300}, {1, 33, 784}};
+  const GemmCase cases[] = {{1, 7, 33},   {7, 33, 1},  {33, 257, 7}, {17, 40, 300},
+                            {1, 33, 784}, {20, 17, 2}, {3, 50, 20}};
   for (Act act : kAllActs) {
     for (bool with_bias : {false, true}) {
       Epilogue ep{with_bias ? bias.data() : nullptr, act, act_alpha(act)};
