@@ -91,7 +91,7 @@ const counts = (trials) => {
 const specText = (e) => `name: ${e.name}\nsearch:\n  method: ${e.method}\n  parameters:\n${e.parameters.map((p) => `    ${p}: [...]`).join('\n')}\n`;
 
 // ws: false refuses the event stream, to exercise the dashboard's polling fallback.
-export async function startFakeApi({ dist, trials = 132, port = 0, host = '127.0.0.1', ws = true } = {}) {
+export async function startFakeApi({ dist, trials = 132, port = 0, host = '127.0.0.1', ws = true, paramSort = true } = {}) {
   const exps = makeData({ trials });
   const byId = new Map(exps.flatMap((e) => e.trials.map((t) => [String(t.id), t])));
   let version = 0;
@@ -112,6 +112,7 @@ export async function startFakeApi({ dist, trials = 132, port = 0, host = '127.0
     const status = q.get('status') || '';
     const limit = Math.min(1000, Math.max(1, Number(q.get('limit') || 100)));
     const offset = Math.max(0, Number(q.get('offset') || 0));
+    if (sort.startsWith('params.') && !paramSort) return { httpStatus: 400, error: `unknown sort column '${sort}'`, field: 'sort' };
     const key = `${e.id}|${sort}|${order}|${status}|${version}`;
     let rows = sortCache.get(key);
     if (!rows) {
@@ -181,9 +182,9 @@ export async function startFakeApi({ dist, trials = 132, port = 0, host = '127.0
     const url = new URL(req.url, 'http://x');
     requests.push(url.pathname + url.search);
     if (url.pathname.startsWith('/api/')) {
-      const body = route(url);
-      res.writeHead(body ? 200 : 404, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(body ?? { error: `no such resource: ${url.pathname}` }));
+      const { httpStatus = 200, ...body } = route(url) ?? { httpStatus: 404, error: `no such resource: ${url.pathname}` };
+      res.writeHead(httpStatus, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
       return;
     }
     const file = normalize(url.pathname === '/' ? '/index.html' : url.pathname);
@@ -219,7 +220,7 @@ export async function startFakeApi({ dist, trials = 132, port = 0, host = '127.0
       const e = exps.find((x) => x.id === t.experiment_id);
       Object.assign(t, makeTrial(e, t.index, rng(t.index), 'finished'), { finished_at: Date.now() / 1000 });
       version++;
-      broadcast('trial.finished', { trial_id: t.id, experiment_id: t.experiment_id, status: t.status, val_acc: t.val_acc });
+      broadcast('trial.finished', { experiment: t.experiment_id, trial: t.id, val_acc: t.val_acc, epochs: t.epochs_done });
       return t;
     },
     close: () => new Promise((ok) => { for (const c of wss.clients) c.terminate(); server.close(ok); }),

@@ -8,8 +8,20 @@ export class ApiError extends Error {
   }
 }
 
+// Reads are public by default; a dashboard opened with ?token=… (or
+// #…?token=…) passes the token on, for servers started with private reads.
+const token = (location.search.match(/[?&]token=([^&#]+)/) || location.hash.match(/[?&]token=([^&]+)/) || [])[1];
+const withToken = (path) => (token ? `${path}${path.includes('?') ? '&' : '?'}token=${token}` : path);
+
+// Event payloads name the experiment and trial as "experiment"/"trial" (ids).
+export const eventExperiment = (d = {}) => d.experiment ?? d.experiment_id;
+export const eventTrial = (d = {}) => {
+  const t = d.trial ?? d.trial_id;
+  return t !== null && typeof t === 'object' ? t.id : t;
+};
+
 export async function getJSON(path, { signal } = {}) {
-  const res = await fetch(path, { signal, headers: { Accept: 'application/json' } });
+  const res = await fetch(withToken(path), { signal, headers: { Accept: 'application/json' } });
   if (!res.ok) {
     let msg = `${res.status} ${res.statusText}`;
     try {
@@ -69,7 +81,7 @@ class EventStream {
 
   start() {
     if (typeof WebSocket === 'undefined') return this.startPolling();
-    const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/api/events`;
+    const url = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}${withToken('/api/events')}`;
     let ws;
     try { ws = new WebSocket(url); } catch { return this.startPolling(); }
     this.ws = ws;

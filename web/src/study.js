@@ -2,7 +2,7 @@
 // x parameter per series, time vs x, learning curves of selected trials,
 // parallel coordinates and best-so-far over time. Trials are fetched in pages
 // of 1000 sorted by index; the first page is drawn at once, the rest filled in.
-import { api } from './api.js';
+import { api, eventTrial } from './api.js';
 import { h, num, throttle, toMillis } from './format.js';
 import { Chart, groupByX, PALETTE } from './plots.js';
 import { ParCoords } from './parcoords.js';
@@ -101,9 +101,8 @@ export class Study {
   // Live: a trial finished (or a poll saw counts change) -> fetch the newest
   // finished trials and merge them.
   onFinished(ev) {
-    const d = ev?.data || {};
-    const id = d.trial_id ?? d.id ?? d.trial?.id;
-    if (id !== undefined) this.pendingIds.add(String(id));
+    const id = eventTrial(ev?.data);
+    if (id !== undefined && id !== null) this.pendingIds.add(String(id));
     this.sync();
   }
 

@@ -28,7 +28,7 @@ export class TrialTable {
       { key: 'status', label: 'status', get: (t) => t.status, render: (t) => statusBadge(t.status) },
       ...parameters.map((p) => ({ key: paramSortKey(p), label: p, get: (t) => t.params?.[p], fmt: paramText, cls: 'param' })),
       ...METRIC_COLS.map(([k, label]) => ({ key: k, label: k === metric ? `${label} ★` : label, get: (t) => t[k], cls: 'num' })),
-      { key: 'worker', label: 'worker', get: (t) => t.worker, cls: 'mono' },
+      { key: 'worker', label: 'worker', get: (t) => t.worker, cls: 'mono', unsortable: true },
       { key: 'finished_at', label: 'finished', get: (t) => t.finished_at, fmt: dateTime },
     ];
 
@@ -49,6 +49,7 @@ export class TrialTable {
   renderHead() {
     this.head.replaceChildren(...this.columns.map((c) => {
       const active = this.state.sort === c.key;
+      if (c.unsortable || (c.cls === 'param' && this.paramSortRefused)) return h('th', { class: c.cls || '', 'data-key': c.key }, c.label);
       return h('th', {
         class: `sortable ${active ? `sorted ${this.state.order}` : ''} ${c.cls || ''}`,
         'data-key': c.key,
@@ -59,6 +60,7 @@ export class TrialTable {
   }
 
   sortBy(key) {
+    this.prevSort = { sort: this.state.sort, order: this.state.order };
     if (this.state.sort === key) this.state.order = this.state.order === 'asc' ? 'desc' : 'asc';
     else { this.state.sort = key; this.state.order = key === 'index' ? 'asc' : 'desc'; }
     this.state.offset = 0;
@@ -88,6 +90,14 @@ export class TrialTable {
       this.render();
     } catch (e) {
       if (seq !== this.seq) return;
+      // A server that cannot sort by parameters says 400: keep the old order.
+      if (e.status === 400 && this.state.sort.startsWith('params.') && this.prevSort) {
+        this.paramSortRefused = true;
+        Object.assign(this.state, this.prevSort);
+        this.renderHead();
+        this.load();
+        return;
+      }
       this.info.className = 'error';
       this.info.textContent = e.message;
     }

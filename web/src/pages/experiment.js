@@ -1,5 +1,5 @@
 // One experiment: header with counts, the live trial table and the study plots.
-import { api, events } from '../api.js';
+import { api, eventExperiment, eventTrial, events } from '../api.js';
 import { countsBar, dateTime, h, num, statusBadge, throttle } from '../format.js';
 import { Study } from '../study.js';
 import { TrialTable } from '../trial_table.js';
@@ -49,7 +49,7 @@ export function experimentPage(id) {
   const off = events.on((ev) => {
     if (!table) return;
     const d = ev.data || {};
-    const exp = d.experiment_id ?? d.experiment;
+    const exp = eventExperiment(d);
     if (exp !== undefined && String(exp) !== String(id)) return;
     switch (ev.type) {
       case 'trial.finished':
@@ -60,7 +60,7 @@ export function experimentPage(id) {
         refreshCounts();
         break;
       case 'trial.epoch': {
-        const tid = String(d.trial_id ?? d.id);
+        const tid = String(eventTrial(d));
         if (!curveRefresh.has(tid)) curveRefresh.set(tid, throttle(() => study.refreshCurve(tid), 2000));
         curveRefresh.get(tid)();
         break;
