@@ -9,5 +9,11 @@ namespace dnnlab::cli {
 using Command = std::function<int()>;
 
 Command add_train(CLI::App& app);
+Command add_run(CLI::App& app);
+Command add_worker(CLI::App& app);
+Command add_results(CLI::App& app);
+Command add_status(CLI::App& app);
+Command add_export(CLI::App& app);
+Command add_rerun(CLI::App& app);
 
 }  // namespace dnnlab::cli

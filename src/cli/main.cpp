@@ -14,6 +14,12 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommands({}).back(), cmd);
   };
   add(dnnlab::cli::add_train(app));
+  add(dnnlab::cli::add_run(app));
+  add(dnnlab::cli::add_worker(app));
+  add(dnnlab::cli::add_results(app));
+  add(dnnlab::cli::add_status(app));
+  add(dnnlab::cli::add_export(app));
+  add(dnnlab::cli::add_rerun(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

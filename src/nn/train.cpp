@@ -44,18 +44,20 @@ EpochResult Trainer::run_epoch(int epoch, const LabeledData& train, const Labele
     loss_sum += static_cast<double>(loss) * cnt;
     acc_sum += static_cast<double>(acc) * cnt;
     done += cnt;
-    if (obs && (++batches % interval == 0 || done == n))
+    if (obs && (++batches % interval == 0 || done == n)) {
       obs->on_batch(epoch + 1, done, n, loss_sum / done, acc_sum / done,
                     std::chrono::duration<double>(Clock::now() - start).count());
+      if (obs->interrupted()) break;
+    }
   }
   EpochResult r;
   r.epoch = epoch + 1;
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  r.train_loss = loss_sum / n;
-  r.train_acc = acc_sum / n;
-  r.samples_per_second = r.seconds > 0 ? n / r.seconds : 0;
+  r.train_loss = done ? loss_sum / done : 0;
+  r.train_acc = done ? acc_sum / done : 0;
+  r.samples_per_second = r.seconds > 0 ? done / r.seconds : 0;
   r.lr = opt_.lr();
-  if (val && val->size() > 0) {
+  if (val && val->size() > 0 && !(obs && obs->interrupted())) {
     LossAndAccuracy v = model_.evaluate(val->x, val->y);
     r.val_loss = v.loss;
     r.val_acc = v.accuracy;
@@ -67,7 +69,9 @@ std::vector<EpochResult> Trainer::fit(const LabeledData& train, const LabeledDat
                                       TrainObserver* obs) {
   std::vector<EpochResult> out;
   for (int e = 0; e < spec_.epochs; ++e) {
-    out.push_back(run_epoch(e, train, val, obs));
+    EpochResult r = run_epoch(e, train, val, obs);
+    if (obs && obs->interrupted()) break;
+    out.push_back(r);
     if (obs && !obs->on_epoch(out.back())) break;
   }
   return out;

@@ -39,6 +39,9 @@ class TrainObserver {
   // Return false to stop after this epoch (pruned, cancelled).
   virtual bool on_epoch(const EpochResult& r) { return true; }
   virtual int64_t batch_interval() const { return 50; }
+  // Checked with every on_batch call: true ends training at once (the epoch
+  // is left unfinished and not reported; Ctrl-C, a lost lease).
+  virtual bool interrupted() const { return false; }
 };
 
 class Trainer {
@@ -47,7 +50,8 @@ class Trainer {
   // One epoch (0-based `epoch`) of training, then evaluation on `val` if given.
   EpochResult run_epoch(int epoch, const LabeledData& train, const LabeledData* val,
                         TrainObserver* obs);
-  // All epochs; stops early when the observer says so.
+  // All epochs; stops early when the observer says so (on_epoch returns
+  // false, or interrupted() becomes true: then the last epoch is dropped).
   std::vector<EpochResult> fit(const LabeledData& train, const LabeledData* val,
                                TrainObserver* obs);
   Optimizer& optimizer() { return opt_; }

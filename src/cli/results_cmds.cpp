@@ -1,0 +1,319 @@
+// Reading results: `dnnlab results`, `status`, `export`, and `rerun` (which
+// trains a stored trial again and checks the numbers match bit for bit).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "cli/commands.hpp"
+#include "cli/progress.hpp"
+#include "cli/sweep_cmds.hpp"
+#include "data/dataset.hpp"
+#include "experiment/coordinator.hpp"
+#include "sweep/sampler.hpp"
+#include "worker/training_run.hpp"
+
+namespace dnnlab::cli {
+
+int64_t find_experiment(store::ResultStore& store, const std::string& key) {
+  if (!key.empty() && key.find_first_not_of("0123456789") == std::string::npos) {
+    const int64_t id = std::stoll(key);
+    if (!store.experiment(id)) throw std::invalid_argument("no experiment with id " + key);
+    return id;
+  }
+  for (const auto& e : store.experiments())  // newest first
+    if (e.name == key) return e.id;
+  throw std::invalid_argument("no experiment named '" + key + "' (see `dnnlab status`)");
+}
+
+std::optional<double> trial_metric(const store::TrialRecord& t, const std::string& metric) {
+  const auto& m = t.metrics;
+  if (metric == "val_acc") return m.val_acc;
+  if (metric == "val_loss") return m.val_loss;
+  if (metric == "train_acc") return m.train_acc;
+  if (metric == "train_loss") return m.train_loss;
+  if (metric == "test_acc") return m.test_acc;
+  return std::nullopt;
+}
+
+namespace {
+
+std::string fmt(const std::optional<double>& v, const char* f = "%.4f") {
+  if (!v) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, f, *v);
+  return b;
+}
+
+std::string param_str(const nlohmann::json& p) {
+  if (p.is_string()) return p.get<std::string>();
+  return p.dump();
+}
+
+void print_rows(const std::vector<store::TrialRecord>& rows,
+                const std::vector<std::string>& params) {
+  std::printf("%6s  %-9s", "trial", "status");
+  for (const auto& p : params) std::printf("  %10s", p.c_str());
+  std::printf("  %7s  %8s  %8s  %6s  %8s\n", "val_acc", "val_loss", "test_acc", "epochs",
+              "seconds");
+  for (const auto& t : rows) {
+    auto cfg = nlohmann::json::parse(t.config_json);
+    std::printf("%6lld  %-9s", static_cast<long long>(t.index),
+                std::string(store::to_string(t.status)).c_str());
+    for (const auto& p : params)
+      std::printf("  %10s", cfg.contains(p) ? param_str(cfg[p]).c_str() : "-");
+    std::printf("  %7s  %8s  %8s  %6lld  %8s\n", fmt(t.metrics.val_acc).c_str(),
+                fmt(t.metrics.val_loss).c_str(), fmt(t.metrics.test_acc).c_str(),
+                static_cast<long long>(t.metrics.epochs_done),
+                fmt(t.metrics.seconds, "%.2f").c_str());
+  }
+}
+
+std::vector<std::string> param_names(store::ResultStore& s, int64_t exp) {
+  auto e = s.experiment(exp);
+  std::vector<std::string> names;
+  for (const auto& p : sweep::parse_sweep(e->spec_text, e->spec_path).search.parameters)
+    names.push_back(p.name);
+  return names;
+}
+
+std::vector<store::TrialRecord> all_trials(store::ResultStore& s, int64_t exp,
+                                           const std::string& sort = "index", bool desc = false) {
+  store::TrialQuery q;
+  q.sort_by = sort;
+  q.descending = desc;
+  q.limit = 0;
+  return s.trials(exp, q);
+}
+
+}  // namespace
+
+void print_best_table(store::ResultStore& s, int64_t exp, const std::string& metric, bool maximize,
+                      int top) {
+  auto params = param_names(s, exp);
+  auto trials = all_trials(s, exp, metric, maximize);
+  std::vector<store::TrialRecord> ended;
+  for (auto& t : trials)
+    if (t.status == store::TrialStatus::finished || t.status == store::TrialStatus::pruned)
+      ended.push_back(t);
+  const bool by_depth = std::find(params.begin(), params.end(), "depth") != params.end();
+  if (!by_depth) {
+    if (static_cast<int>(ended.size()) > top) ended.resize(top);
+    std::printf("best %d trials by %s:\n", top, metric.c_str());
+    print_rows(ended, params);
+    return;
+  }
+  // Best trial per (depth, activation if any): the table of a depth study.
+  const bool by_act = std::find(params.begin(), params.end(), "activation") != params.end();
+  std::map<std::pair<int64_t, std::string>, store::TrialRecord> best;
+  for (auto& t : ended) {  // sorted best first
+    auto cfg = nlohmann::json::parse(t.config_json);
+    auto key =
+        std::make_pair(cfg["depth"].get<int64_t>(), by_act ? param_str(cfg["activation"]) : "");
+    best.emplace(key, t);
+  }
+  std::vector<store::TrialRecord> rows;
+  for (auto& [k, t] : best) rows.push_back(t);
+  std::printf("best trial per depth%s by %s:\n", by_act ? " and activation" : "", metric.c_str());
+  print_rows(rows, params);
+}
+
+namespace {
+
+struct ResultsOptions {
+  std::string store_url = kDefaultDb, experiment, sort = "val_acc", out_dir = ".";
+  int top = 20;
+  bool csv = false, json = false, ascending = false;
+};
+
+nlohmann::json trial_json(const store::TrialRecord& t) {
+  auto opt = [](const std::optional<double>& v) {
+    return v ? nlohmann::json(*v) : nlohmann::json();
+  };
+  return {{"id", t.id},
+          {"index", t.index},
+          {"params", nlohmann::json::parse(t.config_json)},
+          {"seed", t.seed},
+          {"status", store::to_string(t.status)},
+          {"attempt", t.attempt},
+          {"worker", t.worker},
+          {"train_loss", opt(t.metrics.train_loss)},
+          {"train_acc", opt(t.metrics.train_acc)},
+          {"val_loss", opt(t.metrics.val_loss)},
+          {"val_acc", opt(t.metrics.val_acc)},
+          {"test_acc", opt(t.metrics.test_acc)},
+          {"epochs_done", t.metrics.epochs_done},
+          {"seconds", t.metrics.seconds},
+          {"error", t.error}};
+}
+
+void write_trials_csv(std::ostream& out, const std::vector<store::TrialRecord>& rows,
+                      const std::vector<std::string>& params) {
+  out << "trial_id,index,status,attempt,seed";
+  for (auto& p : params) out << "," << p;
+  out << ",train_loss,train_acc,val_loss,val_acc,test_acc,epochs_done,seconds,error\n";
+  for (const auto& t : rows) {
+    auto cfg = nlohmann::json::parse(t.config_json);
+    out << t.id << "," << t.index << "," << store::to_string(t.status) << "," << t.attempt << ","
+        << t.seed;
+    for (auto& p : params) out << "," << (cfg.contains(p) ? param_str(cfg[p]) : "");
+    out << "," << fmt(t.metrics.train_loss, "%.9g") << "," << fmt(t.metrics.train_acc, "%.9g")
+        << "," << fmt(t.metrics.val_loss, "%.9g") << "," << fmt(t.metrics.val_acc, "%.9g") << ","
+        << fmt(t.metrics.test_acc, "%.9g") << "," << t.metrics.epochs_done << ","
+        << t.metrics.seconds << ",\"" << t.error.substr(0, 200) << "\"\n";
+  }
+}
+
+int results(const ResultsOptions& o) {
+  auto s = store::open_result_store(o.store_url);
+  const int64_t exp = find_experiment(*s, o.experiment);
+  store::TrialQuery q;
+  q.sort_by = o.sort;
+  q.descending = !o.ascending && o.sort.find("loss") == std::string::npos;
+  q.limit = o.top;
+  auto rows = s->trials(exp, q);
+  auto params = param_names(*s, exp);
+  if (o.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (auto& t : rows) arr.push_back(trial_json(t));
+    std::cout << arr.dump(2) << "\n";
+  } else if (o.csv) {
+    write_trials_csv(std::cout, rows, params);
+  } else {
+    print_rows(rows, params);
+  }
+  return 0;
+}
+
+int status(const ResultsOptions& o) {
+  auto s = store::open_result_store(o.store_url);
+  std::printf("%4s  %-20s  %-9s  %-6s  %8s  %7s  %6s  %6s  %6s\n", "id", "name", "status", "method",
+              "finished", "running", "queued", "pruned", "failed");
+  for (const auto& e : s->experiments()) {
+    auto c = s->trial_counts(e.id);
+    std::printf("%4lld  %-20s  %-9s  %-6s  %8lld  %7lld  %6lld  %6lld  %6lld\n",
+                static_cast<long long>(e.id), e.name.c_str(),
+                std::string(store::to_string(e.status)).c_str(), e.method.c_str(),
+                static_cast<long long>(c.finished), static_cast<long long>(c.running),
+                static_cast<long long>(c.queued), static_cast<long long>(c.pruned),
+                static_cast<long long>(c.failed));
+  }
+  auto ws = s->workers();
+  std::erase_if(ws, [](const store::WorkerRecord& w) { return w.gone; });
+  if (!ws.empty()) std::printf("\nworkers:\n");
+  for (const auto& w : ws)
+    std::printf("  %-24s %-7s pid %-7lld trial %s\n", w.id.c_str(),
+                std::string(store::to_string(w.kind)).c_str(), static_cast<long long>(w.pid),
+                w.current_trial ? std::to_string(*w.current_trial).c_str() : "-");
+  return 0;
+}
+
+int export_csv(const ResultsOptions& o) {
+  auto s = store::open_result_store(o.store_url);
+  const int64_t exp = find_experiment(*s, o.experiment);
+  auto e = s->experiment(exp);
+  auto rows = all_trials(*s, exp);
+  auto params = param_names(*s, exp);
+  std::filesystem::create_directories(o.out_dir);
+  const auto trials_path = std::filesystem::path(o.out_dir) / (e->name + "-trials.csv");
+  const auto curves_path = std::filesystem::path(o.out_dir) / (e->name + "-curves.csv");
+  std::ofstream t(trials_path), c(curves_path);
+  write_trials_csv(t, rows, params);
+  c << "trial_id,index,epoch,train_loss,train_acc,val_loss,val_acc,seconds,lr\n";
+  for (const auto& row : rows)
+    for (const auto& m : s->trial(row.id)->curve)
+      c << row.id << "," << row.index << "," << m.epoch << "," << fmt(m.train_loss, "%.9g") << ","
+        << fmt(m.train_acc, "%.9g") << "," << fmt(m.val_loss, "%.9g") << ","
+        << fmt(m.val_acc, "%.9g") << "," << m.seconds << "," << fmt(m.lr, "%.9g") << "\n";
+  if (!t || !c) throw std::runtime_error("cannot write to " + o.out_dir);
+  std::cerr << "wrote " << trials_path.string() << " (" << rows.size() << " trials) and "
+            << curves_path.string() << "\n";
+  return 0;
+}
+
+struct RerunOptions {
+  std::string store_url = kDefaultDb, data_dir;
+  int64_t trial = 0;
+};
+
+int rerun(const RerunOptions& o) {
+  auto s = store::open_result_store(o.store_url);
+  auto t = s->trial(o.trial);
+  if (!t) throw std::invalid_argument("no trial with id " + std::to_string(o.trial));
+  auto e = s->experiment(t->experiment_id);
+  sweep::SweepSpec sw = sweep::parse_sweep(e->spec_text, e->spec_path);
+  nn::RunSpec run = sw.materialize({t->index, nlohmann::json::parse(t->config_json), t->seed});
+  run.train.epochs = static_cast<int>(std::max<int64_t>(1, t->metrics.epochs_done));
+  data::Dataset data = data::load(worker::load_options(run.data, o.data_dir));
+  std::cerr << "rerunning trial " << t->id << " ("
+            << sweep::describe_params(nlohmann::json::parse(t->config_json)) << ", seed " << t->seed
+            << ", " << run.train.epochs << " epochs)\n";
+  worker::RunResult r = worker::train_run(run, data, nullptr);
+  int mismatches = 0;
+  auto check = [&](const char* what, const std::optional<double>& stored, double now) {
+    const bool same = stored && *stored == now;
+    mismatches += !same;
+    std::printf("%-10s stored %-12s rerun %.9g  %s\n", what, fmt(stored, "%.9g").c_str(), now,
+                same ? "identical" : "DIFFERENT");
+  };
+  const auto& last = r.curve.back();
+  check("train_loss", t->metrics.train_loss, last.train_loss);
+  check("val_acc", t->metrics.val_acc, last.val_acc);
+  check("val_loss", t->metrics.val_loss, last.val_loss);
+  check("test_acc", t->metrics.test_acc, r.test_acc);
+  const std::string build_then = t->provenance.value("build_id", "?");
+  const std::string build_now = worker::provenance(data).value("build_id", "?");
+  if (mismatches && build_then != build_now)
+    std::printf("note: stored with build %s, rerun with build %s\n", build_then.c_str(),
+                build_now.c_str());
+  return mismatches ? 5 : 0;
+}
+
+}  // namespace
+
+Command add_results(CLI::App& app) {
+  auto o = std::make_shared<ResultsOptions>();
+  CLI::App* c = app.add_subcommand("results", "Show an experiment's best trials");
+  c->add_option("experiment", o->experiment, "Experiment id or name")->required();
+  c->add_option("--store", o->store_url, "Result store URL")->capture_default_str();
+  c->add_option("--top", o->top, "Number of trials (0: all)")->capture_default_str();
+  c->add_option("--sort", o->sort,
+                "Sort column: val_acc, val_loss, test_acc, train_loss, seconds, index, ...")
+      ->capture_default_str();
+  c->add_flag("--ascending", o->ascending,
+              "Smallest first (default: largest first, except for losses)");
+  c->add_flag("--csv", o->csv, "CSV output");
+  c->add_flag("--json", o->json, "JSON output");
+  return [o] { return results(*o); };
+}
+
+Command add_status(CLI::App& app) {
+  auto o = std::make_shared<ResultsOptions>();
+  CLI::App* c = app.add_subcommand("status", "List experiments and live workers");
+  c->add_option("--store", o->store_url, "Result store URL")->capture_default_str();
+  return [o] { return status(*o); };
+}
+
+Command add_export(CLI::App& app) {
+  auto o = std::make_shared<ResultsOptions>();
+  CLI::App* c =
+      app.add_subcommand("export", "Write an experiment's trials and learning curves as CSV");
+  c->add_option("experiment", o->experiment, "Experiment id or name")->required();
+  c->add_option("--store", o->store_url, "Result store URL")->capture_default_str();
+  c->add_option("--out", o->out_dir, "Directory for <name>-trials.csv and <name>-curves.csv")
+      ->capture_default_str();
+  return [o] { return export_csv(*o); };
+}
+
+Command add_rerun(CLI::App& app) {
+  auto o = std::make_shared<RerunOptions>();
+  CLI::App* c =
+      app.add_subcommand("rerun", "Train a stored trial again and compare its numbers bit for bit");
+  c->add_option("trial", o->trial, "Trial id")->required();
+  c->add_option("--store", o->store_url, "Result store URL")->capture_default_str();
+  c->add_option("--data", o->data_dir, "Data set directory override");
+  return [o] { return rerun(*o); };
+}
+
+}  // namespace dnnlab::cli

@@ -1,0 +1,199 @@
+// `dnnlab run SWEEP`: the embedded deployment. One process coordinates the
+// sweep over an SQLite queue and store; N local worker processes (`dnnlab
+// worker`) train the trials. Running the same command again, or --resume,
+// continues an interrupted experiment.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "cli/commands.hpp"
+#include "cli/progress.hpp"
+#include "cli/sweep_cmds.hpp"
+#include "experiment/coordinator.hpp"
+
+extern char** environ;
+
+namespace dnnlab::cli {
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) {
+  g_stop = 1;
+}
+
+struct RunOptions {
+  std::string sweep_path;
+  std::string store_url = kDefaultDb, broker_url;
+  std::string data_dir;
+  std::string resume;
+  bool fresh = false;
+  int workers = 0;
+  double lease = 30;
+  bool quiet = false;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw SpecError({path, 0, 0}, "", "cannot read the sweep file");
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+pid_t spawn_worker(const RunOptions& o, int64_t exp, int n) {
+  std::vector<std::string> args = {"dnnlab",
+                                   "worker",
+                                   "--store",
+                                   o.store_url,
+                                   "--broker",
+                                   o.broker_url,
+                                   "--experiment",
+                                   std::to_string(exp),
+                                   "--lease",
+                                   std::to_string(o.lease),
+                                   "--id",
+                                   "local-" + std::to_string(getpid()) + "-" + std::to_string(n),
+                                   "--exit-with-parent",
+                                   std::to_string(getpid())};
+  if (!o.data_dir.empty()) args.insert(args.end(), {"--data", o.data_dir});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0)
+    throw std::runtime_error("cannot start a worker process");
+  return pid;
+}
+
+std::string progress_line(const experiment::Progress& p, double elapsed,
+                          const std::string& metric) {
+  const auto& c = p.counts;
+  const int64_t ended = c.finished + c.pruned + c.failed + c.cancelled;
+  char buf[320];
+  const double eta = p.trials_per_second > 0 ? (p.planned - ended) / p.trials_per_second : -1;
+  std::snprintf(buf, sizeof buf,
+                "[%s] %lld/%lld done  %lld running  %lld queued  %lld pruned  %lld failed  %.2f "
+                "trials/s  ETA %s",
+                format_duration(elapsed).c_str(), static_cast<long long>(ended),
+                static_cast<long long>(p.planned), static_cast<long long>(c.running),
+                static_cast<long long>(std::max<int64_t>(0, p.planned - ended - c.running)),
+                static_cast<long long>(c.pruned), static_cast<long long>(c.failed),
+                p.trials_per_second, format_duration(eta).c_str());
+  std::string s = buf;
+  if (p.best)
+    if (auto v = trial_metric(*p.best, metric)) {
+      std::snprintf(buf, sizeof buf, "  best %s %.4f (trial %lld)", metric.c_str(), *v,
+                    static_cast<long long>(p.best->index));
+      s += buf;
+    }
+  return s;
+}
+
+int run_sweep(RunOptions o) {
+  if (o.broker_url.empty()) o.broker_url = o.store_url;
+  if (o.workers <= 0)
+    o.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  experiment::Backends b = experiment::open_backends(o.broker_url, o.store_url);
+  int64_t exp;
+  if (!o.resume.empty()) {
+    exp = find_experiment(*b.store, o.resume);
+    b.store->set_status(exp, store::ExperimentStatus::running);
+  } else {
+    exp = experiment::Coordinator::submit(
+        *b.store, *b.queue, read_file(o.sweep_path), o.sweep_path,
+        o.fresh ? experiment::SubmitMode::kNew : experiment::SubmitMode::kResumeIfSame);
+  }
+  experiment::Coordinator coord(*b.store, *b.queue, exp);
+  const auto& sw = coord.sweep();
+  const bool tty = isatty(STDERR_FILENO);
+  if (!o.quiet)
+    std::cerr << "experiment " << exp << " (" << sw.name << "): " << sw.search.method << " search, "
+              << o.workers << " workers, store " << o.store_url << "\n";
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+
+  std::vector<pid_t> workers;
+  for (int i = 0; i < o.workers; ++i) workers.push_back(spawn_worker(o, exp, i));
+  int spawned = o.workers;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last_print = t0 - std::chrono::hours(1);
+  experiment::Progress p;
+  while (!g_stop) {
+    p = coord.tick(2 * o.workers);
+    // Keep N workers: a crashed one is replaced; its trial comes back when the lease expires.
+    for (auto& pid : workers) {
+      int status = 0;
+      if (pid > 0 && waitpid(pid, &status, WNOHANG) == pid) {
+        pid = p.done ? -1 : spawn_worker(o, exp, spawned++);
+        if (!o.quiet && !p.done && tty) std::cerr << "\r\033[K";
+        if (!o.quiet && !p.done)
+          std::cerr << "a worker exited (status " << status << "); started another\n";
+      }
+    }
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!o.quiet && (p.done || std::chrono::steady_clock::now() - last_print >
+                                   std::chrono::milliseconds(tty ? 250 : 5000))) {
+      const std::string line = progress_line(p, elapsed, sw.search.metric);
+      std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
+      last_print = std::chrono::steady_clock::now();
+    }
+    if (p.done) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!o.quiet && tty) std::cerr << "\n";
+  // Workers stop by themselves once the experiment has ended; on Ctrl-C they
+  // give their trials back first.
+  for (pid_t pid : workers)
+    if (pid > 0 && g_stop) kill(pid, SIGTERM);
+  for (pid_t pid : workers)
+    if (pid > 0) waitpid(pid, nullptr, 0);
+  if (g_stop) {
+    std::cerr << "interrupted: experiment " << exp
+              << " keeps its results; continue with `dnnlab run " << o.sweep_path
+              << "` or `dnnlab run --resume " << exp << "`\n";
+    return 130;
+  }
+  print_best_table(*b.store, exp, sw.search.metric, sw.search.maximize(), 10);
+  return 0;
+}
+
+}  // namespace
+
+Command add_run(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* c = app.add_subcommand(
+      "run", "Run a sweep on this machine: coordinator plus local worker processes");
+  c->add_option("sweep", o->sweep_path, "Sweep file (YAML); see docs/sweep.md");
+  c->add_option("-w,--workers", o->workers, "Worker processes (default: number of cores)")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--store", o->store_url, "Result store URL")->capture_default_str();
+  c->add_option("--broker", o->broker_url, "Task queue URL (default: the store's)");
+  c->add_option("--data", o->data_dir, "Data set directory override");
+  c->add_option("--resume", o->resume,
+                "Continue experiment ID (or name) instead of reading a sweep file");
+  c->add_flag("--new", o->fresh,
+              "Start a new experiment even if an unfinished one has the same sweep");
+  c->add_option("--lease", o->lease, "Seconds a worker holds a trial between heartbeats")
+      ->check(CLI::Range(1.0, 3600.0));
+  c->add_flag("-q,--quiet", o->quiet, "No progress line");
+  c->callback([c, o] {
+    if (o->sweep_path.empty() && o->resume.empty())
+      throw CLI::RequiredError("sweep (or --resume EXP)");
+  });
+  return [o] { return run_sweep(*o); };
+}
+
+}  // namespace dnnlab::cli

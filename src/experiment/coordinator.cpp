@@ -1,0 +1,218 @@
+#include "experiment/coordinator.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <unordered_set>
+
+#include "dnnlab/build_info.hpp"
+#include "experiment/task.hpp"
+#include "nn/kernels.hpp"
+
+namespace dnnlab::experiment {
+
+std::string encode_task(const TrialTask& t) {
+  return nlohmann::json{
+      {"v", 1}, {"experiment", t.experiment_id}, {"trial", t.trial_id}, {"index", t.index}}
+      .dump();
+}
+
+TrialTask decode_task(std::string_view payload) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(payload);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ProtocolError("task payload is not JSON at byte " + std::to_string(e.byte));
+  }
+  if (!j.is_object()) throw ProtocolError("task payload is not a JSON object");
+  if (j.value("v", 0) != 1) throw ProtocolError("task payload: 'v' must be 1");
+  TrialTask t;
+  for (auto [field, out] : {std::pair{"experiment", &t.experiment_id},
+                            std::pair{"trial", &t.trial_id}, std::pair{"index", &t.index}}) {
+    auto it = j.find(field);
+    if (it == j.end() || !it->is_number_integer())
+      throw ProtocolError(std::string("task payload: '") + field + "' must be an integer");
+    *out = it->get<int64_t>();
+  }
+  return t;
+}
+
+Backends open_backends(const std::string& broker_url, const std::string& store_url) {
+  Backends b;
+  b.broker_url = broker_url;
+  b.store_url = store_url;
+  b.store = store::open_result_store(store_url);
+  b.queue = queue::open_task_queue(broker_url);
+  return b;
+}
+
+std::string queue_name(int64_t experiment_id) {
+  return "exp-" + std::to_string(experiment_id);
+}
+
+namespace {
+
+nlohmann::json provenance() {
+  return {{"version", build::kVersion},
+          {"build_id", build::kGitId},
+          {"compiler", build::kCompiler},
+          {"kernel_target", nn::kernels().name}};
+}
+
+// Trials the sweep will run in all: the budget, or the grid's size.
+int64_t planned_trials(const sweep::SweepSpec& s) {
+  if (s.search.method != "grid") return s.search.budget;
+  int64_t n = 1;
+  for (const auto& p : s.search.parameters) n *= static_cast<int64_t>(p.grid_values().size());
+  return s.search.budget > 0 ? std::min(n, s.search.budget) : n;
+}
+
+std::optional<double> metric_of(const store::TrialRecord& t, const std::string& metric) {
+  const auto& m = t.metrics;
+  if (metric == "val_acc") return m.val_acc;
+  if (metric == "val_loss") return m.val_loss;
+  if (metric == "train_acc") return m.train_acc;
+  if (metric == "train_loss") return m.train_loss;
+  return std::nullopt;
+}
+
+bool ended(store::TrialStatus s) {
+  return s != store::TrialStatus::queued && s != store::TrialStatus::running;
+}
+
+}  // namespace
+
+int64_t Coordinator::submit(store::ResultStore& store, queue::TaskQueue&, const std::string& text,
+                            const std::string& path, SubmitMode mode) {
+  sweep::SweepSpec sweep = sweep::parse_sweep(text, path);  // throws before anything is written
+  if (mode == SubmitMode::kResumeIfSame) {
+    auto old = store.find_experiment(sweep.name, store::spec_hash(text));
+    if (old && old->status == store::ExperimentStatus::running) return old->id;
+  }
+  store::ExperimentRecord e;
+  e.name = sweep.name;
+  e.spec_text = text;
+  e.spec_path = path;
+  e.method = sweep.search.method;
+  e.provenance = provenance();
+  return store.create_experiment(e);
+}
+
+Coordinator::Coordinator(store::ResultStore& store, queue::TaskQueue& queue, int64_t id)
+    : store_(store), queue_(queue), id_(id) {
+  auto e = store_.experiment(id);
+  if (!e) throw std::invalid_argument("experiment " + std::to_string(id) + " does not exist");
+  sweep_ = std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(e->spec_text, e->spec_path));
+  sampler_ = sweep::make_sampler(sweep_->search);
+
+  // Rebuild the sampler from what the store holds (a restart or --resume).
+  store::TrialQuery all;
+  all.limit = 0;
+  std::vector<store::TrialRecord> trials = store_.trials(id, all);
+  int64_t unended = 0;
+  for (const auto& t : trials) {
+    sampler_->resume({t.index, nlohmann::json::parse(t.config_json), t.seed});
+    if (ended(t.status)) {
+      if (auto v = metric_of(t, sweep_->search.metric)) sampler_->observe(t.index, *v);
+      observed_.insert(t.id);
+    } else {
+      ++unended;
+    }
+  }
+  generated_ = static_cast<int64_t>(trials.size());
+  // Trials are stored before their tasks are published; a coordinator killed
+  // between the two leaves the newest trials without a task. Publish those.
+  const queue::QueueCounts qc = queue_.counts(queue_name(id));
+  int64_t missing = unended - (qc.queued + qc.leased);
+  if (missing > 0 && e->status == store::ExperimentStatus::running) {
+    std::vector<std::string> payloads;
+    for (auto it = trials.rbegin(); it != trials.rend() && missing > 0; ++it)
+      if (it->status == store::TrialStatus::queued) {
+        payloads.push_back(encode_task({id, it->id, it->index}));
+        --missing;
+      }
+    queue_.publish_batch(queue_name(id), payloads);
+  }
+  rate_t0_ = std::chrono::steady_clock::now();
+}
+
+Coordinator::~Coordinator() = default;
+
+Progress Coordinator::tick(int64_t in_flight) {
+  Progress p;
+  p.planned = planned_trials(*sweep_);
+  store::ExperimentStatus status = store_.experiment(id_)->status;
+  p.counts = store_.trial_counts(id_);
+
+  // Adaptive samplers learn from trials that ended since the last tick.
+  if (sweep_->search.method == "tpe") {
+    store::TrialQuery recent;
+    recent.sort_by = "finished_at";
+    recent.descending = true;
+    recent.limit = 200;
+    for (const auto& t : store_.trials(id_, recent)) {
+      if (!ended(t.status) || observed_.count(t.id)) continue;
+      observed_.insert(t.id);
+      if (auto v = metric_of(t, sweep_->search.metric)) sampler_->observe(t.index, *v);
+    }
+  }
+
+  if (status == store::ExperimentStatus::running && !exhausted_) {
+    const int64_t cap = sweep_->search.max_concurrent > 0
+                            ? std::min(in_flight, sweep_->search.max_concurrent)
+                            : in_flight;
+    // Keep a small backlog beyond the running trials so workers never wait,
+    // but no more: adaptive samplers should see as many results as possible.
+    int64_t room = cap - (p.counts.queued + p.counts.running);
+    std::vector<sweep::TrialConfig> batch;
+    while (room-- > 0) {
+      auto c = sampler_->next();
+      if (!c) {
+        exhausted_ = true;
+        break;
+      }
+      batch.push_back(std::move(*c));
+    }
+    if (!batch.empty()) {
+      std::vector<store::NewTrial> rows;
+      for (const auto& c : batch) rows.push_back({c.index, c.params.dump(), c.seed});
+      std::vector<int64_t> ids = store_.add_trials(id_, rows);
+      std::vector<std::string> payloads;
+      for (size_t i = 0; i < ids.size(); ++i)
+        payloads.push_back(encode_task({id_, ids[i], batch[i].index}));
+      queue_.publish_batch(queue_name(id_), payloads);
+      generated_ += static_cast<int64_t>(batch.size());
+      p.counts.queued += static_cast<int64_t>(batch.size());
+    }
+  }
+
+  const int64_t ended_now = p.counts.total() - p.counts.queued - p.counts.running;
+  const auto now = std::chrono::steady_clock::now();
+  const double dt = std::chrono::duration<double>(now - rate_t0_).count();
+  if (rate_ended0_ < 0) {
+    rate_ended0_ = ended_now;
+    rate_t0_ = now;
+  } else if (dt >= 2.0) {
+    const double r = (ended_now - rate_ended0_) / dt;
+    rate_ = rate_ == 0 ? r : 0.5 * rate_ + 0.5 * r;
+    rate_ended0_ = ended_now;
+    rate_t0_ = now;
+  }
+  p.trials_per_second = rate_;
+  p.best = store_.best_trial(id_, sweep_->search.metric, sweep_->search.maximize());
+  p.done = status != store::ExperimentStatus::running ||
+           (exhausted_ && p.counts.queued + p.counts.running == 0);
+  if (status == store::ExperimentStatus::running && p.done) {
+    store_.set_status(id_, store::ExperimentStatus::finished);
+    store_.append_event("experiment.finished", {{"experiment", id_}});
+  }
+  return p;
+}
+
+void Coordinator::cancel() {
+  queue_.cancel(queue_name(id_));
+  store_.cancel_trials(id_);
+  store_.set_status(id_, store::ExperimentStatus::cancelled);
+  store_.append_event("experiment.cancelled", {{"experiment", id_}});
+}
+
+}  // namespace dnnlab::experiment

@@ -1,0 +1,87 @@
+// Coordinator: drives one experiment (a sweep) through the TaskQueue and the
+// ResultStore. It turns sampler output into trials and queued tasks, keeps
+// enough tasks in flight, feeds finished results back to adaptive samplers
+// (TPE), and marks the experiment finished when every trial has ended. All
+// its state can be rebuilt from the store, so a restarted coordinator (or
+// `dnnlab run --resume`) continues where the last one stopped.
+//
+//   auto b = experiment::open_backends("sqlite:dnnlab.db", "sqlite:dnnlab.db");
+//   int64_t id = experiment::Coordinator::submit(*b.store, *b.queue, yaml, "sweep.yaml");
+//   experiment::Coordinator c(*b.store, *b.queue, id);
+//   while (!c.tick().done) sleep(100ms);   // workers run the tasks meanwhile
+//
+// Single-threaded: call tick() from one thread (a timer on the server's
+// io_context, or the main loop of `dnnlab run`).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_set>
+
+#include "queue/task_queue.hpp"
+#include "store/result_store.hpp"
+#include "sweep/sampler.hpp"
+#include "sweep/sweep_spec.hpp"
+
+namespace dnnlab::experiment {
+
+struct Backends {
+  std::unique_ptr<queue::TaskQueue> queue;
+  std::unique_ptr<store::ResultStore> store;
+  std::string broker_url, store_url;
+};
+// Opens both by URL (see open_task_queue / open_result_store).
+Backends open_backends(const std::string& broker_url, const std::string& store_url);
+
+// The queue an experiment's tasks go to.
+std::string queue_name(int64_t experiment_id);
+
+struct Progress {
+  store::TrialCounts counts;
+  int64_t planned = 0;           // trials the sweep will run in all (budget or grid size)
+  bool done = false;             // every planned trial has ended
+  double trials_per_second = 0;  // ended trials per second, recent average
+  std::optional<store::TrialRecord> best;
+};
+
+enum class SubmitMode { kNew, kResumeIfSame };
+
+class Coordinator {
+ public:
+  // Validates the sweep text (SpecError, nothing written, when it is bad) and
+  // creates the experiment; with kResumeIfSame returns the newest unfinished
+  // experiment with the same name and spec text instead, if there is one.
+  static int64_t submit(store::ResultStore& store, queue::TaskQueue& queue,
+                        const std::string& sweep_text, const std::string& path,
+                        SubmitMode mode = SubmitMode::kResumeIfSame);
+
+  // Rebuilds sampler state from the store (the trials it already holds).
+  Coordinator(store::ResultStore& store, queue::TaskQueue& queue, int64_t experiment_id);
+  ~Coordinator();
+
+  // Publishes new trials while fewer than `in_flight` are queued or running,
+  // observes finished ones, and finishes the experiment when all have ended.
+  Progress tick(int64_t in_flight = 4);
+  // Drops queued tasks, marks unfinished trials cancelled, the experiment cancelled.
+  void cancel();
+
+  int64_t experiment_id() const { return id_; }
+  const sweep::SweepSpec& sweep() const { return *sweep_; }
+
+ private:
+  store::ResultStore& store_;
+  queue::TaskQueue& queue_;
+  int64_t id_;
+  std::unique_ptr<sweep::SweepSpec> sweep_;
+  std::unique_ptr<sweep::Sampler> sampler_;
+  int64_t generated_ = 0;                 // trials created so far
+  bool exhausted_ = false;                // the sampler has no more
+  std::unordered_set<int64_t> observed_;  // trial ids already fed to the sampler
+  std::chrono::steady_clock::time_point rate_t0_;
+  int64_t rate_ended0_ = -1;
+  double rate_ = 0;
+};
+
+}  // namespace dnnlab::experiment

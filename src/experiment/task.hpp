@@ -1,0 +1,27 @@
+// What a queued task says: which trial of which experiment to run. Tasks
+// carry references only; the worker reads the trial's values from the store
+// and the sweep (the template) from its experiment.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace dnnlab::experiment {
+
+struct TrialTask {
+  int64_t experiment_id = 0;
+  int64_t trial_id = 0;
+  int64_t index = 0;
+};
+
+// A task payload that cannot be read: names the field or offset.
+class ProtocolError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+std::string encode_task(const TrialTask& t);      // {"v":1,"experiment":..,"trial":..,"index":..}
+TrialTask decode_task(std::string_view payload);  // throws ProtocolError
+
+}  // namespace dnnlab::experiment
