@@ -1,7 +1,9 @@
 // Browser tests of the dashboard in Debian's Chromium (playwright-core):
 // it loads without console errors, the plots hold the sweep's data, the table
 // sorts and pages server-side, and a trial finishing shows up without a reload.
-//   node tests/browser/dashboard.test.mjs [--dist DIR] [--shots DIR] [--save-screenshot FILE]
+// Against the fake API (tests/browser/fake_api.mjs: many shapes, fast) and,
+// when given a dnnlab binary with `serve`, the real server running a small sweep.
+//   node tests/browser/dashboard.test.mjs [--dist DIR] [--dnnlab BIN] [--shots DIR] [--save-screenshot FILE]
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync } from 'node:fs';
@@ -10,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startFakeApi } from './fake_api.mjs';
+import { realServerMissing, SMALL_SWEEP, startRealServer } from './real_server.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(resolve(here, '../../web/package.json'));
@@ -18,6 +21,7 @@ const DIST = resolve(arg('--dist', resolve(here, '../../web/dist')));
 const SHOTS = arg('--shots', null) || mkdtempSync(join(tmpdir(), 'dnnlab-browser-'));
 const SAVE = arg('--save-screenshot', null);
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const DNNLAB = arg('--dnnlab', process.env.DNNLAB_BIN || null);
 
 export const LAUNCH = {
   executablePath: CHROMIUM,
@@ -48,6 +52,7 @@ function expectedByActivation(trials) {
 }
 
 const skip = !existsSync(CHROMIUM) ? `no Chromium at ${CHROMIUM}` : !existsSync(join(DIST, 'app.js')) ? `no built dashboard in ${DIST}` : false;
+const realSkip = skip || realServerMissing(DNNLAB) || false;
 
 test('dashboard against the fake API', { skip, timeout: 120_000 }, async (t) => {
   const { chromium } = require('playwright-core');
@@ -103,7 +108,7 @@ test('dashboard against the fake API', { skip, timeout: 120_000 }, async (t) => 
     await page.click('#trials th[data-key="index"]');
     await page.waitForSelector('#trials th.sorted.asc[data-key="index"]');
     await page.screenshot({ path: join(SHOTS, 'experiment.png'), fullPage: true });
-    if (SAVE) await page.screenshot({ path: SAVE, fullPage: true });
+    if (SAVE && realSkip) await page.screenshot({ path: SAVE, fullPage: true });
   });
 
   await t.test('a trial finishing appears without a reload', async () => {
@@ -164,4 +169,52 @@ test('without the event stream the dashboard polls', { skip, timeout: 60_000 }, 
   await page.waitForSelector(`#plot-parcoords[data-lines="${finished}"]`, { timeout: 10_000 });
   // The refused WebSocket and the refused sort log network errors; nothing else may.
   assert.deepEqual(errors.filter((e) => !/WebSocket connection|status of 400/.test(e)), []);
+});
+
+test('dashboard against the real server running a small sweep', { skip: realSkip, timeout: 400_000 }, async (t) => {
+  const { chromium } = require('playwright-core');
+  const srv = await startRealServer({ bin: DNNLAB, dist: DIST });
+  const browser = await chromium.launch(LAUNCH);
+  t.after(async () => { await browser.close(); await srv.close(); });
+  const { page, errors } = await openPage(browser);
+  const id = await srv.submit(SMALL_SWEEP);
+  const planned = 6;
+
+  await page.goto(`${srv.url}/#/experiments/${id}`);
+  await page.waitForSelector('#live.live');
+  await page.waitForSelector('#trials[data-rows]');
+  await page.evaluate(() => { window.__noReload = true; });
+
+  // Workers start only now: every trial finishes while the page watches.
+  srv.startWorker(id);
+  const ended = (c) => (c.finished || 0) + (c.pruned || 0) + (c.failed || 0);
+  for (let i = 0; ; i++) {
+    const x = await srv.get(`/api/experiments/${id}`);
+    if (ended(x.counts) >= planned) break;
+    assert.ok(i < 600, `the sweep did not finish: ${JSON.stringify(x.counts)}\n${srv.log()}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  const { trials } = await srv.get(`/api/experiments/${id}/trials?limit=1000`);
+  const finished = trials.filter((x) => x.status === 'finished');
+  assert.ok(finished.length > 0, 'some trials finished');
+  await page.waitForFunction((n) => document.querySelectorAll('#trials tbody tr[data-status="finished"]').length === n,
+    finished.length, { timeout: 15_000 });
+  assert.equal(await page.evaluate(() => window.__noReload), true, 'the page was not reloaded');
+
+  const want = expectedByActivation(trials);
+  await page.waitForFunction((w) => document.querySelector('#plot-metric-vs-x')?.dataset.series === w,
+    JSON.stringify(Object.fromEntries(Object.keys(want).sort().map((k) => [k, want[k]]))), { timeout: 15_000 });
+  await page.waitForSelector(`#plot-parcoords[data-lines="${finished.length}"]`);
+  await page.waitForSelector(`#plot-best[data-points="${finished.length}"]`);
+  await page.click(`#trials tr[data-id="${finished[0].id}"]`);
+  await page.click(`#trials tr[data-id="${finished[finished.length - 1].id}"]`);
+  await page.waitForSelector('#plot-curves[data-trials="2"]');
+  await page.screenshot({ path: join(SHOTS, 'real-experiment.png'), fullPage: true });
+  if (SAVE) await page.screenshot({ path: SAVE, fullPage: true });
+
+  await page.click('a[data-nav="workers"]');
+  await page.waitForSelector('#workers tbody tr');
+  assert.match(await page.textContent('#workers'), /native/);
+  await page.screenshot({ path: join(SHOTS, 'real-workers.png') });
+  assert.deepEqual(errors, [], 'no console errors');
 });
