@@ -1,8 +1,34 @@
 // Workers: kind, status, last heartbeat, current trial, trials/s; queue depth
 // over time sampled from /api/stats (kept across visits while the tab lives).
-import { api, events } from '../api.js';
-import { dateTime, h, num, relTime, statusBadge, throttle } from '../format.js';
+import { api, eventTrial, events } from '../api.js';
+import { dateTime, h, num, relTime, statusBadge, throttle, toMillis } from '../format.js';
 import { Chart } from '../plots.js';
+
+// Per-worker trials/s from the event stream, over the last minute: the
+// trial.started event names the worker, the end event names the trial.
+const RATE_WINDOW_S = 60;
+const startedBy = new Map(); // trial id -> worker id
+const ends = []; // [seconds, worker id]
+const bootS = Date.now() / 1000;
+events.on((ev) => {
+  const d = ev.data || {};
+  const trial = String(eventTrial(d));
+  if (ev.type === 'trial.started') startedBy.set(trial, String(d.worker));
+  else if (ev.type === 'trial.finished' || ev.type === 'trial.pruned' || ev.type === 'trial.failed') {
+    const w = d.worker ?? startedBy.get(trial);
+    startedBy.delete(trial);
+    if (w !== undefined) ends.push([ev.time ? toMillis(ev.time) / 1000 : Date.now() / 1000, String(w)]);
+    if (ends.length > 10000) ends.splice(0, 5000);
+  }
+});
+
+function workerRate(id) {
+  const now = Date.now() / 1000;
+  const span = Math.min(RATE_WINDOW_S, Math.max(1, now - bootS));
+  let n = 0;
+  for (const [t, w] of ends) if (w === String(id) && now - t <= span) n++;
+  return n / span;
+}
 
 const samples = { t: [], depth: [], rate: [] };
 const MAX_SAMPLES = 1800; // one hour at 2 s
@@ -53,8 +79,9 @@ export function workersPage() {
   function renderTable() {
     const now = Date.now();
     body.replaceChildren(...workers.map((w) => {
-      const status = w.gone ? 'gone' : w.current_trial ? 'busy' : 'idle';
-      const rate = w.trials_per_second ?? w.rate;
+      const silent = now - toMillis(w.last_seen) > 30_000;
+      const status = w.gone ? 'gone' : silent ? 'silent' : w.current_trial ? 'busy' : 'idle';
+      const rate = w.gone ? undefined : w.trials_per_second ?? workerRate(w.id);
       return h('tr', { 'data-id': w.id },
         h('td', { class: 'mono' }, String(w.id)),
         h('td', {}, h('span', { class: `kind kind-${w.kind}` }, w.kind || '—')),
@@ -62,7 +89,7 @@ export function workersPage() {
         h('td', {}, statusBadge(status)),
         h('td', { title: dateTime(w.last_seen) }, relTime(w.last_seen, now)),
         h('td', { class: 'mono' }, w.current_trial ? String(w.current_trial) : '—'),
-        h('td', { class: 'num' }, rate === undefined ? '—' : num(rate, 2)),
+        h('td', { class: 'num', title: `trials ended per second over the last ${RATE_WINDOW_S} s` }, rate === undefined ? '—' : num(rate, 2)),
         h('td', { title: dateTime(w.started_at) }, relTime(w.started_at, now)));
     }));
     msg.textContent = workers.length ? '' : 'No workers have joined yet.';
