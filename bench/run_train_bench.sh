@@ -7,6 +7,8 @@
 #   bench/run_train_bench.sh                      # both parts, 5 rounds
 #   ROUNDS=7 SECS=3 bench/run_train_bench.sh throughput
 #   DEPTH_ROUNDS=3 bench/run_train_bench.sh depth
+#   SNAPSHOT=1 bench/run_train_bench.sh           # build committed HEAD, not the working tree
+#   LOG=old.log bench/run_train_bench.sh report   # tables from an earlier log only
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build/bench}
@@ -20,10 +22,28 @@ PY=/usr/bin/python3                  # Debian's python3-torch, not a pyenv pytho
 PARTS=${1:-all}
 LOG=${LOG:-$(mktemp /tmp/train_bench.XXXXXX.log)}
 
-if [ ! -f "$BUILD/build.ninja" ]; then
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+SRC=$ROOT
+REV=$(git -C "$ROOT" describe --always --dirty)
+if [ "${SNAPSHOT:-0}" = 1 ]; then
+  # Results pinned to a commit: others' uncommitted edits (kernels in flux) stay out.
+  REV=$(git -C "$ROOT" rev-parse --short=12 HEAD)
+  SRC=${BUILD}-snapshot/src
+  BUILD=${BUILD}-snapshot/build
+  if [ "$(cat "$SRC/.rev" 2>/dev/null)" != "$REV" ]; then
+    rm -rf "$SRC" && mkdir -p "$SRC"
+    git -C "$ROOT" archive HEAD | tar -x -C "$SRC"
+    echo "$REV" >"$SRC/.rev"
+  fi
 fi
-ninja -C "$BUILD" -j2 train_bench >/dev/null
+mkdir -p "$(dirname "$BUILD")"
+if [ "$PARTS" != report ]; then
+  if [ ! -f "$BUILD/build.ninja" ]; then
+    cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDNNLAB_BUILD_TESTS=OFF \
+      -DDNNLAB_SKIP_MODULES="sweep;queue;store;worker;server" >"$BUILD.log" 2>&1 ||
+      { cat "$BUILD.log" >&2; exit 1; }
+  fi
+  ninja -C "$BUILD" -j2 train_bench >"$BUILD.log" 2>&1 || { cat "$BUILD.log" >&2; exit 1; }
+fi
 DNN="$BUILD/bench/train_bench"
 # dnnlab is single-threaded by construction. The peer at its best, settings
 # given only here: one thread, no OpenBLAS L2 override, glibc keeping freed
@@ -34,7 +54,8 @@ torch_run() {
     "$PY" "$ROOT/bench/torch_train.py" "$@"
 }
 echo "log: $LOG" >&2
-echo "# $(date -u +%FT%TZ) $(lscpu | sed -n 's/^Model name: *//p') $(git -C "$ROOT" describe --always --dirty)" >>"$LOG"
+[ "$PARTS" = report ] ||
+  echo "# $(date -u +%FT%TZ) $(lscpu | sed -n 's/^Model name: *//p') $REV" >>"$LOG"
 
 if [ "$PARTS" = all ] || [ "$PARTS" = throughput ]; then
   for r in $(seq 1 "$ROUNDS"); do
