@@ -1,0 +1,137 @@
+// Coordinators on the server's io thread, and the throughput figures.
+#include "server/experiment_runner.hpp"
+
+#include <iostream>
+
+#ifdef DNNLAB_SERVER_WITH_COORDINATOR
+#include "experiment/coordinator.hpp"
+#else
+namespace dnnlab::experiment {
+class Coordinator {};  // not built: the map below stays empty
+}  // namespace dnnlab::experiment
+#endif
+
+namespace dnnlab::server {
+
+using store::ExperimentStatus;
+
+ExperimentRunner::ExperimentRunner(store::ResultStore& store, queue::TaskQueue& queue,
+                                   bool run_coordinators)
+    : store_(store), queue_(queue), run_coordinators_(run_coordinators) {}
+
+ExperimentRunner::~ExperimentRunner() = default;
+
+bool ExperimentRunner::coordinator_available() const {
+#ifdef DNNLAB_SERVER_WITH_COORDINATOR
+  return true;
+#else
+  return false;
+#endif
+}
+
+void ExperimentRunner::resume_running() {
+#ifdef DNNLAB_SERVER_WITH_COORDINATOR
+  if (!run_coordinators_) return;
+  for (const auto& e : store_.experiments()) {
+    if (e.status != ExperimentStatus::running || adopted_.count(e.id) || coordinators_.count(e.id))
+      continue;
+    try {
+      coordinators_[e.id] = std::make_unique<experiment::Coordinator>(store_, queue_, e.id);
+    } catch (const std::exception& ex) {
+      std::cerr << "dnnlab serve: cannot resume experiment " << e.id << ": " << ex.what() << "\n";
+    }
+  }
+#endif
+}
+
+std::int64_t ExperimentRunner::submit(const std::string& sweep_text, const std::string& name) {
+#ifdef DNNLAB_SERVER_WITH_COORDINATOR
+  std::int64_t id = experiment::Coordinator::submit(store_, queue_, sweep_text, name,
+                                                    experiment::SubmitMode::kNew);
+  if (run_coordinators_ && !adopted_.count(id))
+    coordinators_[id] = std::make_unique<experiment::Coordinator>(store_, queue_, id);
+  return id;
+#else
+  throw NotBuiltError("this dnnlab was built without the experiment coordinator");
+#endif
+}
+
+bool ExperimentRunner::cancel(std::int64_t id) {
+  auto e = store_.experiment(id);
+  if (!e) return false;
+#ifdef DNNLAB_SERVER_WITH_COORDINATOR
+  if (auto it = coordinators_.find(id); it != coordinators_.end()) {
+    it->second->cancel();
+    coordinators_.erase(it);
+    return true;
+  }
+  queue_.cancel(experiment::queue_name(id));
+#endif
+  if (e->status == ExperimentStatus::running) {
+    store_.cancel_trials(id);
+    store_.set_status(id, ExperimentStatus::cancelled);
+  }
+  return true;
+}
+
+void ExperimentRunner::adopt(std::int64_t id) {
+  adopted_.insert(id);
+  coordinators_.erase(id);
+}
+
+void ExperimentRunner::tick() {
+#ifdef DNNLAB_SERVER_WITH_COORDINATOR
+  for (auto it = coordinators_.begin(); it != coordinators_.end();) {
+    try {
+      experiment::Progress p = it->second->tick();
+      planned_[it->first] = p.planned;
+      if (p.done) {
+        it = coordinators_.erase(it);
+        continue;
+      }
+    } catch (const std::exception& ex) {
+      // One broken experiment must not stop the others (or the server).
+      std::cerr << "dnnlab serve: experiment " << it->first << ": " << ex.what() << "\n";
+      it = coordinators_.erase(it);
+      continue;
+    }
+    ++it;
+  }
+#endif
+  sample_rate();
+}
+
+void ExperimentRunner::sample_rate() {
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_sample_ < std::chrono::seconds(1)) return;
+  last_sample_ = now;
+  std::int64_t total = 0;
+  for (const auto& e : store_.experiments()) total += ended(store_.trial_counts(e.id));
+  ended_samples_.emplace_back(now, total);
+  while (ended_samples_.size() > 1 && now - ended_samples_.front().first > std::chrono::seconds(10))
+    ended_samples_.pop_front();
+  const auto& [t0, n0] = ended_samples_.front();
+  double dt = std::chrono::duration<double>(now - t0).count();
+  rate_ = dt > 0 && total >= n0 ? static_cast<double>(total - n0) / dt : 0.0;
+}
+
+std::optional<std::int64_t> ExperimentRunner::planned(std::int64_t id) const {
+  auto it = planned_.find(id);
+  if (it == planned_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::int64_t ExperimentRunner::queue_depth() {
+  std::int64_t depth = 0;
+  for (const auto& e : store_.experiments()) {
+    if (e.status != ExperimentStatus::running) continue;
+#ifdef DNNLAB_SERVER_WITH_COORDINATOR
+    depth += queue_.counts(experiment::queue_name(e.id)).queued;
+#else
+    depth += store_.trial_counts(e.id).queued;
+#endif
+  }
+  return depth;
+}
+
+}  // namespace dnnlab::server

@@ -1,0 +1,72 @@
+// ExperimentRunner: the server's side of running sweeps — submitting them,
+// ticking a Coordinator per running experiment (on the io thread, from a
+// timer), cancelling, and the live figures /api/stats reports (trials/s,
+// queue depth). Experiments adopted by `dnnlab run` are only reported on.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "queue/task_queue.hpp"
+#include "store/result_store.hpp"
+
+namespace dnnlab::experiment {
+class Coordinator;
+}
+
+namespace dnnlab::server {
+
+// The submit path is not in this build (no coordinator library).
+class NotBuiltError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class ExperimentRunner {
+ public:
+  ExperimentRunner(store::ResultStore& store, queue::TaskQueue& queue, bool run_coordinators);
+  ~ExperimentRunner();
+
+  // Makes coordinators for experiments left running by an earlier server.
+  void resume_running();
+  // Validates (dnnlab::SpecError) and creates the experiment; returns its id.
+  std::int64_t submit(const std::string& sweep_text, const std::string& name);
+  // False when the experiment does not exist.
+  bool cancel(std::int64_t experiment_id);
+  void adopt(std::int64_t experiment_id);
+  // Ticks every coordinator; samples throughput about once a second.
+  void tick();
+
+  std::optional<std::int64_t> planned(std::int64_t experiment_id) const;
+  double trials_per_second() const { return rate_; }
+  // Tasks waiting in the queues of running experiments.
+  std::int64_t queue_depth();
+  bool coordinator_available() const;
+
+ private:
+  void sample_rate();
+
+  store::ResultStore& store_;
+  queue::TaskQueue& queue_;
+  bool run_coordinators_;
+  std::map<std::int64_t, std::unique_ptr<experiment::Coordinator>> coordinators_;
+  std::map<std::int64_t, std::int64_t> planned_;
+  std::set<std::int64_t> adopted_;
+  // (time, trials ended over all experiments): the last ~10 s.
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::int64_t>> ended_samples_;
+  std::chrono::steady_clock::time_point last_sample_{};
+  double rate_ = 0;
+};
+
+// Trials ended (finished, pruned, failed, cancelled) in `c`.
+inline std::int64_t ended(const store::TrialCounts& c) {
+  return c.finished + c.pruned + c.failed + c.cancelled;
+}
+
+}  // namespace dnnlab::server

@@ -1,0 +1,515 @@
+// The network side of the server: the acceptor, HTTP/1.1 keep-alive sessions,
+// WebSocket event sessions and the timers (event polling, coordinators), all
+// on one io_context thread. Every handler catches everything: a malformed
+// request ends its own connection at most, never the server.
+#include "server/server.hpp"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <chrono>
+#include <deque>
+#include <iostream>
+#include <map>
+
+#include "queue/task_queue.hpp"
+#include "server/api.hpp"
+#include "server/experiment_runner.hpp"
+#include "server/metrics.hpp"
+#include "server/token.hpp"
+#include "store/result_store.hpp"
+
+namespace dnnlab::server {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = asio::ip::tcp;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+constexpr auto kIdleTimeout = std::chrono::seconds(60);
+constexpr auto kTickPeriod = std::chrono::milliseconds(200);
+constexpr std::size_t kMaxQueuedFrames = 20000;  // a client this far behind is dropped
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void log_error(std::string_view where, std::string_view what) {
+  std::cerr << "dnnlab serve: " << where << ": " << what << "\n";
+}
+}  // namespace
+
+std::pair<std::string, unsigned short> parse_listen(const std::string& listen,
+                                                    const std::string& field) {
+  std::size_t colon = listen.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == listen.size())
+    throw std::invalid_argument(field + ": expected HOST:PORT, got '" + listen + "'");
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  unsigned long port = 0;
+  try {
+    std::size_t used = 0;
+    port = std::stoul(listen.substr(colon + 1), &used);
+    if (used != listen.size() - colon - 1) throw std::invalid_argument("trailing characters");
+  } catch (const std::exception&) {
+    throw std::invalid_argument(field + ": bad port in '" + listen + "'");
+  }
+  if (port > 65535) throw std::invalid_argument(field + ": port out of range in '" + listen + "'");
+  boost::system::error_code ec;
+  asio::ip::make_address(host, ec);
+  if (ec) throw std::invalid_argument(field + ": '" + host + "' is not an IP address");
+  return {host, static_cast<unsigned short>(port)};
+}
+
+class HttpSession;
+class EventSession;
+
+struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
+  Impl(asio::io_context& io, ServerOptions o)
+      : io(io), opt(std::move(o)), acceptor(io), tick_timer(io), event_timer(io) {}
+
+  void accept();
+  void on_tick();
+  void on_event_poll();
+  void broadcast(const std::string& frame, std::int64_t id);
+  std::int64_t newest_event_id();
+
+  asio::io_context& io;
+  ServerOptions opt;
+  std::unique_ptr<store::ResultStore> store;
+  std::unique_ptr<queue::TaskQueue> queue;
+  std::unique_ptr<ExperimentRunner> runner;
+  HttpMetrics metrics;
+  std::unique_ptr<Api> api;
+  tcp::acceptor acceptor;
+  asio::steady_timer tick_timer, event_timer;
+  LoadedToken token;
+  std::string host;
+  unsigned short port = 0;
+  bool stopped = false;
+  std::int64_t last_event_id = 0;
+  Clock::time_point last_throughput{};
+  std::map<HttpSession*, std::weak_ptr<HttpSession>> http_sessions;
+  std::map<EventSession*, std::weak_ptr<EventSession>> event_sessions;
+};
+
+// One WebSocket client of /api/events: store events (and throughput) as text frames.
+class EventSession : public std::enable_shared_from_this<EventSession> {
+ public:
+  EventSession(tcp::socket socket, std::shared_ptr<Server::Impl> impl)
+      : ws_(std::move(socket)), impl_(std::move(impl)), cursor_(impl_->last_event_id) {}
+
+  void run(http::request<http::string_body> req) {
+    impl_->event_sessions[this] = weak_from_this();
+    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    ws_.set_option(websocket::stream_base::decorator(
+        [](websocket::response_type& res) { res.set(http::field::server, "dnnlab"); }));
+    ws_.read_message_max(64 * 1024);
+    ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) return self->finish();
+      self->open_ = true;
+      self->read();
+      self->flush();
+    });
+  }
+
+  // Queues a frame; `id` (0 for synthetic events) skips what the client has already.
+  void deliver(const std::string& frame, std::int64_t id) {
+    if (id > 0) {
+      if (id <= cursor_) return;
+      cursor_ = id;
+    }
+    if (out_.size() >= kMaxQueuedFrames) return close();
+    out_.push_back(frame);
+    flush();
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    beast::error_code ec;
+    beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ec);
+    beast::get_lowest_layer(ws_).socket().close(ec);
+    finish();
+  }
+
+  ~EventSession() { finish(); }
+
+ private:
+  void finish() {
+    if (impl_) {
+      auto it = impl_->event_sessions.find(this);
+      if (it != impl_->event_sessions.end()) impl_->event_sessions.erase(it);
+    }
+  }
+
+  void read() {
+    ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) return self->close();
+      try {
+        self->on_message(beast::buffers_to_string(self->in_.data()));
+      } catch (const std::exception& e) {
+        self->out_.push_back(json{{"type", "error"}, {"error", e.what()}}.dump());
+        self->flush();
+      }
+      self->in_.consume(self->in_.size());
+      self->read();
+    });
+  }
+
+  // {"after": ID}: catch up from ID (re-sends nothing twice).
+  void on_message(const std::string& text) {
+    json msg = json::parse(text, nullptr, false);
+    if (msg.is_discarded() || !msg.is_object() || !msg.contains("after") ||
+        !msg["after"].is_number_integer() || msg["after"].get<std::int64_t>() < 0) {
+      out_.push_back(
+          json{{"type", "error"}, {"error", "expected {\"after\": EVENT_ID}"}, {"field", "after"}}
+              .dump());
+      return flush();
+    }
+    std::int64_t after = msg["after"].get<std::int64_t>();
+    cursor_ = after;
+    for (;;) {
+      auto events = impl_->store->events_since(cursor_, 1000);
+      for (const auto& e : events) deliver(Api::event_json(e).dump(), e.id);
+      if (events.size() < 1000 || closed_) break;
+    }
+  }
+
+  void flush() {
+    if (!open_ || writing_ || out_.empty() || closed_) return;
+    writing_ = true;
+    ws_.text(true);
+    ws_.async_write(asio::buffer(out_.front()),
+                    [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                      self->writing_ = false;
+                      if (ec) return self->close();
+                      self->out_.pop_front();
+                      self->flush();
+                    });
+  }
+
+  websocket::stream<beast::tcp_stream> ws_;
+  std::shared_ptr<Server::Impl> impl_;
+  beast::flat_buffer in_;
+  std::deque<std::string> out_;
+  std::int64_t cursor_;
+  bool open_ = false, writing_ = false, closed_ = false;
+};
+
+// One HTTP/1.1 connection: read a request, answer it, repeat while keep-alive.
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(tcp::socket socket, std::shared_ptr<Server::Impl> impl)
+      : stream_(std::move(socket)), impl_(std::move(impl)) {}
+
+  void start() {
+    impl_->http_sessions[this] = weak_from_this();
+    read();
+  }
+
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+
+  ~HttpSession() {
+    auto it = impl_->http_sessions.find(this);
+    if (it != impl_->http_sessions.end()) impl_->http_sessions.erase(it);
+  }
+
+ private:
+  void read() {
+    parser_.emplace();
+    parser_->body_limit(impl_->opt.max_body);
+    parser_->header_limit(16 * 1024);
+    stream_.expires_after(kIdleTimeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       try {
+                         self->on_read(ec);
+                       } catch (const std::exception& e) {
+                         log_error("connection", e.what());
+                         self->close();
+                       }
+                     });
+  }
+
+  void on_read(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == asio::error::eof) return close();
+    if (ec == http::error::body_limit)
+      return reply_error_and_close(
+          http::status::payload_too_large,
+          "request body is larger than " + std::to_string(impl_->opt.max_body) + " bytes", "body");
+    if (ec == http::error::header_limit)
+      return reply_error_and_close(http::status::request_header_fields_too_large,
+                                   "request headers are too large", "headers");
+    if (ec && ec.category() == http::make_error_code(http::error::bad_method).category())
+      return reply_error_and_close(http::status::bad_request,
+                                   "malformed HTTP request: " + ec.message(), "request");
+    if (ec) return close();  // timeout, reset: nobody to answer
+
+    auto req = parser_->release();
+    std::string_view target(req.target().data(), req.target().size());
+    std::string_view path = target.substr(0, target.find('?'));
+    if (websocket::is_upgrade(req)) {
+      if (path != "/api/events")
+        return reply_error_and_close(http::status::not_found,
+                                     "WebSocket is only offered on /api/events", "path");
+      std::string query_token;
+      if (auto q = target.find('?'); q != std::string_view::npos) {
+        try {
+          auto params = parse_query(target.substr(q + 1));
+          if (auto it = params.find("token"); it != params.end()) query_token = it->second;
+        } catch (...) {
+        }
+      }
+      std::string auth(req[http::field::authorization]);
+      if (!impl_->api->may_read(auth, query_token))
+        return reply_error_and_close(http::status::unauthorized,
+                                     "reads need the token on this server", "Authorization");
+      impl_->metrics.observe("GET", "/api/events (websocket)", 101, 0.0);
+      stream_.expires_never();
+      auto ws = std::make_shared<EventSession>(stream_.release_socket(), impl_);
+      ws->run(std::move(req));
+      return;
+    }
+
+    const auto t0 = Clock::now();
+    ApiRequest a;
+    a.method = std::string(req.method_string());
+    a.target = std::string(target);
+    a.body = std::move(req.body());
+    a.authorization = std::string(req[http::field::authorization]);
+    ApiResponse r = impl_->api->handle(a);
+    impl_->metrics.observe(a.method, r.route, r.status,
+                           std::chrono::duration<double>(Clock::now() - t0).count());
+
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(r.status), req.version());
+    res->set(http::field::server, "dnnlab");
+    res->set(http::field::content_type, r.content_type);
+    res->set("X-Content-Type-Options", "nosniff");
+    if (!r.allow.empty()) res->set(http::field::allow, r.allow);
+    if (r.status == 401) res->set(http::field::www_authenticate, "Bearer");
+    res->set(http::field::cache_control, r.immutable ? "public, max-age=31536000, immutable"
+                                         : r.route == "static" ? "no-cache"
+                                                               : "no-store");
+    res->keep_alive(req.keep_alive());
+    const std::size_t size = r.body.size();
+    if (req.method() != http::verb::head) res->body() = std::move(r.body);
+    res->content_length(size);
+    write(std::move(res));
+  }
+
+  void write(std::shared_ptr<http::response<http::string_body>> res) {
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
+                        if (ec) return self->close();
+                        if (res->need_eof()) return self->close();
+                        self->read();
+                      });
+  }
+
+  // Answers, stops sending, then reads and drops what the client still sends
+  // (briefly) so it sees the answer rather than a reset.
+  void reply_error_and_close(http::status status, const std::string& message,
+                             const std::string& field) {
+    impl_->metrics.observe("?", "unparsed", static_cast<unsigned>(status), 0.0);
+    auto res = std::make_shared<http::response<http::string_body>>(status, 11);
+    res->set(http::field::server, "dnnlab");
+    res->set(http::field::content_type, "application/json");
+    res->set(http::field::connection, "close");
+    res->body() = json{{"error", message}, {"field", field}}.dump();
+    res->prepare_payload();
+    stream_.expires_after(std::chrono::seconds(5));
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
+                        if (ec) return self->close();
+                        beast::error_code ignored;
+                        self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+                        self->stream_.expires_after(std::chrono::seconds(2));
+                        self->drain();
+                      });
+  }
+
+  void drain() {
+    stream_.async_read_some(asio::buffer(sink_),
+                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                              if (ec) return self->close();
+                              self->drain();
+                            });
+  }
+
+  beast::tcp_stream stream_;
+  std::shared_ptr<Server::Impl> impl_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::array<char, 16384> sink_;
+};
+
+void Server::Impl::accept() {
+  acceptor.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+    if (self->stopped) return;
+    if (!ec) {
+      try {
+        beast::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        std::make_shared<HttpSession>(std::move(socket), self)->start();
+      } catch (const std::exception& e) {
+        log_error("accept", e.what());
+      }
+    } else if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space) {
+      log_error("accept", ec.message());  // out of file descriptors: keep serving the others
+    }
+    self->accept();
+  });
+}
+
+std::int64_t Server::Impl::newest_event_id() {
+  std::int64_t id = 0;
+  for (;;) {
+    auto events = store->events_since(id, 10000);
+    if (events.empty()) return id;
+    id = events.back().id;
+  }
+}
+
+void Server::Impl::broadcast(const std::string& frame, std::int64_t id) {
+  std::vector<std::shared_ptr<EventSession>> live;
+  for (auto& [p, w] : event_sessions)
+    if (auto s = w.lock()) live.push_back(std::move(s));
+  for (auto& s : live) s->deliver(frame, id);
+}
+
+void Server::Impl::on_event_poll() {
+  if (stopped) return;
+  try {
+    for (;;) {
+      auto events = store->events_since(last_event_id, 1000);
+      for (const auto& e : events) {
+        last_event_id = e.id;
+        if (!event_sessions.empty()) broadcast(Api::event_json(e).dump(), e.id);
+      }
+      if (events.size() < 1000) break;
+    }
+    auto now = Clock::now();
+    if (now - last_throughput >= std::chrono::seconds(1)) {
+      last_throughput = now;
+      if (!event_sessions.empty() && api->anything_running())
+        broadcast(json{{"id", nullptr},
+                       {"time", unix_now()},
+                       {"type", "throughput"},
+                       {"data", api->throughput()}}
+                      .dump(),
+                  0);
+    }
+  } catch (const std::exception& e) {
+    log_error("event poll", e.what());
+  }
+  event_timer.expires_after(kTickPeriod);
+  event_timer.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (!ec) self->on_event_poll();
+  });
+}
+
+void Server::Impl::on_tick() {
+  if (stopped) return;
+  try {
+    runner->tick();
+  } catch (const std::exception& e) {
+    log_error("coordinators", e.what());
+  }
+  tick_timer.expires_after(kTickPeriod);
+  tick_timer.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (!ec) self->on_tick();
+  });
+}
+
+Server::Server(asio::io_context& io, ServerOptions options)
+    : impl_(std::make_shared<Impl>(io, std::move(options))) {
+  Impl& s = *impl_;
+  if (s.opt.store_url.empty()) throw std::invalid_argument("store: a store URL is needed");
+  if (s.opt.broker_url.empty()) s.opt.broker_url = s.opt.store_url;
+  auto [host, port] = parse_listen(s.opt.listen);
+  s.host = host;
+  s.store = store::open_result_store(s.opt.store_url);
+  s.queue = queue::open_task_queue(s.opt.broker_url);
+  s.runner = std::make_unique<ExperimentRunner>(*s.store, *s.queue, s.opt.run_coordinators);
+  if (s.opt.token_file.empty()) s.opt.token_file = default_token_file(s.opt.store_url);
+  s.token = load_or_create_token(s.opt.token_file);
+  s.api = std::make_unique<Api>(*s.store, *s.runner, s.metrics,
+                                ApiConfig{s.token.token, s.opt.public_reads, s.opt.web_root});
+
+  tcp::endpoint ep(asio::ip::make_address(host), port);
+  s.acceptor.open(ep.protocol());
+  s.acceptor.set_option(asio::socket_base::reuse_address(true));
+  s.acceptor.bind(ep);
+  s.acceptor.listen(asio::socket_base::max_listen_connections);
+  s.port = s.acceptor.local_endpoint().port();
+}
+
+Server::~Server() {
+  if (impl_ && !impl_->stopped) {
+    impl_->stopped = true;
+    beast::error_code ec;
+    impl_->acceptor.close(ec);
+    impl_->tick_timer.cancel();
+    impl_->event_timer.cancel();
+  }
+}
+
+unsigned short Server::port() const {
+  return impl_->port;
+}
+std::string Server::url() const {
+  std::string h = impl_->host == "0.0.0.0" ? "127.0.0.1" : impl_->host;
+  if (h.find(':') != std::string::npos) h = "[" + h + "]";
+  return "http://" + h + ":" + std::to_string(impl_->port);
+}
+const std::string& Server::token() const {
+  return impl_->token.token;
+}
+bool Server::token_is_new() const {
+  return impl_->token.created;
+}
+
+void Server::start() {
+  Impl& s = *impl_;
+  s.last_event_id = s.newest_event_id();
+  s.runner->resume_running();
+  s.accept();
+  s.on_event_poll();
+  if (s.opt.run_coordinators) s.on_tick();
+}
+
+void Server::stop() {
+  Impl& s = *impl_;
+  if (s.stopped) return;
+  s.stopped = true;
+  beast::error_code ec;
+  s.acceptor.close(ec);
+  s.tick_timer.cancel();
+  s.event_timer.cancel();
+  std::vector<std::shared_ptr<HttpSession>> https;
+  for (auto& [p, w] : s.http_sessions)
+    if (auto h = w.lock()) https.push_back(std::move(h));
+  for (auto& h : https) h->close();
+  std::vector<std::shared_ptr<EventSession>> wss;
+  for (auto& [p, w] : s.event_sessions)
+    if (auto e = w.lock()) wss.push_back(std::move(e));
+  for (auto& e : wss) e->close();
+}
+
+void Server::adopt(std::int64_t experiment_id) {
+  impl_->runner->adopt(experiment_id);
+}
+
+}  // namespace dnnlab::server

@@ -1,0 +1,75 @@
+// Server: the HTTP side of dnnlab — the REST API (docs/openapi.yaml), the
+// WebSocket event stream, Prometheus /metrics and the static dashboard — on
+// Boost.Beast, all on one io_context thread. It also drives the coordinators
+// of running experiments with a timer on that thread.
+//
+//   boost::asio::io_context io;
+//   dnnlab::server::ServerOptions o;
+//   o.store_url = "sqlite:runs/dnnlab.db";     // broker_url defaults to it
+//   o.listen = "127.0.0.1:0";                  // port 0: any free port
+//   dnnlab::server::Server server(io, o);
+//   server.start();
+//   std::cout << server.url() << " token " << server.token() << "\n";
+//   io.run();                                  // server.stop() makes it return
+//
+// Writes (POST, DELETE) need `Authorization: Bearer <token>`; the token is
+// made on first start (32 random bytes, hex) and kept, mode 0600, in
+// token_file. Every malformed request gets a JSON 4xx; none stops the server.
+#pragma once
+#include <boost/asio/io_context.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace dnnlab::server {
+
+namespace asio = boost::asio;
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:8080";  // host:port; port 0 picks a free one
+  std::string store_url;                  // required, e.g. "sqlite:dnnlab.db"
+  std::string broker_url;                 // default: store_url
+  std::string token_file;                 // default: <dir of the sqlite store>/dnnlab.token
+  std::string web_root;                   // static dashboard files (<build>/web/dist)
+  bool public_reads = true;               // false: GETs need the token too
+  std::size_t max_body = 1 << 20;         // larger request bodies get 413
+  bool run_coordinators = true;           // tick coordinators of running experiments
+};
+
+class Server {
+ public:
+  // Opens the store and queue, loads or creates the token, binds the socket
+  // (so port() is known before start()). Throws on a bad listen address, a
+  // port in use or a store that cannot be opened.
+  Server(asio::io_context& io, ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  unsigned short port() const;
+  std::string url() const;  // "http://127.0.0.1:PORT"
+  const std::string& token() const;
+  bool token_is_new() const;  // made by this start: print it once
+
+  // Starts accepting, polling events and (if asked) ticking coordinators.
+  void start();
+  // Closes the listener, every connection and every timer; io.run() returns
+  // once the handlers drain. Safe to call from the io thread only (post it).
+  void stop();
+
+  // The caller (`dnnlab run`) drives this experiment's coordinator itself:
+  // the server never makes one for it and only reports on it.
+  void adopt(std::int64_t experiment_id);
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+// "host:port" -> parts; throws std::invalid_argument naming `field`.
+std::pair<std::string, unsigned short> parse_listen(const std::string& listen,
+                                                    const std::string& field = "listen");
+
+}  // namespace dnnlab::server

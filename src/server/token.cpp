@@ -1,0 +1,86 @@
+// Bearer token: creation (0600, O_EXCL so two starts never race), reuse, checks.
+#include "server/token.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace dnnlab::server {
+namespace {
+
+std::string random_hex(std::size_t bytes) {
+  std::ifstream f("/dev/urandom", std::ios::binary);
+  std::string raw(bytes, '\0');
+  if (!f.read(raw.data(), static_cast<std::streamsize>(bytes)))
+    throw std::runtime_error("cannot read /dev/urandom");
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out.push_back(hex[c >> 4]);
+    out.push_back(hex[c & 15]);
+  }
+  return out;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+LoadedToken load_or_create_token(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (fs::exists(path)) {
+    std::ifstream f(path);
+    std::string t;
+    std::getline(f, t);
+    t = trim(t);
+    if (t.empty()) throw std::runtime_error("token file " + path + " is empty");
+    return {t, false};
+  }
+  fs::path p(path);
+  if (p.has_parent_path()) fs::create_directories(p.parent_path());
+  std::string t = random_hex(32);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    if (errno == EEXIST) return load_or_create_token(path);  // another start won the race
+    throw std::runtime_error("cannot create token file " + path + ": " + std::strerror(errno));
+  }
+  ::fchmod(fd, 0600);  // whatever the umask
+  std::string line = t + "\n";
+  bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  if (!ok) throw std::runtime_error("cannot write token file " + path);
+  return {t, true};
+}
+
+std::string default_token_file(std::string_view store_url) {
+  namespace fs = std::filesystem;
+  constexpr std::string_view kSqlite = "sqlite:";
+  if (store_url.substr(0, kSqlite.size()) == kSqlite) {
+    fs::path db(std::string(store_url.substr(kSqlite.size())));
+    return (db.has_parent_path() ? db.parent_path() / "dnnlab.token" : fs::path("dnnlab.token"))
+        .string();
+  }
+  return "dnnlab.token";
+}
+
+bool bearer_matches(std::string_view authorization, std::string_view token) {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.size() != kBearer.size() + token.size()) return false;
+  if (authorization.substr(0, kBearer.size()) != kBearer) return false;
+  unsigned diff = 0;
+  for (std::size_t i = 0; i < token.size(); ++i)
+    diff |= static_cast<unsigned char>(authorization[kBearer.size() + i]) ^
+            static_cast<unsigned char>(token[i]);
+  return diff == 0 && !token.empty();
+}
+
+}  // namespace dnnlab::server

@@ -1,0 +1,25 @@
+// The bearer token that guards writes: made once from /dev/urandom, kept in a
+// file only its owner can read, and reused by every later start.
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace dnnlab::server {
+
+struct LoadedToken {
+  std::string token;
+  bool created = false;  // this call made it
+};
+
+// Reads the token from `path`, or makes one (64 hex characters) and writes it
+// with mode 0600. Throws std::runtime_error when the file cannot be written
+// or holds no token.
+LoadedToken load_or_create_token(const std::string& path);
+
+// Where the token lives by default: beside an sqlite store, else ./dnnlab.token.
+std::string default_token_file(std::string_view store_url);
+
+// Constant-time comparison of an Authorization header against the token.
+bool bearer_matches(std::string_view authorization, std::string_view token);
+
+}  // namespace dnnlab::server

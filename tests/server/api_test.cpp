@@ -1,0 +1,275 @@
+// REST endpoints against a real server: listings, paging and sorting, trial
+// detail with curve, workers, stats, events, auth and every 4xx the API gives.
+#include <set>
+
+#include "server_fixture.hpp"
+
+namespace dnnlab::server::testing {
+namespace {
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    url_ = "sqlite:" + dir_.file("dnnlab.db");
+    store_ = store::open_result_store(url_);
+    exp_ = populate(*store_, 250);
+    ServerOptions o;
+    o.store_url = url_;
+    o.max_body = 64 * 1024;
+    o.run_coordinators = false;
+    server_ = std::make_unique<RunningServer>(o);
+  }
+  void TearDown() override { server_.reset(); }
+
+  TempDir dir_;
+  std::string url_;
+  std::unique_ptr<store::ResultStore> store_;
+  std::int64_t exp_ = 0;
+  std::unique_ptr<RunningServer> server_;
+};
+
+TEST_F(ApiTest, ListsExperimentsWithCountsAndBest) {
+  auto r = server_->get("/api/experiments");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(r.content_type, "application/json");
+  json j = parse(r);
+  ASSERT_EQ(j["experiments"].size(), 1u);
+  json e = j["experiments"][0];
+  EXPECT_EQ(e["id"], exp_);
+  EXPECT_EQ(e["name"], "pop");
+  EXPECT_EQ(e["status"], "running");
+  EXPECT_EQ(e["method"], "grid");
+  EXPECT_EQ(e["counts"]["finished"], 84);
+  EXPECT_EQ(e["counts"]["queued"], 166);
+  EXPECT_EQ(e["counts"]["total"], 250);
+  ASSERT_TRUE(e["best"].is_object());
+  EXPECT_EQ(e["best"]["metric"], "val_acc");
+  EXPECT_GT(e["best"]["value"].get<double>(), 0.95);
+}
+
+TEST_F(ApiTest, GetsOneExperiment) {
+  json e = parse(server_->get("/api/experiments/" + std::to_string(exp_)));
+  EXPECT_EQ(e["spec_text"], "not a sweep");
+  EXPECT_TRUE(e["provenance"].is_object());
+  EXPECT_TRUE(e["parameters"].is_array());
+  EXPECT_EQ(e["metric"], "val_acc");
+  EXPECT_EQ(e["counts"]["total"], 250);
+}
+
+TEST_F(ApiTest, PagesTrialsConsistently) {
+  std::set<std::int64_t> seen;
+  std::int64_t last_index = -1;
+  for (int offset = 0; offset < 250; offset += 100) {
+    auto r = server_->get("/api/experiments/" + std::to_string(exp_) +
+                          "/trials?limit=100&offset=" + std::to_string(offset));
+    ASSERT_EQ(r.status, 200u) << r.body;
+    json j = parse(r);
+    EXPECT_EQ(j["total"], 250);
+    EXPECT_EQ(j["offset"], offset);
+    EXPECT_EQ(j["limit"], 100);
+    EXPECT_EQ(j["trials"].size(), static_cast<std::size_t>(std::min(100, 250 - offset)));
+    for (const auto& t : j["trials"]) {
+      EXPECT_GT(t["index"].get<std::int64_t>(), last_index);  // default: by index ascending
+      last_index = t["index"];
+      seen.insert(t["id"].get<std::int64_t>());
+      EXPECT_TRUE(t["params"].is_object());
+      EXPECT_TRUE(t["params"].contains("depth"));
+    }
+  }
+  EXPECT_EQ(seen.size(), 250u);
+  json past =
+      parse(server_->get("/api/experiments/" + std::to_string(exp_) + "/trials?offset=1000"));
+  EXPECT_EQ(past["total"], 250);
+  EXPECT_TRUE(past["trials"].empty());
+}
+
+TEST_F(ApiTest, SortsAndFiltersTrials) {
+  auto r = server_->get("/api/experiments/" + std::to_string(exp_) +
+                        "/trials?sort=val_acc&order=desc&status=finished&limit=1000");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  json j = parse(r);
+  EXPECT_EQ(j["total"], 84);
+  ASSERT_EQ(j["trials"].size(), 84u);
+  double prev = 2.0;
+  for (const auto& t : j["trials"]) {
+    EXPECT_EQ(t["status"], "finished");
+    double v = t["val_acc"];
+    EXPECT_LE(v, prev);
+    prev = v;
+  }
+  json asc = parse(server_->get("/api/experiments/" + std::to_string(exp_) +
+                                "/trials?sort=val_acc&order=asc&limit=5"));
+  // Queued trials have no val_acc: they sort last either way.
+  ASSERT_EQ(asc["trials"].size(), 5u);
+  EXPECT_LE(asc["trials"][0]["val_acc"].get<double>(), asc["trials"][4]["val_acc"].get<double>());
+  json queued = parse(
+      server_->get("/api/experiments/" + std::to_string(exp_) + "/trials?status=queued&limit=1"));
+  EXPECT_EQ(queued["total"], 166);
+  EXPECT_EQ(queued["trials"][0]["val_acc"], nullptr);
+}
+
+TEST_F(ApiTest, BadTrialQueriesName400TheParameter) {
+  const std::string base = "/api/experiments/" + std::to_string(exp_) + "/trials?";
+  const std::pair<std::string, std::string> cases[] = {
+      {"sort=bogus", "sort"},       {"order=up", "order"},   {"status=done", "status"},
+      {"limit=0", "limit"},         {"limit=1001", "limit"}, {"limit=ten", "limit"},
+      {"offset=-1", "offset"},      {"offset=1x", "offset"}, {"colour=red", "colour"},
+      {"limit=1&limit=2", "limit"}, {"sort=%zz", "query"}};
+  for (const auto& [q, field] : cases) {
+    auto r = server_->get(base + q);
+    EXPECT_EQ(r.status, 400u) << q;
+    json j = parse(r);
+    EXPECT_EQ(j["field"], field) << q << " -> " << r.body;
+    EXPECT_TRUE(j["error"].is_string());
+  }
+}
+
+TEST_F(ApiTest, BadAndUnknownIds) {
+  EXPECT_EQ(server_->get("/api/experiments/abc").status, 400u);
+  EXPECT_EQ(parse(server_->get("/api/experiments/abc"))["field"], "id");
+  EXPECT_EQ(server_->get("/api/experiments/-3").status, 400u);
+  EXPECT_EQ(server_->get("/api/experiments/99999999999999999999").status, 400u);
+  EXPECT_EQ(server_->get("/api/experiments/999").status, 404u);
+  EXPECT_EQ(server_->get("/api/experiments/999/trials").status, 404u);
+  EXPECT_EQ(server_->get("/api/trials/x1").status, 400u);
+  EXPECT_EQ(server_->get("/api/trials/123456").status, 404u);
+  EXPECT_EQ(server_->post("/api/experiments/999/cancel", "", server_->token()).status, 404u);
+}
+
+TEST_F(ApiTest, UnknownRoutesAndWrongMethods) {
+  auto r = server_->get("/api/nothing/here");
+  EXPECT_EQ(r.status, 404u);
+  EXPECT_EQ(r.content_type, "application/json");
+  EXPECT_TRUE(parse(r)["error"].is_string());
+  auto m = http_request(server_->url(), "DELETE", "/api/workers", {}, server_->token());
+  EXPECT_EQ(m.status, 405u);
+  EXPECT_EQ(parse(m)["field"], "method");
+  EXPECT_EQ(server_->get("/api/experiments/1/cancel").status, 405u);
+  EXPECT_EQ(http_request(server_->url(), "PUT", "/api/experiments", "{}", server_->token()).status,
+            405u);
+}
+
+TEST_F(ApiTest, TrialDetailHasTheCurve) {
+  auto id = store_->trials(exp_, {}).at(1).id;  // index 1: queued
+  ASSERT_TRUE(store_->mark_running(id, 1, "w7"));
+  for (int ep = 1; ep <= 3; ++ep) {
+    store::EpochMetrics m;
+    m.epoch = ep;
+    m.train_loss = 1.0 / ep;
+    m.val_acc = 0.5 + 0.1 * ep;
+    m.seconds = ep;
+    m.lr = 0.1;
+    ASSERT_TRUE(store_->record_epoch(id, 1, m));
+  }
+  json t = parse(server_->get("/api/trials/" + std::to_string(id)));
+  EXPECT_EQ(t["status"], "running");
+  EXPECT_EQ(t["worker"], "w7");
+  EXPECT_EQ(t["attempt"], 1);
+  ASSERT_EQ(t["curve"].size(), 3u);
+  EXPECT_EQ(t["curve"][2]["epoch"], 3);
+  EXPECT_DOUBLE_EQ(t["curve"][2]["val_acc"].get<double>(), 0.8);
+  EXPECT_EQ(t["curve"][0]["val_loss"], nullptr);
+  EXPECT_DOUBLE_EQ(t["curve"][0]["lr"].get<double>(), 0.1);
+}
+
+TEST_F(ApiTest, WorkersAndStats) {
+  store::WorkerRecord w;
+  w.id = "host-1";
+  w.host = "host";
+  w.pid = 42;
+  w.started_at = 1.0;
+  store_->upsert_worker(w);
+  w.id = "browser-1";
+  w.kind = store::WorkerKind::browser;
+  store_->upsert_worker(w);
+  store_->mark_worker_gone("browser-1");
+  json ws = parse(server_->get("/api/workers"));
+  ASSERT_EQ(ws["workers"].size(), 2u);
+  for (const auto& x : ws["workers"]) {
+    EXPECT_TRUE(x.contains("last_seen"));
+    EXPECT_TRUE(x.contains("current_trial"));
+    EXPECT_EQ(x["gone"], x["id"] == "browser-1");
+  }
+  json s = parse(server_->get("/api/stats"));
+  EXPECT_EQ(s["workers_active"], 1);
+  EXPECT_EQ(s["counts"]["total"], 250);
+  EXPECT_EQ(s["counts"]["finished"], 84);
+  EXPECT_TRUE(s["trials_per_second"].is_number());
+  EXPECT_EQ(s["queue_depth"].get<std::int64_t>() >= 0, true);
+}
+
+TEST_F(ApiTest, EventsAsPlainJson) {
+  auto a = store_->append_event("trial.started", {{"trial", 1}});
+  store_->append_event("trial.finished", {{"trial", 1}});
+  json all = parse(server_->get("/api/events?after=0"));
+  ASSERT_GE(all["events"].size(), 2u);
+  json later = parse(server_->get("/api/events?after=" + std::to_string(a)));
+  ASSERT_EQ(later["events"].size(), 1u);
+  EXPECT_EQ(later["events"][0]["type"], "trial.finished");
+  EXPECT_EQ(later["events"][0]["data"]["trial"], 1);
+  EXPECT_EQ(later["last_id"], later["events"][0]["id"]);
+  EXPECT_EQ(server_->get("/api/events?after=x").status, 400u);
+  EXPECT_EQ(server_->get("/api/events?limit=0").status, 400u);
+}
+
+TEST_F(ApiTest, WritesNeedTheToken) {
+  const std::string body = R"({"spec": "name: x"})";
+  auto none = server_->post("/api/experiments", body, "");
+  EXPECT_EQ(none.status, 401u);
+  EXPECT_EQ(parse(none)["field"], "Authorization");
+  EXPECT_EQ(server_->post("/api/experiments", body, "wrong").status, 401u);
+  EXPECT_EQ(server_->post("/api/experiments/1/cancel", "", std::string(64, 'a')).status, 401u);
+  // Reads are public by default.
+  EXPECT_EQ(server_->get("/api/experiments").status, 200u);
+}
+
+TEST_F(ApiTest, MalformedAndUnknownBodies) {
+  const auto& tok = server_->token();
+  auto bad = server_->post("/api/experiments", "{\"spec\": ", tok);
+  EXPECT_EQ(bad.status, 400u);
+  EXPECT_EQ(parse(bad)["field"], "body");
+  auto arr = server_->post("/api/experiments", "[1,2]", tok);
+  EXPECT_EQ(arr.status, 400u);
+  auto unknown = server_->post("/api/experiments", R"({"spec": "x", "colour": 1})", tok);
+  EXPECT_EQ(unknown.status, 400u);
+  EXPECT_EQ(parse(unknown)["field"], "colour");
+  auto missing = server_->post("/api/experiments", R"({"name": "a.yaml"})", tok);
+  EXPECT_EQ(missing.status, 400u);
+  EXPECT_EQ(parse(missing)["field"], "spec");
+  auto wrong_type = server_->post("/api/experiments", R"({"spec": 3})", tok);
+  EXPECT_EQ(parse(wrong_type)["field"], "spec");
+  auto big = server_->post("/api/experiments",
+                           R"({"spec": ")" + std::string(100 * 1024, 'x') + R"("})", tok);
+  EXPECT_EQ(big.status, 413u);
+  EXPECT_EQ(parse(big)["field"], "body");
+  // Still serving.
+  EXPECT_EQ(server_->get("/api/stats").status, 200u);
+}
+
+TEST_F(ApiTest, CancelMarksTheExperiment) {
+  auto r =
+      server_->post("/api/experiments/" + std::to_string(exp_) + "/cancel", "", server_->token());
+  ASSERT_EQ(r.status, 200u) << r.body;
+  EXPECT_EQ(parse(r)["status"], "cancelled");
+  json e = parse(server_->get("/api/experiments/" + std::to_string(exp_)));
+  EXPECT_EQ(e["status"], "cancelled");
+  EXPECT_EQ(e["counts"]["queued"], 0);
+  EXPECT_EQ(e["counts"]["cancelled"], 166);
+}
+
+TEST(ApiPrivateReads, ReadsNeedTheTokenWhenAsked) {
+  TempDir dir;
+  ServerOptions o;
+  o.store_url = "sqlite:" + dir.file("d.db");
+  o.public_reads = false;
+  o.run_coordinators = false;
+  RunningServer s(o);
+  EXPECT_EQ(s.get("/api/experiments").status, 401u);
+  EXPECT_EQ(s.get("/api/experiments", "nope").status, 401u);
+  EXPECT_EQ(s.get("/api/experiments", s.token()).status, 200u);
+  EXPECT_EQ(s.get("/metrics", s.token()).status, 200u);
+  EXPECT_EQ(s.get("/api/stats?token=" + s.token()).status, 200u);
+}
+
+}  // namespace
+}  // namespace dnnlab::server::testing
