@@ -19,6 +19,9 @@ export function experimentPage(id) {
 
   function renderHead(x) {
     const c = x.counts || {};
+    // Live refreshes re-render the header; opened <details> stay open.
+    const opened = new Set([...head.querySelectorAll('details[open]')].map((d) => d.dataset.k));
+    const details = (k, text) => h('details', { class: 'spec', 'data-k': k, open: opened.has(k) }, h('summary', {}, k), h('pre', {}, text));
     head.replaceChildren(
       h('div', { class: 'crumbs' }, h('a', { href: '#/' }, 'Experiments'), ' / '),
       h('h1', {}, x.name || x.id, ' ', statusBadge(x.status)),
@@ -28,7 +31,8 @@ export function experimentPage(id) {
         h('span', {}, `created ${dateTime(x.created_at)}`),
         h('span', { id: 'exp-counts' }, Object.entries(c).filter(([, n]) => n).map(([k, n]) => `${k} ${num(n)}`).join(' · ') || 'no trials yet')),
       countsBar(c, x.planned),
-      x.spec_text ? h('details', { class: 'spec' }, h('summary', {}, 'sweep spec'), h('pre', {}, x.spec_text)) : null);
+      x.spec_text ? details('sweep spec', x.spec_text) : null,
+      x.provenance ? details('provenance', typeof x.provenance === 'string' ? x.provenance : JSON.stringify(x.provenance, null, 2)) : null);
   }
 
   async function refreshHead() {
