@@ -15,5 +15,7 @@ Command add_results(CLI::App& app);
 Command add_status(CLI::App& app);
 Command add_export(CLI::App& app);
 Command add_rerun(CLI::App& app);
+Command add_serve(CLI::App& app);
+Command add_submit(CLI::App& app);
 
 }  // namespace dnnlab::cli

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   add(dnnlab::cli::add_status(app));
   add(dnnlab::cli::add_export(app));
   add(dnnlab::cli::add_rerun(app));
+  add(dnnlab::cli::add_serve(app));
+  add(dnnlab::cli::add_submit(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -75,6 +75,8 @@ std::optional<double> metric_of(const store::TrialRecord& t, const std::string& 
   return std::nullopt;
 }
 
+constexpr int64_t kBacklog = 2048;
+
 bool ended(store::TrialStatus s) {
   return s != store::TrialStatus::queued && s != store::TrialStatus::running;
 }
@@ -157,12 +159,15 @@ Progress Coordinator::tick(int64_t in_flight) {
   }
 
   if (status == store::ExperimentStatus::running && !exhausted_) {
-    const int64_t cap = sweep_->search.max_concurrent > 0
-                            ? std::min(in_flight, sweep_->search.max_concurrent)
-                            : in_flight;
-    // Keep a small backlog beyond the running trials so workers never wait,
-    // but no more: adaptive samplers should see as many results as possible.
+    // An adaptive sampler (TPE) keeps only `in_flight` trials out, so that
+    // each new trial sees as many results as possible. Grid and random
+    // trials do not depend on results: keep a deep backlog so that fast
+    // trials never wait for the next tick, refilled in large batches.
+    int64_t cap = in_flight;
+    if (sweep_->search.max_concurrent > 0) cap = std::min(cap, sweep_->search.max_concurrent);
+    else if (sweep_->search.method != "tpe") cap += kBacklog;
     int64_t room = cap - (p.counts.queued + p.counts.running);
+    if (sweep_->search.method != "tpe" && room < kBacklog / 2) room = 0;  // refill in big batches
     std::vector<sweep::TrialConfig> batch;
     while (room-- > 0) {
       auto c = sampler_->next();
@@ -185,18 +190,12 @@ Progress Coordinator::tick(int64_t in_flight) {
     }
   }
 
+  // Ended trials per second since this coordinator started: steady, and
+  // honest about slow trials.
   const int64_t ended_now = p.counts.total() - p.counts.queued - p.counts.running;
-  const auto now = std::chrono::steady_clock::now();
-  const double dt = std::chrono::duration<double>(now - rate_t0_).count();
-  if (rate_ended0_ < 0) {
-    rate_ended0_ = ended_now;
-    rate_t0_ = now;
-  } else if (dt >= 2.0) {
-    const double r = (ended_now - rate_ended0_) / dt;
-    rate_ = rate_ == 0 ? r : 0.5 * rate_ + 0.5 * r;
-    rate_ended0_ = ended_now;
-    rate_t0_ = now;
-  }
+  if (rate_ended0_ < 0) rate_ended0_ = ended_now;
+  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - rate_t0_).count();
+  rate_ = dt > 0.5 ? (ended_now - rate_ended0_) / dt : 0;
   p.trials_per_second = rate_;
   p.best = store_.best_trial(id_, sweep_->search.metric, sweep_->search.maximize());
   p.done = status != store::ExperimentStatus::running ||

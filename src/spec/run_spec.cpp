@@ -32,8 +32,9 @@ struct DatasetInfo {
 constexpr DatasetInfo kDatasets[] = {
     {"fashion-mnist", 784, 10, 60000},
     {"mnist", 784, 10, 60000},
+    {"synthetic", 784, 10, 1000000},  // generated in memory: tests and benchmarks
 };
-constexpr std::string_view kDatasetNames[] = {"fashion-mnist", "mnist"};
+constexpr std::string_view kDatasetNames[] = {"fashion-mnist", "mnist", "synthetic"};
 static_assert(std::size(kDatasetNames) == std::size(kDatasets));
 
 constexpr std::string_view kNormalizations[] = {"standard", "unit"};
