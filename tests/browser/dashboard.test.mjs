@@ -131,7 +131,8 @@ test('dashboard against the fake API', { skip, timeout: 120_000 }, async (t) => 
     await page.click('a[data-nav="workers"]');
     await page.waitForSelector('#workers tbody tr >> nth=3');
     assert.match(await page.textContent('#workers'), /browser/);
-    await page.waitForSelector('#queue-depth[data-drawn]');
+    await page.waitForSelector('#queue-depth[data-drawn]', { timeout: 10_000 });
+    await page.waitForTimeout(2500); // a third sample
     await page.screenshot({ path: join(SHOTS, 'workers.png') });
   });
 

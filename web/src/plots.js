@@ -3,6 +3,13 @@
 import uPlot from 'uplot';
 import { h } from './format.js';
 
+// Tick labels with as many decimals as the tick spacing needs (uPlot's
+// default prints 0.0021 and 0.0022 both as "0.002").
+export function tickValues(u, splits, axisIdx, space, incr) {
+  const d = incr > 0 ? Math.max(0, Math.min(8, -Math.floor(Math.log10(incr) + 1e-9))) : 2;
+  return splits.map((v) => (v === null ? '' : Math.abs(v) >= 1e5 ? v.toExponential(1) : v.toFixed(d)));
+}
+
 export const PALETTE = ['#2563eb', '#dc2626', '#16a34a', '#9333ea', '#ea580c', '#0891b2', '#ca8a04', '#db2777', '#4b5563', '#65a30d'];
 
 // A titled card holding one uPlot chart. update(data, seriesDefs, scales)
@@ -29,7 +36,7 @@ export class Chart {
   // series: [{label, color, dash, points, y2}] (x excluded); data: [xs, ...ys].
   // A series with y2 uses a second y axis on the right (o.y2Label).
   update(data, series, { xLog2 = this.opts.xLog2 } = {}) {
-    const key = JSON.stringify([series.map((s) => [s.label, s.color, s.dash, s.points, s.y2]), xLog2, this.opts.xLabel, this.opts.yLabel]);
+    const key = JSON.stringify([series.map((s) => [s.label, s.color, s.dash, s.points, s.y2]), xLog2, this.opts.xLabel, this.opts.yLabel, this.opts.xInt]);
     if (this.plot && key === this.key) {
       this.plot.setData(data);
       return;
@@ -49,9 +56,9 @@ export class Chart {
         y2: {},
       },
       axes: [
-        { ...axis, label: o.xLabel, ...(o.xInt ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] } : {}) },
-        { ...axis, label: o.yLabel, size: 56 },
-        ...(series.some((s) => s.y2) ? [{ ...axis, scale: 'y2', label: o.y2Label, side: 1, size: 56, grid: { show: false } }] : []),
+        { ...axis, label: o.xLabel, ...(o.xTime || xLog2 ? {} : { values: tickValues }), ...(o.xInt ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] } : {}) },
+        { ...axis, label: o.yLabel, size: 60, values: tickValues },
+        ...(series.some((s) => s.y2) ? [{ ...axis, scale: 'y2', label: o.y2Label, side: 1, size: 56, values: tickValues, grid: { show: false } }] : []),
       ],
       legend: { live: true },
       cursor: { drag: { x: true, y: false } },

@@ -141,12 +141,14 @@ export class Study {
       const x = Number(t.params?.[this.xKey]);
       if (Number.isFinite(x)) { lo = Math.min(lo, x); hi = Math.max(hi, x); }
     }
-    const xLog2 = lo > 0 && hi / lo >= 8;
+    const xLog2 = lo > 0 && hi / lo >= 4;
+    const xInt = trials.every((t) => Number.isInteger(t.params?.[this.xKey]));
     const opts = { xKey: this.xKey, seriesKey: this.seriesKey, mode: this.mode };
     const a = groupByX(trials, { ...opts, y: (t) => t[this.metric], agg: this.agg });
     const series = (labels) => labels.map((l, i) => ({ label: this.seriesKey ? `${l}` : this.metric, color: PALETTE[i % PALETTE.length] }));
     this.acc.el.querySelector('h3').textContent = `${this.metric} vs`;
     this.acc.opts.xLabel = `${this.xKey}${xLog2 ? ' (log2)' : ''}`;
+    this.acc.opts.xInt = this.time.opts.xInt = xInt;
     this.time.opts.xLabel = this.acc.opts.xLabel;
     this.time.el.querySelector('h3').textContent = `training time vs ${this.xKey} (mean)`;
     if (a.labels.length) this.acc.update(a.data, series(a.labels), { xLog2 });

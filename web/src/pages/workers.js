@@ -71,7 +71,8 @@ export function workersPage() {
   }
 
   function renderChart() {
-    if (samples.t.length === 0) return;
+    // One sample gives uPlot no time span to scale: wait for the second.
+    if (samples.t.length < 2) { chart.setNote('collecting samples…'); return; }
     chart.update([samples.t, samples.depth, samples.rate], [{ label: 'queue depth' }, { label: 'trials/s', color: '#16a34a', y2: true }]);
     chart.setNote(`${samples.t.length} samples`);
   }
