@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startFakeApi } from '../tests/browser/fake_api.mjs';
+import { LAUNCH } from '../tests/browser/launch.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(resolve(here, '../web/package.json'));
@@ -17,11 +18,7 @@ const RUNS = Number(arg('--runs', 5));
 const DIST = resolve(arg('--dist', resolve(here, '../web/dist')));
 
 const api = await startFakeApi({ dist: DIST, trials: TRIALS });
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update'],
-});
+const browser = await chromium.launch(LAUNCH);
 
 async function load(fill) {
   const ctx = await browser.newContext({ viewport: { width: 1400, height: 1000 } });

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startFakeApi } from './fake_api.mjs';
+import { CHROMIUM, LAUNCH } from './launch.mjs';
 import { realServerMissing, SMALL_SWEEP, startRealServer } from './real_server.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -20,14 +21,8 @@ const arg = (n, d) => { const i = process.argv.indexOf(n); return i > 0 ? proces
 const DIST = resolve(arg('--dist', resolve(here, '../../web/dist')));
 const SHOTS = arg('--shots', null) || mkdtempSync(join(tmpdir(), 'dnnlab-browser-'));
 const SAVE = arg('--save-screenshot', null);
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const DNNLAB = arg('--dnnlab', process.env.DNNLAB_BIN || null);
 
-export const LAUNCH = {
-  executablePath: CHROMIUM,
-  headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update'],
-};
 
 // Opens a page that records console errors and uncaught exceptions.
 export async function openPage(browser) {

@@ -1,6 +1,6 @@
 // One experiment: header with counts, the live trial table and the study plots.
 import { api, eventExperiment, eventTrial, events } from '../api.js';
-import { countsBar, dateTime, h, num, statusBadge, throttle } from '../format.js';
+import { countsBar, dateTime, h, num, STATUSES, statusBadge, throttle } from '../format.js';
 import { Study } from '../study.js';
 import { TrialTable } from '../trial_table.js';
 
@@ -29,7 +29,7 @@ export function experimentPage(id) {
         h('span', {}, `method ${x.method || '—'}`),
         h('span', {}, `metric ${x.metric || 'val_acc'} (${x.mode || 'max'})`),
         h('span', {}, `created ${dateTime(x.created_at)}`),
-        h('span', { id: 'exp-counts' }, Object.entries(c).filter(([, n]) => n).map(([k, n]) => `${k} ${num(n)}`).join(' · ') || 'no trials yet')),
+        h('span', { id: 'exp-counts' }, STATUSES.filter((k) => c[k]).map((k) => `${k} ${num(c[k])}`).join(' · ') || 'no trials yet')),
       countsBar(c, x.planned),
       x.spec_text ? details('sweep spec', x.spec_text) : null,
       x.provenance ? details('provenance', typeof x.provenance === 'string' ? x.provenance : JSON.stringify(x.provenance, null, 2)) : null);

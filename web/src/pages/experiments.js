@@ -1,6 +1,6 @@
 // The experiments list: status, counts bar, best, created.
 import { api, events } from '../api.js';
-import { countsBar, dateTime, h, num, relTime, statusBadge, throttle } from '../format.js';
+import { countsBar, dateTime, h, num, relTime, STATUSES, statusBadge, throttle } from '../format.js';
 
 export function experimentsPage() {
   const body = h('tbody');
@@ -36,7 +36,7 @@ export function experimentsPage() {
 function row(x) {
   const c = x.counts || {};
   const done = (c.finished || 0) + (c.pruned || 0) + (c.failed || 0) + (c.cancelled || 0);
-  const total = x.planned || Object.values(c).reduce((s, n) => s + (n || 0), 0);
+  const total = x.planned || c.total || STATUSES.reduce((s, k) => s + (c[k] || 0), 0);
   const best = x.best && typeof x.best === 'object' ? x.best.value ?? x.best.val_acc : x.best;
   const tr = h('tr', { class: 'link', 'data-id': x.id, onclick: () => { location.hash = `#/experiments/${encodeURIComponent(x.id)}`; } },
     h('td', {}, h('a', { href: `#/experiments/${encodeURIComponent(x.id)}` }, x.name || x.id)),
