@@ -3,6 +3,8 @@
 // 100,000 trials (the C++ server is measured separately). Each load uses a
 // fresh browser context (no HTTP cache); one unmeasured warm-up load first.
 //   node web/build.mjs && node bench/dashboard_bench.mjs [--trials 100000] [--runs 5] [--dist web/dist]
+// Or against a running server (e.g. `dnnlab serve` on a store holding a big sweep):
+//   node bench/dashboard_bench.mjs --url http://127.0.0.1:8080 --experiment 1
 import { createRequire } from 'node:module';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,8 +18,11 @@ const arg = (n, d) => { const i = process.argv.indexOf(n); return i > 0 ? proces
 const TRIALS = Number(arg('--trials', 100000));
 const RUNS = Number(arg('--runs', 5));
 const DIST = resolve(arg('--dist', resolve(here, '../web/dist')));
+const URL_ARG = arg('--url', null);
+const EXPERIMENT = arg('--experiment', '1');
 
-const api = await startFakeApi({ dist: DIST, trials: TRIALS });
+const api = URL_ARG ? { url: URL_ARG, close: async () => {} } : await startFakeApi({ dist: DIST, trials: TRIALS });
+const total = URL_ARG ? (await (await fetch(`${URL_ARG}/api/experiments/${EXPERIMENT}`)).json()).counts : null;
 const browser = await chromium.launch(LAUNCH);
 
 async function load(fill) {
@@ -25,7 +30,7 @@ async function load(fill) {
   const page = await ctx.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(e.message));
-  await page.goto(`${api.url}/#/experiments/1`);
+  await page.goto(`${api.url}/#/experiments/${EXPERIMENT}`);
   await page.waitForFunction(() => performance.getEntriesByName('dnnlab:table').length && performance.getEntriesByName('dnnlab:plot').length, null, { timeout: 60_000 });
   if (fill) await page.waitForFunction(() => performance.getEntriesByName('dnnlab:plots-loaded').length, null, { timeout: 120_000 });
   const m = await page.evaluate(() => {
@@ -45,7 +50,8 @@ try {
   for (let i = 0; i < RUNS; i++) runs.push(await load(i === RUNS - 1)); // the fill is timed once
 
   const f = (k) => `${median(runs.map((r) => r[k])).toFixed(0)} ms`;
-  console.log(`dashboard first paint, ${TRIALS.toLocaleString('en-US')} trials, median of ${RUNS} loads (headless Chromium):`);
+  const what = URL_ARG ? `${URL_ARG} experiment ${EXPERIMENT} ${JSON.stringify(total)}` : `${TRIALS.toLocaleString('en-US')} trials (fake API)`;
+  console.log(`dashboard first paint, ${what}, median of ${RUNS} loads (headless Chromium):`);
   console.log(`  first contentful paint          ${f('fcp')}`);
   console.log(`  trial table drawn               ${f('table')}`);
   console.log(`  first plot drawn                ${f('plot')}`);
