@@ -106,14 +106,25 @@ export class Study {
     this.sync();
   }
 
+  // Pages through the newest finished trials until one page holds trials it
+  // already has: a burst of thousands of ends between two syncs is not lost.
   async syncNew() {
     if (this.stopped) return;
     const ids = [...this.pendingIds];
     this.pendingIds.clear();
     try {
-      const r = await api.trials(this.exp.id, { sort: 'finished_at', order: 'desc', status: 'finished', limit: Math.min(PAGE, Math.max(50, ids.length * 2)) });
-      this.merge(r.trials || []);
-      this.finishedTotal = Math.max(r.total ?? 0, this.trials.size);
+      let offset = 0;
+      let limit = 100;
+      for (;;) {
+        const r = await api.trials(this.exp.id, { sort: 'finished_at', order: 'desc', status: 'finished', limit, offset });
+        const page = r.trials || [];
+        const fresh = page.filter((t) => !this.trials.has(String(t.id))).length;
+        this.merge(page);
+        this.finishedTotal = Math.max(r.total ?? 0, this.trials.size);
+        if (this.stopped || fresh < page.length || page.length < limit || this.trials.size >= this.finishedTotal) break;
+        offset += page.length;
+        limit = PAGE;
+      }
     } catch {
       // The server cannot sort by finished_at: fetch the announced trials one by one.
       const got = await Promise.all(ids.slice(0, 50).map((id) => api.trial(id).catch(() => null)));

@@ -65,6 +65,7 @@ export function experimentPage(id) {
         break;
       case 'trial.epoch': {
         const tid = String(eventTrial(d));
+        if (!study.selected.includes(tid)) break;
         if (!curveRefresh.has(tid)) curveRefresh.set(tid, throttle(() => study.refreshCurve(tid), 2000));
         curveRefresh.get(tid)();
         break;
