@@ -1,15 +1,17 @@
 // Runs the real `dnnlab serve` on a temporary SQLite store for the browser
 // tests, submits a small sweep through the API and starts workers on demand.
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-// Six trials on 1000 Fashion-MNIST images: depth x activation, 2 epochs.
+// Six trials on 1000 Fashion-MNIST images (generated data where Fashion-MNIST
+// is not installed): depth x activation, 2 epochs.
+const DATASET = existsSync('/usr/share/datasets/fashion-mnist') ? 'fashion-mnist' : 'synthetic';
 export const SMALL_SWEEP = `name: browser-sweep
 template:
-  data: {dataset: fashion-mnist, validation: 500, limit_train: 1000}
+  data: {dataset: ${DATASET}, validation: 500, limit_train: 1000}
   model:
     layers:
       - repeat: \${depth}
