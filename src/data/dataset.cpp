@@ -218,7 +218,7 @@ namespace {
 
 // "synthetic": 784 features, 10 classes, generated from a fixed seed: each
 // class shifts its own block of 78 features, so models can learn it. Sizes:
-// limit_train (default 1000) train, `validation` val, 1000 test samples. For
+// limit_train (default 1000) train, `validation` val and as many test samples. For
 // tests and scheduling benchmarks that should not depend on files.
 Split synthetic_split(int64_t n, uint64_t seed) {
   Split s;
@@ -253,7 +253,7 @@ Dataset synthetic(const LoadOptions& opt) {
   for (int c = 0; c < 10; ++c) ds.class_names.push_back(std::to_string(c));
   ds.train = synthetic_split(opt.limit_train > 0 ? opt.limit_train : 1000, 1);
   ds.val = synthetic_split(opt.validation, 2);
-  ds.test = synthetic_split(1000, 3);
+  ds.test = synthetic_split(opt.validation, 3);
   ds.sha256 = "synthetic-v1";
   return ds;
 }

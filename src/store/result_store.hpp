@@ -188,6 +188,9 @@ class ResultStore {
   virtual void mark_worker_gone(std::string_view worker_id) = 0;
 
   // ---- events (append-only) ----
+  // mark_running, record_epoch and finish_trial append their own events
+  // (trial.started, trial.epoch, trial.finished/pruned/failed) in the same
+  // transaction; append_event is for everything else.
   virtual std::int64_t append_event(std::string_view type, const nlohmann::json& data) = 0;
   // Events with id > after_id, oldest first, at most `limit` (1..10000).
   virtual std::vector<EventRecord> events_since(std::int64_t after_id,

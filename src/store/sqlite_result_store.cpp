@@ -12,7 +12,7 @@
 namespace dnnlab::store {
 namespace {
 
-constexpr std::array<sqlite::Migration, 1> kMigrations{{
+constexpr std::array<sqlite::Migration, 2> kMigrations{{
     {1, R"sql(
 CREATE TABLE experiments (
   id         INTEGER PRIMARY KEY,
@@ -86,6 +86,33 @@ CREATE TABLE events (
   type TEXT NOT NULL,
   data TEXT NOT NULL
 );
+)sql"},
+    // Trial events are written by triggers in the same transaction as the
+    // state change they report: never lost, never an extra write per trial.
+    {2, R"sql(
+CREATE TRIGGER trial_started AFTER UPDATE OF status, attempt ON trials
+WHEN NEW.status = 'running' AND (OLD.status <> 'running' OR OLD.attempt <> NEW.attempt)
+BEGIN
+  INSERT INTO events (time, type, data) VALUES (NEW.started_at, 'trial.started',
+    json_object('experiment', NEW.experiment_id, 'trial', NEW.id, 'index', NEW.idx,
+                'worker', NEW.worker, 'attempt', NEW.attempt));
+  UPDATE workers SET current_trial = NEW.id, last_seen = NEW.started_at WHERE id = NEW.worker;
+END;
+CREATE TRIGGER trial_ended AFTER UPDATE OF status ON trials
+WHEN NEW.status IN ('finished', 'pruned', 'failed') AND OLD.status <> NEW.status
+BEGIN
+  INSERT INTO events (time, type, data) VALUES (NEW.finished_at, 'trial.' || NEW.status,
+    json_object('experiment', NEW.experiment_id, 'trial', NEW.id, 'index', NEW.idx,
+                'val_acc', NEW.val_acc, 'epochs', NEW.epochs_done, 'error', NEW.error));
+END;
+CREATE TRIGGER epoch_recorded AFTER INSERT ON epochs
+BEGIN
+  INSERT INTO events (time, type, data)
+    SELECT (julianday('now') - 2440587.5) * 86400.0, 'trial.epoch',
+           json_object('experiment', t.experiment_id, 'trial', NEW.trial_id, 'epoch', NEW.epoch,
+                       'val_acc', NEW.val_acc, 'train_loss', NEW.train_loss)
+    FROM trials t WHERE t.id = NEW.trial_id;
+END;
 )sql"},
 }};
 

@@ -160,11 +160,6 @@ class Worker {
         lost_ = true;  // a newer attempt owns the trial
         return false;
       }
-      w_.b_.store->append_event("trial.epoch", {{"experiment", trial_.experiment_id},
-                                                {"trial", trial_.id},
-                                                {"epoch", r.epoch},
-                                                {"val_acc", r.val_acc},
-                                                {"train_loss", r.train_loss}});
       const std::string& metric = exp_.sweep->search.metric;
       // Other workers' results reach this scheduler through the store.
       if (exp_.sweep->scheduler.type != "fifo")
@@ -211,10 +206,6 @@ class Worker {
       store::TrialMetrics none;
       const bool counted =
           b_.store->finish_trial(trial->id, lease.attempt, store::TrialStatus::failed, none, why);
-      if (counted)
-        b_.store->append_event(
-            "trial.failed",
-            {{"experiment", task.experiment_id}, {"trial", trial->id}, {"error", why}});
       b_.queue->ack(lease);
       return counted ? 1 : 0;
     };
@@ -233,11 +224,7 @@ class Worker {
       b_.queue->ack(lease);  // a newer attempt owns it
       return 0;
     }
-    b_.store->heartbeat(o_.worker_id, trial->id);
-    b_.store->append_event("trial.started", {{"experiment", task.experiment_id},
-                                             {"trial", trial->id},
-                                             {"worker", o_.worker_id},
-                                             {"attempt", lease.attempt}});
+    // mark_running also set this worker's current trial and logged trial.started.
     if (o_.verbose)
       std::cerr << o_.worker_id << ": trial " << trial->index << " attempt " << lease.attempt
                 << "\n";
@@ -269,12 +256,6 @@ class Worker {
     m.seconds = r.train_seconds;
     const auto status = obs.pruned() ? store::TrialStatus::pruned : store::TrialStatus::finished;
     const bool counted = b_.store->finish_trial(trial->id, lease.attempt, status, m);
-    if (counted)
-      b_.store->append_event(obs.pruned() ? "trial.pruned" : "trial.finished",
-                             {{"experiment", task.experiment_id},
-                              {"trial", trial->id},
-                              {"val_acc", m.val_acc.value_or(0)},
-                              {"epochs", m.epochs_done}});
     b_.queue->ack(lease);
     return counted ? 1 : 0;
   }
