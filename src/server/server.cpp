@@ -480,6 +480,9 @@ const std::string& Server::token() const {
 bool Server::token_is_new() const {
   return impl_->token.created;
 }
+const std::string& Server::token_file() const {
+  return impl_->opt.token_file;
+}
 
 void Server::start() {
   Impl& s = *impl_;

@@ -51,6 +51,7 @@ class Server {
   std::string url() const;  // "http://127.0.0.1:PORT"
   const std::string& token() const;
   bool token_is_new() const;  // made by this start: print it once
+  const std::string& token_file() const;
 
   // Starts accepting, polling events and (if asked) ticking coordinators.
   void start();

@@ -1,0 +1,90 @@
+// `dnnlab serve`: the REST API, the live dashboard and /metrics over a store
+// and broker, driving the coordinators of running experiments. Ctrl-C stops it.
+#include <unistd.h>
+
+#include <boost/asio/signal_set.hpp>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "server/server.hpp"
+
+namespace dnnlab::cli {
+namespace {
+
+struct ServeOptions {
+  server::ServerOptions server;
+  bool private_reads = false;
+  std::size_t max_body_kib = 1024;
+};
+
+// The dashboard bundle: $DNNLAB_WEB_DIR, else web/dist beside the build tree
+// this binary came from, else the source tree's web/dist.
+std::string find_web_root() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("DNNLAB_WEB_DIR")) return env;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  for (const char* rel :
+       {"../../web/dist", "../web/dist", "../../../../web/dist", "../../../web/dist"})
+    if (fs::is_regular_file(exe.parent_path() / rel / "index.html", ec))
+      return fs::weakly_canonical(exe.parent_path() / rel, ec).string();
+  return {};
+}
+
+int run_serve(ServeOptions& o) {
+  o.server.public_reads = !o.private_reads;
+  o.server.max_body = o.max_body_kib * 1024;
+  if (o.server.web_root.empty()) o.server.web_root = find_web_root();
+  boost::asio::io_context io;
+  server::Server srv(io, o.server);
+  srv.start();
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int) {
+    if (!ec) srv.stop();
+  });
+  std::cout << "dnnlab serving " << srv.url() << "/ (store " << o.server.store_url << ")\n";
+  if (srv.token_is_new())
+    std::cout << "write token (kept in " << srv.token_file() << "): " << srv.token() << "\n";
+  if (o.server.web_root.empty())
+    std::cout << "dashboard not built: see " << srv.url() << "/ for how to build it\n";
+  std::cout.flush();
+  for (;;) {
+    try {
+      io.run();
+      return 0;
+    } catch (const std::exception& e) {
+      // Handlers catch their own errors; this is the last line of defence.
+      std::cerr << "dnnlab serve: " << e.what() << "\n";
+    }
+  }
+}
+
+}  // namespace
+
+Command add_serve(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  o->server.store_url = "sqlite:dnnlab.db";
+  CLI::App* c = app.add_subcommand(
+      "serve", "Serve the REST API, the live dashboard and /metrics (see docs/openapi.yaml)");
+  c->add_option("--listen", o->server.listen,
+                "HOST:PORT to listen on; 127.0.0.1 unless told otherwise (0.0.0.0 for all)")
+      ->capture_default_str();
+  c->add_option("--store", o->server.store_url, "Result store URL (sqlite:PATH, postgres://...)")
+      ->capture_default_str();
+  c->add_option("--broker", o->server.broker_url,
+                "Task queue URL (sqlite:PATH, amqp://...); default: the store URL");
+  c->add_option("--web", o->server.web_root, "Dashboard files (default: the built web/dist)");
+  c->add_option("--token-file", o->server.token_file,
+                "Where the write token is kept (default: dnnlab.token beside the sqlite store)");
+  c->add_flag("--private-reads", o->private_reads, "Require the token for reads too");
+  c->add_option("--max-body-kib", o->max_body_kib, "Largest request body accepted, in KiB")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_flag("!--no-coordinators", o->server.run_coordinators,
+              "Do not drive running experiments (another process does)");
+  return [o] { return run_serve(*o); };
+}
+
+}  // namespace dnnlab::cli
