@@ -36,6 +36,8 @@ export class Chart {
   // series: [{label, color, dash, points, y2}] (x excluded); data: [xs, ...ys].
   // A series with y2 uses a second y axis on the right (o.y2Label).
   update(data, series, { xLog2 = this.opts.xLog2 } = {}) {
+    // uPlot spreads a single time point over years: give it a minute before.
+    if (this.opts.xTime && data[0].length === 1) data = data.map((a, i) => (i === 0 ? [a[0] - 60, a[0]] : [null, a[0]]));
     const key = JSON.stringify([series.map((s) => [s.label, s.color, s.dash, s.points, s.y2]), xLog2, this.opts.xLabel, this.opts.yLabel, this.opts.xInt]);
     if (this.plot && key === this.key) {
       this.plot.setData(data);
@@ -56,7 +58,7 @@ export class Chart {
         y2: {},
       },
       axes: [
-        { ...axis, label: o.xLabel, ...(o.xTime || xLog2 ? {} : { values: tickValues }), ...(o.xInt ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] } : {}) },
+        { ...axis, label: o.xLabel, ...(o.xTime ? { space: 70 } : xLog2 ? {} : { values: tickValues }), ...(o.xInt ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] } : {}) },
         { ...axis, label: o.yLabel, size: 60, values: tickValues },
         ...(series.some((s) => s.y2) ? [{ ...axis, scale: 'y2', label: o.y2Label, side: 1, size: 56, values: tickValues, grid: { show: false } }] : []),
       ],
