@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The main job: build dnnlab, then train the Fashion-MNIST MLP example and
-# print its test accuracy. Extra arguments go to `dnnlab train`.
+# The main job: build dnnlab and its dashboard, then run the depth study
+# (examples/depth-sweep.yaml) on this machine with the live dashboard, and
+# print the best trial per depth. Extra arguments go to `dnnlab run`
+# (e.g. --workers 4, --listen 127.0.0.1:9000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 cmake --preset release -DDNNLAB_BUILD_BENCH=OFF >/dev/null
-cmake --build --preset release --target dnnlab
+cmake --build --preset release -j "$(nproc)"
 mkdir -p runs
-exec build/release/src/cli/dnnlab train examples/fashion-mlp.yaml --out runs "$@"
+exec build/release/src/cli/dnnlab run examples/depth-sweep.yaml --store sqlite:runs/dnnlab.db "$@"

@@ -8,6 +8,10 @@ namespace dnnlab::cli {
 
 using Command = std::function<int()>;
 
+// The dashboard bundle's directory ($DNNLAB_WEB_DIR, or web/dist of the
+// build tree this binary came from); empty when it was not built.
+std::string find_web_root();
+
 Command add_train(CLI::App& app);
 Command add_run(CLI::App& app);
 Command add_worker(CLI::App& app);

@@ -12,12 +12,15 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <thread>
 
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
 #include "cli/sweep_cmds.hpp"
 #include "experiment/coordinator.hpp"
+#include "server/server.hpp"
 
 extern char** environ;
 
@@ -38,6 +41,49 @@ struct RunOptions {
   int workers = 0;
   double lease = 30;
   bool quiet = false;
+  std::string listen = "127.0.0.1:8080";
+  bool no_server = false;
+};
+
+// The dashboard and REST API on their own thread (with their own store
+// connection) while this thread coordinates.
+class DashboardThread {
+ public:
+  DashboardThread(const RunOptions& o, int64_t exp) {
+    server::ServerOptions so;
+    so.listen = o.listen;
+    so.store_url = o.store_url;
+    so.broker_url = o.broker_url;
+    so.web_root = find_web_root();
+    so.run_coordinators = false;  // this process coordinates its experiment
+    try {
+      srv_ = std::make_unique<server::Server>(io_, so);
+    } catch (const std::exception& e) {  // port taken: any free one will do
+      so.listen = server::parse_listen(o.listen).first + ":0";
+      srv_ = std::make_unique<server::Server>(io_, so);
+    }
+    srv_->adopt(exp);
+    srv_->start();
+    thread_ = std::thread([this] {
+      for (;;) try {
+          io_.run();
+          return;
+        } catch (const std::exception& e) {
+          std::cerr << "dashboard: " << e.what() << "\n";
+        }
+    });
+  }
+  ~DashboardThread() {
+    boost::asio::post(io_, [this] { srv_->stop(); });
+    thread_.join();
+  }
+  std::string url() const { return srv_->url() + "/#/experiments/"; }
+  const server::Server& server() const { return *srv_; }
+
+ private:
+  boost::asio::io_context io_;
+  std::unique_ptr<server::Server> srv_;
+  std::thread thread_;
 };
 
 std::string read_file(const std::string& path) {
@@ -118,6 +164,15 @@ int run_sweep(RunOptions o) {
     std::cerr << "experiment " << exp << " (" << sw.name << "): " << sw.search.method << " search, "
               << o.workers << " workers, store " << o.store_url << "\n";
 
+  std::unique_ptr<DashboardThread> dashboard;
+  if (!o.no_server) {
+    dashboard = std::make_unique<DashboardThread>(o, exp);
+    if (!o.quiet) std::cerr << "dashboard: " << dashboard->url() << exp << "\n";
+    if (!o.quiet && dashboard->server().token_is_new())
+      std::cerr << "write token (kept in " << dashboard->server().token_file()
+                << "): " << dashboard->server().token() << "\n";
+  }
+
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
@@ -189,6 +244,9 @@ Command add_run(CLI::App& app) {
   c->add_option("--lease", o->lease, "Seconds a worker holds a trial between heartbeats")
       ->check(CLI::Range(1.0, 3600.0));
   c->add_flag("-q,--quiet", o->quiet, "No progress line");
+  c->add_option("--listen", o->listen, "Dashboard and REST API address (a busy port: any free one)")
+      ->capture_default_str();
+  c->add_flag("--no-server", o->no_server, "Do not serve the dashboard");
   c->callback([c, o] {
     if (o->sweep_path.empty() && o->resume.empty())
       throw CLI::RequiredError("sweep (or --resume EXP)");

@@ -10,13 +10,6 @@
 #include "server/server.hpp"
 
 namespace dnnlab::cli {
-namespace {
-
-struct ServeOptions {
-  server::ServerOptions server;
-  bool private_reads = false;
-  std::size_t max_body_kib = 1024;
-};
 
 // The dashboard bundle: $DNNLAB_WEB_DIR, else web/dist beside the build tree
 // this binary came from, else the source tree's web/dist.
@@ -32,6 +25,14 @@ std::string find_web_root() {
       return fs::weakly_canonical(exe.parent_path() / rel, ec).string();
   return {};
 }
+
+namespace {
+
+struct ServeOptions {
+  server::ServerOptions server;
+  bool private_reads = false;
+  std::size_t max_body_kib = 1024;
+};
 
 int run_serve(ServeOptions& o) {
   o.server.public_reads = !o.private_reads;
