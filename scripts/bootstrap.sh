@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev
   libboost-dev libboost-system-dev
   dataset-fashion-mnist
-  emscripten nodejs npm
+  emscripten nodejs npm chromium
   clang-format
 )
 if [[ "${1:-}" == "--bench" ]]; then
