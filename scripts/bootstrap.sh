@@ -19,6 +19,12 @@ fi
 
 missing=()
 for p in "${packages[@]}"; do
+  # Node.js may come from elsewhere (nodesource bundles npm in its nodejs,
+  # which conflicts with Debian's npm): a working command is enough.
+  case "$p" in
+    nodejs) command -v node >/dev/null && continue ;;
+    npm) command -v npm >/dev/null && continue ;;
+  esac
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
