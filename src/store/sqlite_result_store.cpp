@@ -90,6 +90,7 @@ CREATE TABLE events (
     // Trial events are written by triggers in the same transaction as the
     // state change they report: never lost, never an extra write per trial.
     {2, R"sql(
+CREATE INDEX trials_by_finished_at ON trials (experiment_id, finished_at);
 CREATE TRIGGER trial_started AFTER UPDATE OF status, attempt ON trials
 WHEN NEW.status = 'running' AND (OLD.status <> 'running' OR OLD.attempt <> NEW.attempt)
 BEGIN
