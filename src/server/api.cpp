@@ -388,7 +388,7 @@ json Api::experiment_summary(const store::ExperimentRecord& e) {
             {"status", store::to_string(e.status)},
             {"method", e.method},
             {"created_at", e.created_at},
-            {"counts", counts_json(store_.trial_counts(e.id))},
+            {"counts", counts_json(counts(e.id))},
             {"metric", mt.metric},
             {"mode", mt.maximize ? "max" : "min"}};
   if (auto p = runner_.planned(e.id)) j["planned"] = *p;
@@ -400,6 +400,15 @@ json Api::experiment_summary(const store::ExperimentRecord& e) {
             {"value", opt(metric_of(*b, mt.metric))}};
   j["best"] = std::move(best);
   return j;
+}
+
+store::TrialCounts Api::counts(std::int64_t experiment_id) {
+  const auto now = std::chrono::steady_clock::now();
+  auto it = counts_.find(experiment_id);
+  if (it != counts_.end() && now - it->second.at < kCountsMaxAge) return it->second.counts;
+  store::TrialCounts c = store_.trial_counts(experiment_id);
+  counts_[experiment_id] = {now, c};
+  return c;
 }
 
 json Api::list_experiments() {
@@ -438,6 +447,7 @@ ApiResponse Api::submit(const std::string& body) {
   const std::string name = req.value("name", std::string("sweep.yaml"));
   try {
     std::int64_t id = runner_.submit(req["spec"].get<std::string>(), name);
+    forget_counts();
     return json_response(202, {{"id", id}});
   } catch (const SpecError& e) {
     return error_response(400, e.what(), e.field().empty() ? "spec" : e.field());
@@ -448,6 +458,7 @@ ApiResponse Api::submit(const std::string& body) {
 
 ApiResponse Api::cancel(std::int64_t id) {
   if (!runner_.cancel(id)) return error_response(404, "no experiment " + std::to_string(id), "id");
+  forget_counts();
   auto e = store_.experiment(id);
   return json_response(200, {{"id", id}, {"status", store::to_string(e->status)}});
 }
@@ -485,8 +496,8 @@ ApiResponse Api::list_trials(std::int64_t id, const std::map<std::string, std::s
 
   if (!store_.experiment(id))
     return error_response(404, "no experiment " + std::to_string(id), "id");
-  const store::TrialCounts counts = store_.trial_counts(id);
-  const std::int64_t total = tq.status ? count_of(counts, *tq.status) : counts.total();
+  const store::TrialCounts c = counts(id);
+  const std::int64_t total = tq.status ? count_of(c, *tq.status) : c.total();
   json list = json::array();
   for (const auto& t : store_.trials(id, tq)) list.push_back(trial_json(t, false));
   return json_response(200, {{"total", total},
@@ -521,7 +532,7 @@ json Api::stats() {
   store::TrialCounts all;
   std::int64_t running = 0;
   for (const auto& e : store_.experiments()) {
-    add(all, store_.trial_counts(e.id));
+    add(all, counts(e.id));
     running += e.status == store::ExperimentStatus::running;
   }
   std::int64_t active = 0;
@@ -568,7 +579,7 @@ std::string Api::prometheus() {
   std::ostringstream o;
   o.precision(9);
   store::TrialCounts all;
-  for (const auto& e : store_.experiments()) add(all, store_.trial_counts(e.id));
+  for (const auto& e : store_.experiments()) add(all, counts(e.id));
   o << "# HELP dnnlab_trials Trials by state, over all experiments.\n"
        "# TYPE dnnlab_trials gauge\n";
   const std::pair<const char*, std::int64_t> states[] = {

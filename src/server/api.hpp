@@ -2,6 +2,7 @@
 // routing, auth, parameter checks and JSON. server.cpp feeds it from Beast.
 // Every error is a JSON object {"error": "...", "field": "..."?}.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,9 @@ struct ApiResponse {
   std::string allow;  // for 405
   bool immutable = false;
 };
+
+// How stale trial counts (and list totals) may be: a live dashboard's refresh.
+constexpr std::chrono::milliseconds kCountsMaxAge{250};
 
 struct ApiConfig {
   std::string token;
@@ -78,12 +82,22 @@ class Api {
   ApiResponse events(const std::map<std::string, std::string>& query);
   std::string prometheus();
   const ExperimentMeta& meta(const store::ExperimentRecord& e);
+  // trial_counts() scans the experiment's trials (about 12 ms at 100,000), so
+  // every listing would pay it: counts are reused for up to kCountsMaxAge,
+  // and dropped at once after this server's own writes.
+  store::TrialCounts counts(std::int64_t experiment_id);
+  void forget_counts() { counts_.clear(); }
 
   store::ResultStore& store_;
   ExperimentRunner& runner_;
   const HttpMetrics& metrics_;
   ApiConfig config_;
   std::map<std::int64_t, ExperimentMeta> meta_;
+  struct CachedCounts {
+    std::chrono::steady_clock::time_point at;
+    store::TrialCounts counts;
+  };
+  std::map<std::int64_t, CachedCounts> counts_;
 };
 
 nlohmann::json trial_json(const store::TrialRecord& t, bool with_curve);
