@@ -1,0 +1,315 @@
+// The browser core's C API (dnnlab_wasm.h): a model built from a JSON spec,
+// its optimizer and a copy of the training set behind one handle. Every entry
+// point catches everything and turns it into a status code and a message.
+#include "dnnlab_wasm.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "nn/kernels.hpp"
+#include "nn/model.hpp"
+#include "nn/rng.hpp"
+#include "nn/safetensors.hpp"
+#include "nn/train.hpp"
+#include "spec_json.hpp"
+
+#ifdef __EMSCRIPTEN__
+#include <emscripten/emscripten.h>
+#define DNNLAB_API extern "C" EMSCRIPTEN_KEEPALIVE
+#else
+#define DNNLAB_API extern "C"
+#endif
+
+namespace nn = dnnlab::nn;
+using Clock = std::chrono::steady_clock;
+
+struct dnnlab_model {
+  dnnlab::wasm::CoreSpec spec;
+  nn::Model model;
+  nn::Trainer trainer;  // holds the optimizer; constructed after `model`
+  nn::Shape input;      // one sample
+  int64_t row = 0;      // floats per sample
+  nn::Tensor train_x;
+  std::vector<int32_t> train_y;
+  int epoch = 0;  // epochs run so far (for the schedule and shuffling)
+  // train_steps: a shuffled order over train_x and a cursor into it.
+  std::vector<int64_t> order;
+  int64_t cursor = 0, pass = 0;
+  nn::Tensor batch_x;
+  std::vector<int32_t> batch_y;
+  std::string saved;  // the last safetensors bytes handed out
+
+  dnnlab_model(dnnlab::wasm::CoreSpec s, nn::Model m, nn::Shape in)
+      : spec(std::move(s)), model(std::move(m)), trainer(model, spec.train), input(in) {
+    row = input.numel();
+  }
+};
+
+namespace {
+
+int g_status = DNNLAB_OK;
+std::string g_error;
+
+int set_error(int status, const std::string& msg) {
+  g_status = status;
+  g_error = msg;
+  return status;
+}
+
+struct ArgumentError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void need(bool ok, const std::string& msg) {
+  if (!ok) throw ArgumentError(msg);
+}
+
+// Runs `body`; any exception becomes a status code and a message. The C
+// boundary must never let one escape: it would end the wasm instance.
+template <class F>
+int api(F&& body) {
+  try {
+    body();
+    return DNNLAB_OK;
+  } catch (const ArgumentError& e) {
+    return set_error(DNNLAB_ERR_ARGUMENT, e.what());
+  } catch (const dnnlab::SpecError& e) {
+    return set_error(DNNLAB_ERR_SPEC, e.what());
+  } catch (const dnnlab::ShapeError& e) {
+    return set_error(DNNLAB_ERR_SHAPE, e.what());
+  } catch (const dnnlab::NumericError& e) {
+    return set_error(DNNLAB_ERR_NUMERIC, e.what());
+  } catch (const dnnlab::DataError& e) {
+    return set_error(DNNLAB_ERR_DATA, e.what());
+  } catch (const std::bad_alloc&) {
+    return set_error(DNNLAB_ERR_INTERNAL, "out of memory");
+  } catch (const std::exception& e) {
+    return set_error(DNNLAB_ERR_INTERNAL, e.what());
+  } catch (...) {
+    return set_error(DNNLAB_ERR_INTERNAL, "unknown error");
+  }
+}
+
+void check_finite(const float* p, int64_t n, const char* what) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i]))
+      throw dnnlab::NumericError(std::string(what) + " holds a non-finite value at index " +
+                                 std::to_string(i));
+}
+
+void check_set(const dnnlab_model* m, const float* x, int32_t x_count, const int32_t* y,
+               int32_t n) {
+  need(n > 0, "n must be positive");
+  need(x && y, "null data pointer");
+  if (static_cast<int64_t>(x_count) != static_cast<int64_t>(n) * m->row)
+    throw dnnlab::ShapeError("x holds " + std::to_string(x_count) + " floats; " +
+                             std::to_string(n) + " samples of " + m->input.str() + " need " +
+                             std::to_string(static_cast<int64_t>(n) * m->row));
+  check_finite(x, x_count, "x");
+  for (int32_t i = 0; i < n; ++i)
+    if (y[i] < 0 || y[i] >= m->spec.classes)
+      throw dnnlab::DataError("labels", -1,
+                              "label " + std::to_string(y[i]) + " at index " + std::to_string(i) +
+                                  " is outside [0, " + std::to_string(m->spec.classes) + ")");
+}
+
+nn::Shape batch_shape(const nn::Shape& sample, int64_t n) {
+  nn::Shape s;
+  s.rank = sample.rank + 1;
+  s.d[0] = n;
+  for (int i = 0; i < sample.rank; ++i) s.d[i + 1] = sample.d[i];
+  return s;
+}
+
+}  // namespace
+
+DNNLAB_API int dnnlab_last_status(void) { return g_status; }
+DNNLAB_API const char* dnnlab_last_error(void) { return g_error.c_str(); }
+DNNLAB_API const char* dnnlab_kernels_name(void) { return nn::kernels().name; }
+
+DNNLAB_API dnnlab_model* dnnlab_model_create(const char* spec_json) {
+  dnnlab_model* out = nullptr;
+  int st = api([&] {
+    need(spec_json != nullptr, "null spec");
+    dnnlab::wasm::CoreSpec spec = dnnlab::wasm::parse_core_spec(spec_json);
+    nn::Shape in;
+    if (spec.model.input.size() >= static_cast<size_t>(nn::kMaxRank))
+      throw dnnlab::SpecError(spec.model.where, "input", "too many dimensions");
+    for (int64_t d : spec.model.input) in.d[in.rank++] = d;
+    nn::Model model = nn::Model::build(spec.model, in, spec.classes, spec.train.seed);
+    out = new dnnlab_model(std::move(spec), std::move(model), in);
+  });
+  if (st == DNNLAB_OK) g_status = DNNLAB_OK, g_error.clear();
+  return out;
+}
+
+DNNLAB_API void dnnlab_model_free(dnnlab_model* m) {
+  api([&] { delete m; });
+}
+
+DNNLAB_API int32_t dnnlab_model_num_params(dnnlab_model* m) {
+  int64_t n = -1;
+  api([&] {
+    need(m, "null model");
+    n = m->model.num_params();
+  });
+  return static_cast<int32_t>(n);
+}
+
+DNNLAB_API int32_t dnnlab_model_input_size(dnnlab_model* m) {
+  int64_t n = -1;
+  api([&] {
+    need(m, "null model");
+    n = m->row;
+  });
+  return static_cast<int32_t>(n);
+}
+
+DNNLAB_API int dnnlab_model_get_params(dnnlab_model* m, float* out, int32_t count) {
+  return api([&] {
+    need(m && out, "null pointer");
+    if (count != m->model.num_params())
+      throw dnnlab::ShapeError("the model has " + std::to_string(m->model.num_params()) +
+                               " parameters, the buffer " + std::to_string(count));
+    for (nn::Param* p : m->model.params()) {
+      std::memcpy(out, p->value.data(), sizeof(float) * p->value.numel());
+      out += p->value.numel();
+    }
+  });
+}
+
+DNNLAB_API int dnnlab_model_set_params(dnnlab_model* m, const float* in, int32_t count) {
+  return api([&] {
+    need(m && in, "null pointer");
+    if (count != m->model.num_params())
+      throw dnnlab::ShapeError("the model has " + std::to_string(m->model.num_params()) +
+                               " parameters, the buffer " + std::to_string(count));
+    check_finite(in, count, "parameters");
+    for (nn::Param* p : m->model.params()) {
+      std::memcpy(p->value.data(), in, sizeof(float) * p->value.numel());
+      in += p->value.numel();
+    }
+  });
+}
+
+DNNLAB_API const uint8_t* dnnlab_model_save(dnnlab_model* m, int32_t* len) {
+  const uint8_t* out = nullptr;
+  api([&] {
+    need(m && len, "null pointer");
+    m->saved = nn::to_safetensors(m->model.params());
+    *len = static_cast<int32_t>(m->saved.size());
+    out = reinterpret_cast<const uint8_t*>(m->saved.data());
+  });
+  return out;
+}
+
+DNNLAB_API int dnnlab_model_load(dnnlab_model* m, const uint8_t* bytes, int32_t len) {
+  return api([&] {
+    need(m && bytes && len >= 0, "null pointer or negative length");
+    // Load into a copy first: a file that fails half-way leaves the model as it was.
+    std::vector<std::vector<float>> backup;
+    for (nn::Param* p : m->model.params())
+      backup.emplace_back(p->value.data(), p->value.data() + p->value.numel());
+    try {
+      nn::from_safetensors(std::string(reinterpret_cast<const char*>(bytes), len), m->model.params());
+      for (nn::Param* p : m->model.params()) check_finite(p->value.data(), p->value.numel(), p->name.c_str());
+    } catch (...) {
+      size_t i = 0;
+      for (nn::Param* p : m->model.params()) std::memcpy(p->value.data(), backup[i++].data(), sizeof(float) * p->value.numel());
+      throw;
+    }
+  });
+}
+
+DNNLAB_API int dnnlab_model_load_data(dnnlab_model* m, const float* x, int32_t x_count,
+                                      const int32_t* y, int32_t n) {
+  return api([&] {
+    need(m, "null model");
+    check_set(m, x, x_count, y, n);
+    m->train_x.resize(batch_shape(m->input, n));
+    std::memcpy(m->train_x.data(), x, sizeof(float) * x_count);
+    m->train_y.assign(y, y + n);
+    m->order.clear();
+    m->cursor = 0;
+  });
+}
+
+DNNLAB_API int dnnlab_model_train_epochs(dnnlab_model* m, int32_t epochs, double* out) {
+  return api([&] {
+    need(m, "null model");
+    need(epochs > 0, "epochs must be positive");
+    need(!m->train_y.empty(), "no training data loaded (dnnlab_model_load_data)");
+    nn::LabeledData d{m->train_x.view(), m->train_y.data()};
+    nn::EpochResult r;
+    for (int32_t e = 0; e < epochs; ++e) r = m->trainer.run_epoch(m->epoch++, d, nullptr, nullptr);
+    if (out) {
+      out[0] = r.train_loss;
+      out[1] = r.train_acc;
+      out[2] = r.seconds;
+      out[3] = r.samples_per_second;
+    }
+  });
+}
+
+DNNLAB_API int dnnlab_model_train_steps(dnnlab_model* m, int32_t steps, double* out) {
+  return api([&] {
+    need(m, "null model");
+    need(steps > 0, "steps must be positive");
+    need(!m->train_y.empty(), "no training data loaded (dnnlab_model_load_data)");
+    const int64_t n = static_cast<int64_t>(m->train_y.size());
+    const int64_t bs = std::min<int64_t>(m->spec.train.batch_size, n);
+    m->batch_x.resize(batch_shape(m->input, bs));
+    m->batch_y.resize(bs);
+    double loss_sum = 0, acc_sum = 0;
+    int64_t done = 0;
+    const auto start = Clock::now();
+    for (int32_t s = 0; s < steps; ++s) {
+      if (m->order.empty() || m->cursor >= n) {  // a new pass, shuffled by seed and pass
+        m->order.resize(n);
+        for (int64_t i = 0; i < n; ++i) m->order[i] = i;
+        nn::Rng rng(nn::derive_seed(m->spec.train.seed, 0x57E90000ull + static_cast<uint64_t>(m->pass++)));
+        for (int64_t i = n - 1; i > 0; --i) std::swap(m->order[i], m->order[rng.below(i + 1)]);
+        m->cursor = 0;
+      }
+      const int64_t cnt = std::min(bs, n - m->cursor);
+      for (int64_t i = 0; i < cnt; ++i) {
+        const int64_t src = m->order[m->cursor + i];
+        std::memcpy(m->batch_x.data() + i * m->row, m->train_x.data() + src * m->row,
+                    sizeof(float) * m->row);
+        m->batch_y[i] = m->train_y[src];
+      }
+      m->cursor += cnt;
+      float acc = 0;
+      const float loss = m->model.train_step(m->batch_x.view().rows(0, cnt), m->batch_y.data(),
+                                             m->trainer.optimizer(), &acc);
+      loss_sum += static_cast<double>(loss) * cnt;
+      acc_sum += static_cast<double>(acc) * cnt;
+      done += cnt;
+    }
+    const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    if (out) {
+      out[0] = loss_sum / done;
+      out[1] = acc_sum / done;
+      out[2] = secs;
+      out[3] = secs > 0 ? done / secs : 0;
+    }
+  });
+}
+
+DNNLAB_API int dnnlab_model_evaluate(dnnlab_model* m, const float* x, int32_t x_count,
+                                     const int32_t* y, int32_t n, double* out) {
+  return api([&] {
+    need(m && out, "null pointer");
+    check_set(m, x, x_count, y, n);
+    nn::TensorView v(const_cast<float*>(x), batch_shape(m->input, n));
+    nn::LossAndAccuracy r = m->model.evaluate(v, y);
+    out[0] = r.loss;
+    out[1] = r.accuracy;
+  });
+}

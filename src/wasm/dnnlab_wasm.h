@@ -1,0 +1,84 @@
+/* dnnlab_wasm.h: the C API of the browser core (dnnlab_core.wasm).
+ *
+ * The nn core compiled to WebAssembly (SIMD128), driven through a handful of
+ * extern "C" functions. Every function catches everything: failures come back
+ * as a status code, with a message from dnnlab_last_error(); nothing aborts,
+ * and the module stays usable after an error. Pointers are offsets into wasm
+ * memory; src/wasm/dnnlab.mjs hides them behind a JS class.
+ *
+ *   dnnlab_model* m = dnnlab_model_create("{\"input\":[784],\"classes\":10,"
+ *       "\"layers\":[{\"type\":\"dense\",\"units\":256},{\"type\":\"relu\"},"
+ *       "{\"type\":\"dense\",\"units\":10}],\"optimizer\":{\"type\":\"sgd\",\"lr\":0.01}}");
+ *   if (!m) puts(dnnlab_last_error());
+ *   dnnlab_model_load_data(m, x, n * 784, y, n);   // copied: x and y may be freed
+ *   double r[4];
+ *   dnnlab_model_train_epochs(m, 1, r);            // r = loss, accuracy, seconds, samples/s
+ *   dnnlab_model_evaluate(m, vx, vn * 784, vy, vn, r);  // r = loss, accuracy
+ *   dnnlab_model_free(m);
+ *
+ * The spec (JSON): input [dims], classes, layers [{type, units, alpha, init,
+ * bias}], init, loss, optimizer {type, lr, momentum, nesterov, weight_decay,
+ * beta1, beta2, eps}, batch_size, seed, epochs, schedule {type, step_epochs,
+ * gamma, min_lr, warmup_epochs}. Unknown keys are errors (typos fail loudly).
+ */
+#ifndef DNNLAB_WASM_H
+#define DNNLAB_WASM_H
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum dnnlab_status {
+  DNNLAB_OK = 0,
+  DNNLAB_ERR_SPEC = 1,      /* malformed JSON, unknown layer, bad values */
+  DNNLAB_ERR_SHAPE = 2,     /* sizes that do not fit the model */
+  DNNLAB_ERR_NUMERIC = 3,   /* NaN/inf in inputs, parameters or the loss */
+  DNNLAB_ERR_DATA = 4,      /* malformed safetensors bytes, bad labels */
+  DNNLAB_ERR_ARGUMENT = 5,  /* null handle, no data loaded, negative counts */
+  DNNLAB_ERR_INTERNAL = 6   /* out of memory or any other failure */
+};
+
+typedef struct dnnlab_model dnnlab_model;
+
+/* The status and message of the last failed call ("" after none). */
+int dnnlab_last_status(void);
+const char* dnnlab_last_error(void);
+/* Name of the kernel table in use ("wasm-simd128" in the browser build). */
+const char* dnnlab_kernels_name(void);
+
+/* NULL on error. The model owns its optimizer state and a copy of loaded data. */
+dnnlab_model* dnnlab_model_create(const char* spec_json);
+void dnnlab_model_free(dnnlab_model* m);
+/* Floats in the flat parameter buffer (-1 on error), and the sample size. */
+int32_t dnnlab_model_num_params(dnnlab_model* m);
+int32_t dnnlab_model_input_size(dnnlab_model* m);
+
+/* The parameters as one flat float32 buffer of exactly num_params floats, in
+ * layer order (weight then bias). set rejects non-finite values. */
+int dnnlab_model_get_params(dnnlab_model* m, float* out, int32_t count);
+int dnnlab_model_set_params(dnnlab_model* m, const float* in, int32_t count);
+/* Safetensors bytes: save returns a pointer owned by the model, valid until
+ * the next save or free, and its length in *len. */
+const uint8_t* dnnlab_model_save(dnnlab_model* m, int32_t* len);
+int dnnlab_model_load(dnnlab_model* m, const uint8_t* bytes, int32_t len);
+
+/* The training set: n samples, x_count = n * input_size floats, labels in
+ * [0, classes). Copied; replaces any earlier set and restarts its order. */
+int dnnlab_model_load_data(dnnlab_model* m, const float* x, int32_t x_count, const int32_t* y,
+                           int32_t n);
+/* Epochs over the loaded set, shuffled per epoch as the native Trainer does
+ * (same seed, same order). out[4] = last epoch's loss, accuracy, seconds,
+ * samples/s. The epoch counter carries on across calls (for the schedule). */
+int dnnlab_model_train_epochs(dnnlab_model* m, int32_t epochs, double* out);
+/* `steps` batches from the loaded set, continuing where the last call left
+ * off. out[4] = mean loss, mean accuracy, seconds, samples/s over them. */
+int dnnlab_model_train_steps(dnnlab_model* m, int32_t steps, double* out);
+/* out[2] = mean loss and accuracy over n samples (not copied). */
+int dnnlab_model_evaluate(dnnlab_model* m, const float* x, int32_t x_count, const int32_t* y,
+                          int32_t n, double* out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DNNLAB_WASM_H */

@@ -1,0 +1,173 @@
+// The wasm core's C API through its JS wrapper (src/wasm/dnnlab.mjs):
+// the same spec and seed trained in wasm and natively (api_native, the same
+// api.cpp compiled with the host compiler) must agree, and bad input must
+// come back as errors, after which the module keeps working.
+//
+//   DNNLAB_CORE_DIR=build/wasm/src/wasm DNNLAB_API_NATIVE=build/x/tests/wasm/api_native \
+//     node --no-experimental-fetch --test tests/wasm/api.test.mjs
+// (tests/wasm/api_test.sh builds both and sets these.)
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+
+const coreDir = resolve(process.env.DNNLAB_CORE_DIR ?? 'build/wasm/src/wasm');
+const { loadCore, DnnlabError } = await import(pathToFileURL(join(coreDir, 'dnnlab.mjs')).href);
+
+// Float rounding differs between targets (vectorized exp/tanh, summation
+// order), so metrics agree to a relative 1e-3, as in compare.mjs.
+const TOL = 1e-3;
+const rel = (a, b) => Math.abs(a - b) / Math.max(1e-12, Math.abs(a));
+
+const SPEC = {
+  input: [784],
+  classes: 10,
+  layers: [
+    { type: 'dense', units: 64 }, { type: 'relu' },
+    { type: 'dense', units: 64, init: 'glorot' }, { type: 'tanh' },
+    { type: 'dense', units: 32 }, { type: 'leaky_relu', alpha: 0.1 },
+    { type: 'dense', units: 10 },
+  ],
+  init: 'he',
+  loss: 'softmax_cross_entropy',
+  optimizer: { type: 'sgd', lr: 0.02, momentum: 0.9, nesterov: true, weight_decay: 1e-4 },
+  batch_size: 32,
+  seed: 42,
+};
+
+// Deterministic, learnable data: class k lifts pixels k*78..k*78+77.
+function makeData(n, seed) {
+  let s = seed >>> 0;
+  const rnd = () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+  const x = new Float32Array(n * 784), y = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    y[i] = Math.floor(rnd() * 10);
+    for (let j = 0; j < 784; j++) x[i * 784 + j] = rnd() - 0.5 + (Math.floor(j / 78) === y[i] ? 0.3 : 0);
+  }
+  return { x, y };
+}
+
+let core, tmp;
+before(async () => {
+  core = await loadCore();
+  tmp = mkdtempSync(join(tmpdir(), 'dnnlab-api-'));
+});
+after(() => rmSync(tmp, { recursive: true, force: true }));
+
+test('uses the wasm SIMD kernels', () => {
+  assert.match(core.kernels, /wasm/);
+});
+
+test('wasm training matches native training (same spec, same seed)', { skip: !process.env.DNNLAB_API_NATIVE && 'DNNLAB_API_NATIVE not set' }, async (t) => {
+  for (const opt of [SPEC.optimizer, { type: 'adam', lr: 1e-3 }]) {
+    const spec = { ...SPEC, optimizer: opt };
+    const { x, y } = makeData(512, 7);
+    const epochs = 4;
+    writeFileSync(join(tmp, 'spec.json'), JSON.stringify(spec));
+    writeFileSync(join(tmp, 'x.f32'), x);
+    writeFileSync(join(tmp, 'y.i32'), y);
+    const native = JSON.parse(execFileSync(process.env.DNNLAB_API_NATIVE,
+      [join(tmp, 'spec.json'), join(tmp, 'x.f32'), join(tmp, 'y.i32'), String(epochs)], { encoding: 'utf8' }));
+    const m = core.createModel(spec);
+    const curve = m.train(x, y, { epochs });
+    const ev = m.evaluate(x, y);
+    const checksum = m.getParams().reduce((s, v) => s + Math.abs(v), 0);
+    m.free();
+    const pairs = [
+      ...curve.map((r, i) => [`epoch ${i + 1} loss`, native.epochs[i].loss, r.loss]),
+      ...curve.map((r, i) => [`epoch ${i + 1} accuracy`, native.epochs[i].accuracy, r.accuracy]),
+      ['eval loss', native.eval.loss, ev.loss],
+      ['eval accuracy', native.eval.accuracy, ev.accuracy],
+      ['weight checksum', native.checksum, checksum],
+    ];
+    for (const [what, a, b] of pairs) {
+      t.diagnostic(`${opt.type} ${what}: native ${a} wasm ${b} (rel ${rel(a, b).toExponential(2)})`);
+      assert.ok(Number.isFinite(b) && rel(a, b) <= TOL, `${opt.type} ${what}: native ${a} vs wasm ${b}`);
+    }
+    assert.ok(curve.at(-1).loss < curve[0].loss, 'the loss goes down');
+  }
+});
+
+test('parameters round-trip (flat buffer and safetensors)', () => {
+  const { x, y } = makeData(64, 3);
+  const a = core.createModel(SPEC), b = core.createModel({ ...SPEC, seed: 9 });
+  a.train(x, y, { epochs: 1 });
+  assert.equal(a.getParams().length, a.numParams);
+  b.setParams(a.getParams());
+  assert.deepEqual(b.evaluate(x, y), a.evaluate(x, y));
+  const c = core.createModel({ ...SPEC, seed: 11 });
+  c.loadWeights(a.saveWeights());
+  assert.deepEqual(c.getParams(), a.getParams());
+  a.free(); b.free(); c.free();
+});
+
+test('train steps continue through the loaded set', () => {
+  const { x, y } = makeData(100, 5);
+  const m = core.createModel(SPEC);
+  m.loadData(x, y);
+  const r1 = m.trainSteps(10), r2 = m.trainSteps(10);
+  assert.ok(Number.isFinite(r1.loss) && r2.loss < r1.loss);
+  m.free();
+});
+
+function expectError(fn, code, pattern) {
+  assert.throws(fn, (e) => {
+    assert.ok(e instanceof DnnlabError, `not a DnnlabError: ${e}`);
+    assert.equal(e.code, code, e.message);
+    if (pattern) assert.match(e.message, pattern);
+    return true;
+  });
+}
+
+test('bad input comes back as errors and the module keeps working', () => {
+  const { x, y } = makeData(64, 1);
+  // Malformed JSON and bad specs.
+  for (const bad of ['', '{', '[1,2', '{"input":[784],"classes":10,"layers":[]}x', 'null', '{"a":"\\q"}'])
+    expectError(() => core.createModel(bad), 'spec');
+  expectError(() => core.createModel({ ...SPEC, layers: [{ type: 'convolution9' }] }), 'spec', /unknown layer/);
+  expectError(() => core.createModel({ ...SPEC, layerz: [] }), 'spec', /unknown key/);
+  expectError(() => core.createModel({ ...SPEC, optimizer: { type: 'sgd', lr: -1 } }), 'spec', /optimizer.lr/);
+  expectError(() => core.createModel({ ...SPEC, optimizer: { type: 'rmsprop' } }), 'spec');
+  expectError(() => core.createModel({ ...SPEC, input: [] }), 'spec');
+  expectError(() => core.createModel({ ...SPEC, layers: [{ type: 'dense', units: 5 }] }), 'spec');  // 5 != 10 classes
+  expectError(() => core.createModel({ ...SPEC, batch_size: 0 }), 'spec');
+  expectError(() => core.createModel({ ...SPEC, layers: [{ type: 'dense', units: 'ten' }] }), 'spec');
+
+  const m = core.createModel(SPEC);
+  // No data loaded yet.
+  expectError(() => m.trainEpoch(), 'argument');
+  // Wrong shapes.
+  expectError(() => m.train(x.subarray(1), y), 'shape');
+  expectError(() => m.evaluate(x, y.subarray(1)), 'shape');
+  expectError(() => m.setParams(new Float32Array(3)), 'shape');
+  // Bad labels, NaN and inf.
+  expectError(() => m.train(x, y.map((v) => v + 10)), 'data', /label/);
+  const xn = x.slice(); xn[100] = NaN;
+  expectError(() => m.train(xn, y), 'numeric', /non-finite/);
+  const p = m.getParams(); p[7] = Infinity;
+  expectError(() => m.setParams(p), 'numeric');
+  // A diverging run: a non-finite loss is an error, not an abort.
+  const wild = core.createModel({ ...SPEC, optimizer: { type: 'sgd', lr: 1e9 } });
+  const big = x.map((v) => v * 1e6);
+  expectError(() => wild.train(big, y, { epochs: 3 }), 'numeric');
+  wild.free();
+  // Corrupt weights leave the model as it was.
+  const before = m.getParams();
+  expectError(() => m.loadWeights(new Uint8Array([200, 0, 0, 0, 0, 0, 0, 0, 123])), 'data');
+  const st = m.saveWeights();
+  expectError(() => m.loadWeights(st.subarray(0, st.length - 4)), 'data');
+  assert.deepEqual(m.getParams(), before);
+  // Freed models are refused in JS, before reaching wasm.
+  const gone = core.createModel(SPEC);
+  gone.free();
+  expectError(() => gone.getParams(), 'argument');
+
+  // Still working after all that.
+  const r = m.train(x, y, { epochs: 2 });
+  assert.ok(Number.isFinite(r[1].loss));
+  assert.ok(Number.isFinite(m.evaluate(x, y).loss));
+  m.free();
+});

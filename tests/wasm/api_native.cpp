@@ -1,0 +1,61 @@
+// The native half of tests/wasm/api.test.mjs: drives the same C API
+// (src/wasm/api.cpp, compiled natively) on the files the test wrote and
+// prints the metrics as JSON, for comparison with the wasm module.
+//
+//   api_native SPEC.json X.f32 Y.i32 EPOCHS
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "dnnlab_wasm.h"
+
+static std::string slurp(const char* path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: api_native SPEC.json X.f32 Y.i32 EPOCHS\n");
+    return 2;
+  }
+  const std::string spec = slurp(argv[1]), xs = slurp(argv[2]), ys = slurp(argv[3]);
+  std::vector<float> x(xs.size() / 4);
+  std::vector<int32_t> y(ys.size() / 4);
+  std::memcpy(x.data(), xs.data(), x.size() * 4);
+  std::memcpy(y.data(), ys.data(), y.size() * 4);
+  dnnlab_model* m = dnnlab_model_create(spec.c_str());
+  if (!m) {
+    std::fprintf(stderr, "%s\n", dnnlab_last_error());
+    return 1;
+  }
+  const int n = static_cast<int>(y.size());
+  auto ok = [&](int st) {
+    if (st != DNNLAB_OK) {
+      std::fprintf(stderr, "%s\n", dnnlab_last_error());
+      std::exit(1);
+    }
+  };
+  ok(dnnlab_model_load_data(m, x.data(), static_cast<int32_t>(x.size()), y.data(), n));
+  std::printf("{\"kernels\": \"%s\", \"epochs\": [", dnnlab_kernels_name());
+  for (int e = 0; e < std::atoi(argv[4]); ++e) {
+    double r[4];
+    ok(dnnlab_model_train_epochs(m, 1, r));
+    std::printf("%s{\"loss\": %.9g, \"accuracy\": %.9g}", e ? ", " : "", r[0], r[1]);
+  }
+  double ev[2];
+  ok(dnnlab_model_evaluate(m, x.data(), static_cast<int32_t>(x.size()), y.data(), n, ev));
+  std::vector<float> p(dnnlab_model_num_params(m));
+  ok(dnnlab_model_get_params(m, p.data(), static_cast<int32_t>(p.size())));
+  double checksum = 0;
+  for (float v : p) checksum += std::fabs(v);
+  std::printf("], \"eval\": {\"loss\": %.9g, \"accuracy\": %.9g}, \"checksum\": %.9g}\n", ev[0], ev[1],
+              checksum);
+  dnnlab_model_free(m);
+  return 0;
+}
