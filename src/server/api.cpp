@@ -4,6 +4,8 @@
 
 #include <charconv>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "nn/errors.hpp"
@@ -221,6 +223,117 @@ json trial_json(const store::TrialRecord& t, bool with_curve) {
     j["curve"] = std::move(curve);
   }
   return j;
+}
+
+namespace {
+
+void append_string(std::string& out, std::string_view s) {
+  for (unsigned char c : s)
+    if (c >= 0x80) {  // let nlohmann check (and repair) non-ASCII text
+      out += json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
+      return;
+    }
+  out.push_back('"');
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+template <typename Int>
+void append_int(std::string& out, Int v) {
+  char buf[24];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, p);
+}
+
+void append_double(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";  // as nlohmann writes them
+    return;
+  }
+  char buf[32];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, p);
+  // Keep integral doubles recognisably floating ("1.0"), as nlohmann does.
+  if (std::string_view(buf, p - buf).find_first_of(".eE") == std::string_view::npos) out += ".0";
+}
+
+void append_opt(std::string& out, const std::optional<double>& v) {
+  if (v)
+    append_double(out, *v);
+  else
+    out += "null";
+}
+
+}  // namespace
+
+void append_trial_json(std::string& out, const store::TrialRecord& t) {
+  const auto& m = t.metrics;
+  out += "{\"id\":";
+  append_int(out, t.id);
+  out += ",\"experiment_id\":";
+  append_int(out, t.experiment_id);
+  out += ",\"index\":";
+  append_int(out, t.index);
+  out += ",\"params\":";
+  if (json::accept(t.config_json))
+    out += t.config_json;
+  else
+    append_string(out, t.config_json);
+  out += ",\"seed\":";
+  append_int(out, t.seed);
+  out += ",\"status\":";
+  append_string(out, store::to_string(t.status));
+  out += ",\"attempt\":";
+  append_int(out, t.attempt);
+  out += ",\"worker\":";
+  append_string(out, t.worker);
+  out += ",\"started_at\":";
+  append_opt(out, t.started_at);
+  out += ",\"finished_at\":";
+  append_opt(out, t.finished_at);
+  out += ",\"train_loss\":";
+  append_opt(out, m.train_loss);
+  out += ",\"train_acc\":";
+  append_opt(out, m.train_acc);
+  out += ",\"val_loss\":";
+  append_opt(out, m.val_loss);
+  out += ",\"val_acc\":";
+  append_opt(out, m.val_acc);
+  out += ",\"test_acc\":";
+  append_opt(out, m.test_acc);
+  out += ",\"epochs_done\":";
+  append_int(out, m.epochs_done);
+  out += ",\"seconds\":";
+  append_double(out, m.seconds);
+  out += ",\"error\":";
+  append_string(out, t.error);
+  out += "}";
 }
 
 Api::Api(store::ResultStore& store, ExperimentRunner& runner, const HttpMetrics& metrics,
@@ -498,14 +611,25 @@ ApiResponse Api::list_trials(std::int64_t id, const std::map<std::string, std::s
     return error_response(404, "no experiment " + std::to_string(id), "id");
   const store::TrialCounts c = counts(id);
   const std::int64_t total = tq.status ? count_of(c, *tq.status) : c.total();
-  json list = json::array();
-  for (const auto& t : store_.trials(id, tq)) list.push_back(trial_json(t, false));
-  return json_response(200, {{"total", total},
-                             {"offset", tq.offset},
-                             {"limit", tq.limit},
-                             {"sort", tq.sort_by},
-                             {"order", tq.descending ? "desc" : "asc"},
-                             {"trials", std::move(list)}});
+  const auto trials = store_.trials(id, tq);
+  ApiResponse r;
+  r.body.reserve(512 + 450 * trials.size());
+  r.body += "{\"total\":";
+  append_int(r.body, total);
+  r.body += ",\"offset\":";
+  append_int(r.body, tq.offset);
+  r.body += ",\"limit\":";
+  append_int(r.body, tq.limit);
+  r.body += ",\"sort\":";
+  append_string(r.body, tq.sort_by);
+  r.body += tq.descending ? ",\"order\":\"desc\"" : ",\"order\":\"asc\"";
+  r.body += ",\"trials\":[";
+  for (std::size_t i = 0; i < trials.size(); ++i) {
+    if (i) r.body.push_back(',');
+    append_trial_json(r.body, trials[i]);
+  }
+  r.body += "]}";
+  return r;
 }
 
 ApiResponse Api::get_trial(std::int64_t id) {

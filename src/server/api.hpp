@@ -101,5 +101,8 @@ class Api {
 };
 
 nlohmann::json trial_json(const store::TrialRecord& t, bool with_curve);
+// The same object as trial_json(t, false), written straight into `out`: the
+// trial list is the hot path, and building nlohmann trees was most of its time.
+void append_trial_json(std::string& out, const store::TrialRecord& t);
 
 }  // namespace dnnlab::server

@@ -1,5 +1,7 @@
 // REST endpoints against a real server: listings, paging and sorting, trial
 // detail with curve, workers, stats, events, auth and every 4xx the API gives.
+#include "server/api.hpp"
+
 #include <set>
 
 #include "server_fixture.hpp"
@@ -269,6 +271,39 @@ TEST(ApiPrivateReads, ReadsNeedTheTokenWhenAsked) {
   EXPECT_EQ(s.get("/api/experiments", s.token()).status, 200u);
   EXPECT_EQ(s.get("/metrics", s.token()).status, 200u);
   EXPECT_EQ(s.get("/api/stats?token=" + s.token()).status, 200u);
+}
+
+}  // namespace
+}  // namespace dnnlab::server::testing
+
+namespace dnnlab::server::testing {
+namespace {
+
+// The trial list's hand-written JSON must equal the nlohmann-built object.
+TEST(TrialJson, FastWriterMatchesTheReference) {
+  store::TrialRecord t;
+  t.id = 7;
+  t.experiment_id = 2;
+  t.index = 41;
+  t.config_json = R"({"depth": 3, "act": "relu", "lr": 0.001})";
+  t.seed = 18446744073709551615ull;
+  t.status = store::TrialStatus::failed;
+  t.attempt = 2;
+  t.worker = "host \"a\"\\b";
+  t.started_at = 1796221777.1138506;
+  t.metrics.val_acc = 1.0;
+  t.metrics.train_loss = 2.29999999998953e-05;
+  t.metrics.val_loss = 0.1 + 0.2;
+  t.metrics.epochs_done = 3;
+  t.metrics.seconds = 12;
+  t.error = "bad\nthing\t\x01 — naïve";
+  for (std::string config : {t.config_json, std::string("not json {")}) {
+    t.config_json = config;
+    std::string fast;
+    append_trial_json(fast, t);
+    json parsed = json::parse(fast);
+    EXPECT_EQ(parsed, trial_json(t, false)) << fast;
+  }
 }
 
 }  // namespace
