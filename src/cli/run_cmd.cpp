@@ -7,13 +7,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <chrono>
 #include <csignal>
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <thread>
 
 #include "cli/commands.hpp"

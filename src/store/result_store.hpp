@@ -167,6 +167,10 @@ class ResultStore {
   // `attempt` is not its current one.
   virtual bool finish_trial(std::int64_t trial_id, int attempt, TrialStatus status,
                             const TrialMetrics& metrics, std::string_view error = {}) = 0;
+  // Gives a running trial back (its worker stopped before the end): status
+  // queued again, the next attempt starts afresh. False, changing nothing,
+  // when `attempt` is not its running attempt.
+  virtual bool release_trial(std::int64_t trial_id, int attempt) = 0;
   // Cancels an experiment's trials that have not ended; returns how many.
   virtual std::int64_t cancel_trials(std::int64_t experiment_id) = 0;
 

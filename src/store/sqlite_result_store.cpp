@@ -411,6 +411,19 @@ bool SqliteResultStore::finish_trial(std::int64_t trial_id, int attempt, TrialSt
   return false;
 }
 
+bool SqliteResultStore::release_trial(std::int64_t trial_id, int attempt) {
+  check_id(trial_id, "trial_id");
+  check_attempt(attempt, 1);
+  auto s = db_.prepare(
+      "UPDATE trials SET status = 'queued', worker = '', started_at = NULL "
+      "WHERE id = ?1 AND attempt = ?2 AND status = 'running'");
+  s.bind_int(1, trial_id).bind_int(2, attempt);
+  s.run();
+  if (db_.changes() == 1) return true;
+  require_trial(trial_id);
+  return false;
+}
+
 std::int64_t SqliteResultStore::cancel_trials(std::int64_t experiment_id) {
   require_experiment(experiment_id);
   auto s = db_.prepare(

@@ -239,6 +239,7 @@ class Worker {
     if (obs.lost()) return 0;  // someone else has the trial now
     if (stopping()) {
       // Ctrl-C: give the trial back; its next attempt starts afresh.
+      b_.store->release_trial(trial->id, lease.attempt);
       b_.queue->nack(lease, true, "worker stopped");
       return 0;
     }

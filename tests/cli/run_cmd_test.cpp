@@ -195,6 +195,68 @@ TEST(RunCmd, CoordinatorKilledThenResumedFinishesEveryTrialOnce) {
     EXPECT_EQ(*s->trial(id)->finished_at, when) << "finished trial " << id << " ran again";
 }
 
+TEST(RunCmd, DivergingTrialIsMarkedFailedAndTheSweepGoesOn) {
+  TempDir dir;
+  dir.write("nan.yaml", R"(name: nan
+template:
+  data: {dataset: synthetic, limit_train: 256, validation: 64}
+  model:
+    layers:
+      - dense: 32
+        activation: relu
+      - dense: 10
+  train:
+    epochs: 3
+    optimizer: {type: sgd, lr: ${lr}}
+search:
+  method: grid
+  parameters:
+    lr: [1.0e+30, 0.01]
+)");
+  const std::string db = "sqlite:" + (dir.path / "t.db").string();
+  Result r = run("run -q -w 1 --no-server --store " + db + " " + (dir.path / "nan.yaml").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto s = store::open_result_store(db);
+  auto trials = all_trials(*s, s->experiments()[0].id);
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_EQ(trials[0].status, store::TrialStatus::failed);
+  EXPECT_NE(trials[0].error.find("loss"), std::string::npos) << trials[0].error;
+  EXPECT_EQ(trials[1].status, store::TrialStatus::finished);
+}
+
+TEST(RunCmd, CtrlCReleasesRunningTrialsAndRunningAgainFinishes) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  dir.write("sweep.yaml", sweep_yaml(40));
+  const std::string db = "sqlite:" + (dir.path / "t.db").string();
+  pid_t coord =
+      spawn(dir.path, {"run", "-q", "-w", "2", "--no-server", "--store", db, "sweep.yaml"});
+  auto s = store::open_result_store(db);
+  ASSERT_TRUE(wait_for(
+      [&] {
+        return !s->experiments().empty() && s->trial_counts(s->experiments()[0].id).running == 2;
+      },
+      120s))
+      << slurp(dir.path / "log.txt");
+  kill(coord, SIGINT);  // what Ctrl-C sends (the workers are told by the coordinator)
+  int status = 0;
+  ASSERT_EQ(waitpid(coord, &status, 0), coord);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << slurp(dir.path / "log.txt");
+  const int64_t exp = s->experiments()[0].id;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        for (const auto& w : s->workers())
+          if (!w.gone) return false;
+        return true;
+      },
+      30s));
+  EXPECT_EQ(s->trial_counts(exp).running, 0) << "a stopped worker left a trial marked running";
+  EXPECT_NE(slurp(dir.path / "log.txt").find("--resume"), std::string::npos);
+  Result r = run("run -q -w 2 --no-server --store " + db + " --resume " + std::to_string(exp));
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_each_trial_once(*s, exp, 6);
+}
+
 TEST(RunCmd, BadSweepFileWritesNothing) {
   TempDir dir;
   auto path = dir.write("bad.yaml", sweep_yaml(1, "scheduler: {type: hyperband}\n"));

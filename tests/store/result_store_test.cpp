@@ -344,5 +344,32 @@ TEST(ResultStoreMigrations, SharesTheFileWithTheQueueAndRejectsNewerSchemas) {
   }
 }
 
+TEST_F(ResultStoreTest, ReleaseGivesARunningTrialBackAndTriggersLogEvents) {
+  auto id = add(1)[0];
+  store_->upsert_worker({"w1", WorkerKind::native, "h", 1, 0.0});
+  const auto before = store_->events_since(0).size();
+  ASSERT_TRUE(store_->mark_running(id, 1, "w1"));
+  EXPECT_EQ(store_->workers()[0].current_trial, id) << "mark_running sets the worker's trial";
+  EXPECT_FALSE(store_->release_trial(id, 2)) << "not the running attempt";
+  EXPECT_TRUE(store_->release_trial(id, 1));
+  EXPECT_FALSE(store_->release_trial(id, 1)) << "already released";
+  EXPECT_EQ(store_->trial(id)->status, TrialStatus::queued);
+  EXPECT_EQ(store_->trial_counts(exp_).queued, 1);
+  ASSERT_TRUE(store_->mark_running(id, 2, "w1"));
+  EpochMetrics e;
+  e.epoch = 1;
+  e.val_acc = 0.5;
+  ASSERT_TRUE(store_->record_epoch(id, 2, e));
+  TrialMetrics m;
+  m.val_acc = 0.5;
+  ASSERT_TRUE(store_->finish_trial(id, 2, TrialStatus::finished, m));
+  std::vector<std::string> types;
+  for (const auto& ev : store_->events_since(0)) types.push_back(ev.type);
+  types.erase(types.begin(), types.begin() + static_cast<std::ptrdiff_t>(before));
+  EXPECT_EQ(types, (std::vector<std::string>{"trial.started", "trial.started", "trial.epoch",
+                                             "trial.finished"}));
+  EXPECT_THROW(store_->release_trial(999, 1), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace dnnlab::store
