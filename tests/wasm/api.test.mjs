@@ -136,6 +136,9 @@ test('bad input comes back as errors and the module keeps working', () => {
   expectError(() => core.createModel({ ...SPEC, batch_size: 0 }), 'spec');
   expectError(() => core.createModel({ ...SPEC, layers: [{ type: 'dense', units: 'ten' }] }), 'spec');
 
+  // Too big for wasm32's 2 GiB: out of memory is an error too.
+  expectError(() => core.createModel({ ...SPEC, layers: [{ type: 'dense', units: 1 << 24 }, { type: 'dense', units: 10 }] }), 'internal', /memory/);
+
   const m = core.createModel(SPEC);
   // No data loaded yet.
   expectError(() => m.trainEpoch(), 'argument');
