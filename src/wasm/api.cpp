@@ -1,8 +1,6 @@
 // The browser core's C API (dnnlab_wasm.h): a model built from a JSON spec,
 // its optimizer and a copy of the training set behind one handle. Every entry
 // point catches everything and turns it into a status code and a message.
-#include "dnnlab_wasm.h"
-
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -12,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dnnlab_wasm.h"
 #include "nn/kernels.hpp"
 #include "nn/model.hpp"
 #include "nn/rng.hpp"
@@ -129,9 +128,15 @@ nn::Shape batch_shape(const nn::Shape& sample, int64_t n) {
 
 }  // namespace
 
-DNNLAB_API int dnnlab_last_status(void) { return g_status; }
-DNNLAB_API const char* dnnlab_last_error(void) { return g_error.c_str(); }
-DNNLAB_API const char* dnnlab_kernels_name(void) { return nn::kernels().name; }
+DNNLAB_API int dnnlab_last_status(void) {
+  return g_status;
+}
+DNNLAB_API const char* dnnlab_last_error(void) {
+  return g_error.c_str();
+}
+DNNLAB_API const char* dnnlab_kernels_name(void) {
+  return nn::kernels().name;
+}
 
 DNNLAB_API dnnlab_model* dnnlab_model_create(const char* spec_json) {
   dnnlab_model* out = nullptr;
@@ -217,11 +222,14 @@ DNNLAB_API int dnnlab_model_load(dnnlab_model* m, const uint8_t* bytes, int32_t 
     for (nn::Param* p : m->model.params())
       backup.emplace_back(p->value.data(), p->value.data() + p->value.numel());
     try {
-      nn::from_safetensors(std::string(reinterpret_cast<const char*>(bytes), len), m->model.params());
-      for (nn::Param* p : m->model.params()) check_finite(p->value.data(), p->value.numel(), p->name.c_str());
+      nn::from_safetensors(std::string(reinterpret_cast<const char*>(bytes), len),
+                           m->model.params());
+      for (nn::Param* p : m->model.params())
+        check_finite(p->value.data(), p->value.numel(), p->name.c_str());
     } catch (...) {
       size_t i = 0;
-      for (nn::Param* p : m->model.params()) std::memcpy(p->value.data(), backup[i++].data(), sizeof(float) * p->value.numel());
+      for (nn::Param* p : m->model.params())
+        std::memcpy(p->value.data(), backup[i++].data(), sizeof(float) * p->value.numel());
       throw;
     }
   });
@@ -273,7 +281,8 @@ DNNLAB_API int dnnlab_model_train_steps(dnnlab_model* m, int32_t steps, double* 
       if (m->order.empty() || m->cursor >= n) {  // a new pass, shuffled by seed and pass
         m->order.resize(n);
         for (int64_t i = 0; i < n; ++i) m->order[i] = i;
-        nn::Rng rng(nn::derive_seed(m->spec.train.seed, 0x57E90000ull + static_cast<uint64_t>(m->pass++)));
+        nn::Rng rng(
+            nn::derive_seed(m->spec.train.seed, 0x57E90000ull + static_cast<uint64_t>(m->pass++)));
         for (int64_t i = n - 1; i > 0; --i) std::swap(m->order[i], m->order[rng.below(i + 1)]);
         m->cursor = 0;
       }

@@ -31,12 +31,12 @@ extern "C" {
 
 enum dnnlab_status {
   DNNLAB_OK = 0,
-  DNNLAB_ERR_SPEC = 1,      /* malformed JSON, unknown layer, bad values */
-  DNNLAB_ERR_SHAPE = 2,     /* sizes that do not fit the model */
-  DNNLAB_ERR_NUMERIC = 3,   /* NaN/inf in inputs, parameters or the loss */
-  DNNLAB_ERR_DATA = 4,      /* malformed safetensors bytes, bad labels */
-  DNNLAB_ERR_ARGUMENT = 5,  /* null handle, no data loaded, negative counts */
-  DNNLAB_ERR_INTERNAL = 6   /* out of memory or any other failure */
+  DNNLAB_ERR_SPEC = 1,     /* malformed JSON, unknown layer, bad values */
+  DNNLAB_ERR_SHAPE = 2,    /* sizes that do not fit the model */
+  DNNLAB_ERR_NUMERIC = 3,  /* NaN/inf in inputs, parameters or the loss */
+  DNNLAB_ERR_DATA = 4,     /* malformed safetensors bytes, bad labels */
+  DNNLAB_ERR_ARGUMENT = 5, /* null handle, no data loaded, negative counts */
+  DNNLAB_ERR_INTERNAL = 6  /* out of memory or any other failure */
 };
 
 typedef struct dnnlab_model dnnlab_model;

@@ -80,27 +80,43 @@ class JsonReader {
       if (i_ >= s_.size()) fail(i_, "", "unterminated string");
       c = s_[i_++];
       switch (c) {
-        case '"': case '\\': case '/': o += c; break;
-        case 'b': o += '\b'; break;
-        case 'f': o += '\f'; break;
-        case 'n': o += '\n'; break;
-        case 'r': o += '\r'; break;
-        case 't': o += '\t'; break;
+        case '"':
+        case '\\':
+        case '/':
+          o += c;
+          break;
+        case 'b':
+          o += '\b';
+          break;
+        case 'f':
+          o += '\f';
+          break;
+        case 'n':
+          o += '\n';
+          break;
+        case 'r':
+          o += '\r';
+          break;
+        case 't':
+          o += '\t';
+          break;
         case 'u': {
           unsigned cp = 0;
           for (int k = 0; k < 4; ++k, ++i_) {
             if (i_ >= s_.size()) fail(i_, "", "bad \\u escape");
             char h = s_[i_];
-            int d = h >= '0' && h <= '9' ? h - '0'
+            int d = h >= '0' && h <= '9'   ? h - '0'
                     : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                    : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+                    : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                           : -1;
             if (d < 0) fail(i_, "", "bad \\u escape");
             cp = cp * 16 + static_cast<unsigned>(d);
           }
           utf8(o, cp);
           break;
         }
-        default: fail(i_ - 1, "", "bad escape");
+        default:
+          fail(i_ - 1, "", "bad escape");
       }
     }
   }
@@ -205,7 +221,8 @@ class Fields {
   }
   int64_t integer(const char* key, int64_t def, int64_t lo, int64_t hi) {
     const Json* v = find(key);
-    double d = number(key, static_cast<double>(def), static_cast<double>(lo), static_cast<double>(hi));
+    double d =
+        number(key, static_cast<double>(def), static_cast<double>(lo), static_cast<double>(hi));
     if (v && d != std::floor(d)) fail(v->offset, name(key), "expected an integer");
     return static_cast<int64_t>(d);
   }

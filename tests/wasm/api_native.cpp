@@ -4,9 +4,9 @@
 //
 //   api_native SPEC.json X.f32 Y.i32 EPOCHS
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -54,8 +54,8 @@ int main(int argc, char** argv) {
   ok(dnnlab_model_get_params(m, p.data(), static_cast<int32_t>(p.size())));
   double checksum = 0;
   for (float v : p) checksum += std::fabs(v);
-  std::printf("], \"eval\": {\"loss\": %.9g, \"accuracy\": %.9g}, \"checksum\": %.9g}\n", ev[0], ev[1],
-              checksum);
+  std::printf("], \"eval\": {\"loss\": %.9g, \"accuracy\": %.9g}, \"checksum\": %.9g}\n", ev[0],
+              ev[1], checksum);
   dnnlab_model_free(m);
   return 0;
 }
