@@ -83,6 +83,10 @@ Command add_serve(CLI::App& app) {
   c->add_option("--max-body-kib", o->max_body_kib, "Largest request body accepted, in KiB")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  c->add_option(
+       "--read-threads", o->server.read_threads,
+       "Threads (each with its own store connection) answering trial lists; 0: the io thread")
+      ->capture_default_str();
   c->add_flag("!--no-coordinators", o->server.run_coordinators,
               "Do not drive running experiments (another process does)");
   return [o] { return run_serve(*o); };

@@ -611,25 +611,29 @@ ApiResponse Api::list_trials(std::int64_t id, const std::map<std::string, std::s
     return error_response(404, "no experiment " + std::to_string(id), "id");
   const store::TrialCounts c = counts(id);
   const std::int64_t total = tq.status ? count_of(c, *tq.status) : c.total();
-  const auto trials = store_.trials(id, tq);
-  ApiResponse r;
-  r.body.reserve(512 + 450 * trials.size());
-  r.body += "{\"total\":";
-  append_int(r.body, total);
-  r.body += ",\"offset\":";
-  append_int(r.body, tq.offset);
-  r.body += ",\"limit\":";
-  append_int(r.body, tq.limit);
-  r.body += ",\"sort\":";
-  append_string(r.body, tq.sort_by);
-  r.body += tq.descending ? ",\"order\":\"desc\"" : ",\"order\":\"asc\"";
-  r.body += ",\"trials\":[";
-  for (std::size_t i = 0; i < trials.size(); ++i) {
-    if (i) r.body.push_back(',');
-    append_trial_json(r.body, trials[i]);
-  }
-  r.body += "]}";
-  return r;
+  ApiResponse deferred;
+  deferred.deferred = [id, tq, total](store::ResultStore& st) {
+    const auto trials = st.trials(id, tq);
+    ApiResponse r;
+    r.body.reserve(512 + 450 * trials.size());
+    r.body += "{\"total\":";
+    append_int(r.body, total);
+    r.body += ",\"offset\":";
+    append_int(r.body, tq.offset);
+    r.body += ",\"limit\":";
+    append_int(r.body, tq.limit);
+    r.body += ",\"sort\":";
+    append_string(r.body, tq.sort_by);
+    r.body += tq.descending ? ",\"order\":\"desc\"" : ",\"order\":\"asc\"";
+    r.body += ",\"trials\":[";
+    for (std::size_t i = 0; i < trials.size(); ++i) {
+      if (i) r.body.push_back(',');
+      append_trial_json(r.body, trials[i]);
+    }
+    r.body += "]}";
+    return r;
+  };
+  return deferred;
 }
 
 ApiResponse Api::get_trial(std::int64_t id) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -30,6 +31,9 @@ struct ApiResponse {
   std::string route;  // pattern for metrics ("/api/trials/{id}", "static", "unmatched")
   std::string allow;  // for 405
   bool immutable = false;
+  // Set for reads that may run on a reader thread with that thread's own
+  // store (the trial list): the session calls it and sends what it returns.
+  std::function<ApiResponse(store::ResultStore&)> deferred;
 };
 
 // How stale trial counts (and list totals) may be: a live dashboard's refresh.

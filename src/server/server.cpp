@@ -5,7 +5,9 @@
 #include "server/server.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
@@ -97,6 +99,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Clock::time_point last_throughput{};
   std::map<HttpSession*, std::weak_ptr<HttpSession>> http_sessions;
   std::map<EventSession*, std::weak_ptr<EventSession>> event_sessions;
+  std::unique_ptr<asio::thread_pool> pool;  // reader threads; null when read_threads is 0
 };
 
 // One WebSocket client of /api/events: store events (and throughput) as text frames.
@@ -289,11 +292,60 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     a.body = std::move(req.body());
     a.authorization = std::string(req[http::field::authorization]);
     ApiResponse r = impl_->api->handle(a);
-    impl_->metrics.observe(a.method, r.route, r.status,
-                           std::chrono::duration<double>(Clock::now() - t0).count());
+    Reply reply{req.version(), req.keep_alive(), req.method() == http::verb::head,
+                std::move(a.method), t0};
+    if (r.deferred && impl_->pool) {
+      // The io thread keeps serving sockets while a reader thread queries.
+      asio::post(*impl_->pool,
+                 [self = shared_from_this(), r = std::move(r), reply = std::move(reply)]() mutable {
+                   ApiResponse out = run_deferred(r, reader_store(self->impl_->opt.store_url));
+                   auto ex = self->stream_.get_executor();
+                   asio::post(ex, [self = std::move(self), out = std::move(out),
+                                   reply = std::move(reply)]() mutable {
+                     self->respond(std::move(out), reply);
+                   });
+                 });
+      return;
+    }
+    if (r.deferred) r = run_deferred(r, *impl_->store);
+    respond(std::move(r), reply);
+  }
 
+  struct Reply {
+    unsigned version;
+    bool keep_alive, head;
+    std::string method;
+    Clock::time_point t0;
+  };
+
+  static ApiResponse run_deferred(const ApiResponse& r, store::ResultStore& st) {
+    ApiResponse out;
+    try {
+      out = r.deferred(st);
+    } catch (const std::invalid_argument& e) {
+      out.status = 400;
+      out.body = json{{"error", e.what()}}.dump();
+    } catch (const std::exception& e) {
+      out.status = 500;
+      out.body = json{{"error", std::string("internal error: ") + e.what()}}.dump();
+    }
+    out.route = r.route;
+    return out;
+  }
+
+  // The store a reader thread uses: one per thread and URL, opened on first use.
+  static store::ResultStore& reader_store(const std::string& url) {
+    thread_local std::map<std::string, std::unique_ptr<store::ResultStore>> stores;
+    auto& s = stores[url];
+    if (!s) s = store::open_result_store(url);
+    return *s;
+  }
+
+  void respond(ApiResponse r, const Reply& q) {
+    impl_->metrics.observe(q.method, r.route, r.status,
+                           std::chrono::duration<double>(Clock::now() - q.t0).count());
     auto res = std::make_shared<http::response<http::string_body>>(
-        static_cast<http::status>(r.status), req.version());
+        static_cast<http::status>(r.status), q.version);
     res->set(http::field::server, "dnnlab");
     res->set(http::field::content_type, r.content_type);
     res->set("X-Content-Type-Options", "nosniff");
@@ -302,9 +354,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     res->set(http::field::cache_control, r.immutable ? "public, max-age=31536000, immutable"
                                          : r.route == "static" ? "no-cache"
                                                                : "no-store");
-    res->keep_alive(req.keep_alive());
+    res->keep_alive(q.keep_alive);
     const std::size_t size = r.body.size();
-    if (req.method() != http::verb::head) res->body() = std::move(r.body);
+    if (!q.head) res->body() = std::move(r.body);
     res->content_length(size);
     write(std::move(res));
   }
@@ -454,6 +506,7 @@ Server::Server(asio::io_context& io, ServerOptions options)
   s.acceptor.bind(ep);
   s.acceptor.listen(asio::socket_base::max_listen_connections);
   s.port = s.acceptor.local_endpoint().port();
+  if (s.opt.read_threads > 0) s.pool = std::make_unique<asio::thread_pool>(s.opt.read_threads);
 }
 
 Server::~Server() {
@@ -464,6 +517,8 @@ Server::~Server() {
     impl_->tick_timer.cancel();
     impl_->event_timer.cancel();
   }
+  // Reader jobs hand their sessions back to the io thread; none is left here.
+  if (impl_ && impl_->pool) impl_->pool->join();
 }
 
 unsigned short Server::port() const {

@@ -35,6 +35,7 @@ struct ServerOptions {
   bool public_reads = true;               // false: GETs need the token too
   std::size_t max_body = 1 << 20;         // larger request bodies get 413
   bool run_coordinators = true;           // tick coordinators of running experiments
+  unsigned read_threads = 2;  // threads (each with its own store) for trial lists; 0: none
 };
 
 class Server {
