@@ -308,3 +308,23 @@ TEST(TrialJson, FastWriterMatchesTheReference) {
 
 }  // namespace
 }  // namespace dnnlab::server::testing
+
+namespace dnnlab::server::testing {
+namespace {
+
+TEST(ApiNoReaderPool, TrialListsOnTheIoThread) {
+  TempDir dir;
+  ServerOptions o;
+  o.store_url = "sqlite:" + dir.file("d.db");
+  o.read_threads = 0;
+  o.run_coordinators = false;
+  auto st = store::open_result_store(o.store_url);
+  auto id = populate(*st, 30);
+  RunningServer s(o);
+  json j = parse(s.get("/api/experiments/" + std::to_string(id) + "/trials?limit=7&offset=28"));
+  EXPECT_EQ(j["total"], 30);
+  EXPECT_EQ(j["trials"].size(), 2u);
+}
+
+}  // namespace
+}  // namespace dnnlab::server::testing
