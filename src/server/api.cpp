@@ -420,7 +420,7 @@ ApiResponse Api::route(const ApiRequest& r, std::string_view path,
     resp.route = route;
     return resp;
   };
-  if (allow.find(m) == std::string::npos || m.empty()) {
+  if ((", " + allow + ",").find(", " + m + ",") == std::string::npos) {
     ApiResponse resp = error_response(405, "method " + m + " is not allowed on " + route, "method");
     resp.allow = allow;
     return finish(std::move(resp));

@@ -147,6 +147,8 @@ TEST_F(ApiTest, UnknownRoutesAndWrongMethods) {
   EXPECT_EQ(m.status, 405u);
   EXPECT_EQ(parse(m)["field"], "method");
   EXPECT_EQ(server_->get("/api/experiments/1/cancel").status, 405u);
+  EXPECT_EQ(http_request(server_->url(), "GE", "/api/experiments", {}, server_->token()).status,
+            405u);
   EXPECT_EQ(http_request(server_->url(), "PUT", "/api/experiments", "{}", server_->token()).status,
             405u);
 }
