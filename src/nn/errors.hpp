@@ -14,7 +14,12 @@ struct SpecLocation {
   int column = 0;
   std::string str() const {
     std::string s = file.empty() ? std::string("<spec>") : file;
-    if (line > 0) s += ":" + std::to_string(line) + ":" + std::to_string(column);
+    if (line > 0) {
+      s += ':';
+      s += std::to_string(line);
+      s += ':';
+      s += std::to_string(column);
+    }
     return s;
   }
 };
@@ -24,14 +29,25 @@ struct SpecLocation {
 class SpecError : public std::runtime_error {
  public:
   SpecError(SpecLocation where, std::string field, const std::string& message)
-      : std::runtime_error(where.str() + ": " + (field.empty() ? "" : "'" + field + "': ") +
-                           message),
+      : std::runtime_error(compose(where, field, message)),
         where_(std::move(where)),
         field_(std::move(field)) {}
   const SpecLocation& where() const { return where_; }
   const std::string& field() const { return field_; }
 
  private:
+  static std::string compose(const SpecLocation& where, const std::string& field,
+                             const std::string& message) {
+    std::string s = where.str();
+    s += ": ";
+    if (!field.empty()) {
+      s += '\'';
+      s += field;
+      s += "': ";
+    }
+    s += message;
+    return s;
+  }
   SpecLocation where_;
   std::string field_;
 };
