@@ -3,6 +3,7 @@
 // were made.
 #include <zlib.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
@@ -159,6 +160,40 @@ TEST(TrainCmd, SameSeedSameWeightsAndProvenance) {
     EXPECT_FALSE(m["provenance"][k].get<std::string>().empty()) << k;
   EXPECT_EQ(m["provenance"]["dataset_sha256"].get<std::string>().size(), 64u);
   EXPECT_NE(m["spec"].get<std::string>().find("dense"), std::string::npos);
+}
+
+double accuracy_line(const std::string& out, const std::string& label) {
+  const auto at = out.find(label);
+  return at == std::string::npos ? -1 : std::stod(out.substr(at + label.size()));
+}
+
+// The bar: the published 256-128-100 MLP reaches 0.8833; ours must
+// reach 0.885 within 10 epochs.
+TEST(Examples, FashionMlpReachesTestAccuracy0885) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  Result r = run("train -q " + std::string(DNNLAB_SOURCE_DIR) +
+                 "/examples/fashion-mlp.yaml --out " + dir.path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_GE(accuracy_line(r.out, "test accuracy: "), 0.885) << r.out;
+  auto m = nlohmann::json::parse(slurp(dir.path / "fashion-mlp.metrics.json"));
+  EXPECT_LE(m["epochs"].size(), 10u);
+}
+
+TEST(Examples, SevenHundredLayerMlpTrainsWithoutNanOrInf) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  TempDir dir;
+  Result r =
+      run("train -q " + std::string(DNNLAB_SOURCE_DIR) +
+          "/examples/deep-mlp.yaml --epochs 2 --limit-train 3000 --out " + dir.path.string());
+  ASSERT_EQ(r.code, 0) << r.err;  // 4 would mean a non-finite loss
+  auto m = nlohmann::json::parse(slurp(dir.path / "deep-mlp.metrics.json"));
+  EXPECT_GT(m["num_params"].get<int64_t>(), 700 * 64 * 64);
+  for (const auto& e : m["epochs"]) {
+    EXPECT_TRUE(std::isfinite(e["train_loss"].get<double>()));
+    EXPECT_TRUE(std::isfinite(e["val_loss"].get<double>()));
+  }
+  EXPECT_TRUE(std::isfinite(m["test_loss"].get<double>()));
 }
 
 }  // namespace
