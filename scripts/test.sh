@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite: native unit and integration tests (ctest), then the
-# WebAssembly build of the nn core checked against the native one under node.
+# The whole test suite, all under ctest: unit tests per module, end-to-end
+# CLI runs with real worker processes, the HTTP server, the dashboard in
+# headless Chromium, and the WebAssembly core against the native one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 jobs=$(nproc)
 cmake --preset release -DDNNLAB_BUILD_BENCH=OFF >/dev/null
 cmake --build --preset release -j "$jobs"
-ctest --preset release -j "$jobs" --timeout 600
-tests/wasm/run.sh
+ctest --preset release -j "$jobs" --timeout 900
