@@ -27,16 +27,6 @@ int64_t find_experiment(store::ResultStore& store, const std::string& key) {
   throw std::invalid_argument("no experiment named '" + key + "' (see `dnnlab status`)");
 }
 
-std::optional<double> trial_metric(const store::TrialRecord& t, const std::string& metric) {
-  const auto& m = t.metrics;
-  if (metric == "val_acc") return m.val_acc;
-  if (metric == "val_loss") return m.val_loss;
-  if (metric == "train_acc") return m.train_acc;
-  if (metric == "train_loss") return m.train_loss;
-  if (metric == "test_acc") return m.test_acc;
-  return std::nullopt;
-}
-
 namespace {
 
 std::string fmt(const std::optional<double>& v, const char* f = "%.4f") {

@@ -135,7 +135,7 @@ std::string progress_line(const experiment::Progress& p, double elapsed,
                 p.trials_per_second, format_duration(eta).c_str());
   std::string s = buf;
   if (p.best)
-    if (auto v = trial_metric(*p.best, metric)) {
+    if (auto v = store::metric(p.best->metrics, metric)) {
       std::snprintf(buf, sizeof buf, "  best %s %.4f (trial %lld)", metric.c_str(), *v,
                     static_cast<long long>(p.best->index));
       s += buf;

@@ -12,9 +12,6 @@ inline constexpr const char* kDefaultDb = "sqlite:dnnlab.db";
 // An experiment named by id ("7") or by name (the newest with that name).
 int64_t find_experiment(store::ResultStore& store, const std::string& id_or_name);
 
-// A trial's value of a metric (val_acc, val_loss, train_acc, train_loss, test_acc).
-std::optional<double> trial_metric(const store::TrialRecord& t, const std::string& metric);
-
 // Prints the best trials per value of `group_by` (e.g. depth), or the top
 // `top` trials when the sweep has no such parameter.
 void print_best_table(store::ResultStore& store, int64_t experiment, const std::string& metric,

@@ -66,15 +66,6 @@ int64_t planned_trials(const sweep::SweepSpec& s) {
   return s.search.budget > 0 ? std::min(n, s.search.budget) : n;
 }
 
-std::optional<double> metric_of(const store::TrialRecord& t, const std::string& metric) {
-  const auto& m = t.metrics;
-  if (metric == "val_acc") return m.val_acc;
-  if (metric == "val_loss") return m.val_loss;
-  if (metric == "train_acc") return m.train_acc;
-  if (metric == "train_loss") return m.train_loss;
-  return std::nullopt;
-}
-
 constexpr int64_t kBacklog = 2048;
 
 bool ended(store::TrialStatus s) {
@@ -114,7 +105,7 @@ Coordinator::Coordinator(store::ResultStore& store, queue::TaskQueue& queue, int
   for (const auto& t : trials) {
     sampler_->resume({t.index, nlohmann::json::parse(t.config_json), t.seed});
     if (ended(t.status)) {
-      if (auto v = metric_of(t, sweep_->search.metric)) sampler_->observe(t.index, *v);
+      if (auto v = store::metric(t.metrics, sweep_->search.metric)) sampler_->observe(t.index, *v);
       observed_.insert(t.id);
     } else {
       ++unended;
@@ -154,7 +145,7 @@ Progress Coordinator::tick(int64_t in_flight) {
     for (const auto& t : store_.trials(id_, recent)) {
       if (!ended(t.status) || observed_.count(t.id)) continue;
       observed_.insert(t.id);
-      if (auto v = metric_of(t, sweep_->search.metric)) sampler_->observe(t.index, *v);
+      if (auto v = store::metric(t.metrics, sweep_->search.metric)) sampler_->observe(t.index, *v);
     }
   }
 
@@ -164,8 +155,10 @@ Progress Coordinator::tick(int64_t in_flight) {
     // trials do not depend on results: keep a deep backlog so that fast
     // trials never wait for the next tick, refilled in large batches.
     int64_t cap = in_flight;
-    if (sweep_->search.max_concurrent > 0) cap = std::min(cap, sweep_->search.max_concurrent);
-    else if (sweep_->search.method != "tpe") cap += kBacklog;
+    if (sweep_->search.max_concurrent > 0)
+      cap = std::min(cap, sweep_->search.max_concurrent);
+    else if (sweep_->search.method != "tpe")
+      cap += kBacklog;
     int64_t room = cap - (p.counts.queued + p.counts.running);
     if (sweep_->search.method != "tpe" && room < kBacklog / 2) room = 0;  // refill in big batches
     std::vector<sweep::TrialConfig> batch;
@@ -194,7 +187,8 @@ Progress Coordinator::tick(int64_t in_flight) {
   // honest about slow trials.
   const int64_t ended_now = p.counts.total() - p.counts.queued - p.counts.running;
   if (rate_ended0_ < 0) rate_ended0_ = ended_now;
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - rate_t0_).count();
+  const double dt =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - rate_t0_).count();
   rate_ = dt > 0.5 ? (ended_now - rate_ended0_) / dt : 0;
   p.trials_per_second = rate_;
   p.best = store_.best_trial(id_, sweep_->search.metric, sweep_->search.maximize());

@@ -95,4 +95,21 @@ std::unique_ptr<ResultStore> open_result_store(std::string_view url) {
                               "' is not supported: expected sqlite:PATH or postgres://HOST/DB");
 }
 
+std::optional<double> metric(const TrialMetrics& m, std::string_view name) {
+  if (name == "val_acc") return m.val_acc;
+  if (name == "val_loss") return m.val_loss;
+  if (name == "train_acc") return m.train_acc;
+  if (name == "train_loss") return m.train_loss;
+  if (name == "test_acc") return m.test_acc;
+  return std::nullopt;
+}
+
+std::optional<double> metric(const EpochMetrics& m, std::string_view name) {
+  if (name == "val_acc") return m.val_acc;
+  if (name == "val_loss") return m.val_loss;
+  if (name == "train_acc") return m.train_acc;
+  if (name == "train_loss") return m.train_loss;
+  return std::nullopt;
+}
+
 }  // namespace dnnlab::store

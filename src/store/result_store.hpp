@@ -201,6 +201,11 @@ class ResultStore {
                                                 std::int64_t limit = 1000) = 0;
 };
 
+// A metric by name (val_acc, val_loss, train_acc, train_loss; test_acc for
+// final metrics); nullopt when the name is unknown or the value unset.
+std::optional<double> metric(const TrialMetrics& m, std::string_view name);
+std::optional<double> metric(const EpochMetrics& m, std::string_view name);
+
 // The hash find_experiment() matches: lower-case hex sha256 of the spec text.
 std::string spec_hash(std::string_view spec_text);
 

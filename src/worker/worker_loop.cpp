@@ -31,13 +31,6 @@ double metric_value(const nn::EpochResult& r, const std::string& metric) {
   return r.val_acc;
 }
 
-std::optional<double> stored_metric(const store::EpochMetrics& m, const std::string& metric) {
-  if (metric == "val_loss") return m.val_loss;
-  if (metric == "train_loss") return m.train_loss;
-  if (metric == "train_acc") return m.train_acc;
-  return m.val_acc;
-}
-
 // What a worker keeps per experiment: the parsed sweep and its scheduler.
 struct ExperimentCache {
   std::unique_ptr<sweep::SweepSpec> sweep;
@@ -165,7 +158,7 @@ class Worker {
       if (exp_.sweep->scheduler.type != "fifo")
         for (const auto& te : w_.b_.store->epochs_for(trial_.experiment_id, r.epoch))
           if (te.trial_id != trial_.id)
-            if (auto v = stored_metric(te.metrics, metric))
+            if (auto v = store::metric(te.metrics, metric))
               exp_.scheduler->replay(te.trial_index, r.epoch, *v);
       if (exp_.scheduler->on_epoch(trial_.index, r.epoch, metric_value(r, metric)) ==
           sweep::Decision::kStop) {
