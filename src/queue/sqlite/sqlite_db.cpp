@@ -123,9 +123,7 @@ Database::Database(const std::string& path, const DatabaseOptions& options)
   }
   // NORMAL: in WAL mode a commit survives a crash of the process; only an OS
   // crash can lose the last commits. It saves an fsync per commit.
-  // Reads through a shared mapping instead of a pread per page: fewer
-  // syscalls per transaction, which is most of what a trivial trial costs.
-  exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA mmap_size=268435456;");
+  exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
 }
 
 Database::~Database() {
