@@ -32,7 +32,7 @@ YAML
 
 echo "| trials in the experiment | workers | wall s | trials/s |"
 echo "|---:|---:|---:|---:|"
-for n in 1000 10000 100000; do
+for n in ${SIZES:-1000 10000 100000}; do
   trivial "$n"
   rm -f "$tmp/t.db"*
   start=$(date +%s.%N)
@@ -45,21 +45,22 @@ if [[ -d /usr/share/datasets/fashion-mnist ]]; then
   cat >"$tmp/real.yaml" <<'YAML'
 name: scaling
 template:
-  data: {dataset: fashion-mnist, validation: 1000, limit_train: 5000}
+  data: {dataset: fashion-mnist, validation: 2000, limit_train: 30000}
   model:
     layers:
       - repeat: 2
-        dense: ${width}
+        dense: 128
         activation: relu
       - dense: 10
   train:
-    epochs: 2
+    epochs: 3
     batch_size: 64
-    optimizer: {type: adam, lr: 0.001}
+    optimizer: {type: adam, lr: ${lr}}
 search:
-  method: grid
+  method: random
+  budget: 16
   parameters:
-    width: [64, 96, 128, 160, 192, 224, 256, 288]
+    lr: {loguniform: [1.0e-4, 1.0e-2]}
 YAML
   echo
   echo "| real Fashion-MNIST trials | workers | wall s | trials/hour |"
@@ -69,6 +70,6 @@ YAML
     start=$(date +%s.%N)
     "$bin" run -q -w "$w" --store "sqlite:$tmp/r.db" "$tmp/real.yaml" >/dev/null
     end=$(date +%s.%N)
-    awk -v w="$w" -v s="$start" -v e="$end" 'BEGIN { printf "| 8 | %d | %.1f | %.0f |\n", w, e - s, 8 * 3600 / (e - s) }'
+    awk -v w="$w" -v s="$start" -v e="$end" 'BEGIN { printf "| 16 | %d | %.1f | %.0f |\n", w, e - s, 16 * 3600 / (e - s) }'
   done
 fi
