@@ -43,7 +43,7 @@ class JsonReader {
   JsonReader(const std::string& s, size_t base, const std::string& name)
       : s_(s), base_(base), name_(name) {}
   JsonValue parse() {
-    JsonValue v = value();
+    JsonValue v = value(0);
     ws();
     if (i_ != s_.size()) fail("trailing characters after the header");
     return v;
@@ -89,7 +89,8 @@ class JsonReader {
     ++i_;
     return o;
   }
-  JsonValue value() {
+  JsonValue value(int depth) {
+    if (depth > 16) fail("nested too deeply");  // a hostile header must not overflow the stack
     JsonValue v;
     char c = peek();
     if (c == '{') {
@@ -99,7 +100,7 @@ class JsonReader {
       for (;;) {
         std::string k = string();
         expect(':');
-        v.members.emplace_back(std::move(k), value());
+        v.members.emplace_back(std::move(k), value(depth + 1));
         if (peek() == ',') {
           ++i_;
           continue;
@@ -113,7 +114,7 @@ class JsonReader {
       ++i_;
       if (peek() == ']') return ++i_, v;
       for (;;) {
-        v.items.push_back(value());
+        v.items.push_back(value(depth + 1));
         if (peek() == ',') {
           ++i_;
           continue;

@@ -155,6 +155,10 @@ TEST(Safetensors, RoundTripAndErrors) {
   std::string corrupt = bytes;
   corrupt[8] = '!';  // the header's opening brace
   EXPECT_THROW(from_safetensors(corrupt, b.params()), DataError);
+  std::string deep(8, '\0');
+  const std::string nested = std::string(100000, '[') + std::string(100000, ']');
+  for (int i = 0; i < 8; ++i) deep[i] = static_cast<char>((nested.size() >> (8 * i)) & 0xff);
+  EXPECT_THROW(from_safetensors(deep + nested, b.params()), DataError);
   Model c = Model::build(mlp({L("dense", 6), L("dense", 3)}), Shape{8}, 3, 1);
   try {
     from_safetensors(bytes, c.params(), "w.safetensors");
