@@ -80,16 +80,6 @@ std::int64_t count_of(const store::TrialCounts& c, TrialStatus s) {
   return 0;
 }
 
-std::optional<double> metric_of(const store::TrialRecord& t, std::string_view metric) {
-  const auto& m = t.metrics;
-  if (metric == "val_acc") return m.val_acc;
-  if (metric == "val_loss") return m.val_loss;
-  if (metric == "train_acc") return m.train_acc;
-  if (metric == "train_loss") return m.train_loss;
-  if (metric == "test_acc") return m.test_acc;
-  return std::nullopt;
-}
-
 // A whole decimal integer in [lo, hi], or ApiError 400 naming `field`.
 std::int64_t parse_int(std::string_view s, std::string_view field, std::int64_t lo,
                        std::int64_t hi) {
@@ -510,7 +500,7 @@ json Api::experiment_summary(const store::ExperimentRecord& e) {
     best = {{"trial_id", b->id},
             {"index", b->index},
             {"metric", mt.metric},
-            {"value", opt(metric_of(*b, mt.metric))}};
+            {"value", opt(store::metric(b->metrics, mt.metric))}};
   j["best"] = std::move(best);
   return j;
 }
