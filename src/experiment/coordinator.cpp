@@ -11,9 +11,10 @@
 namespace dnnlab::experiment {
 
 std::string encode_task(const TrialTask& t) {
-  return nlohmann::json{
-      {"v", 1}, {"experiment", t.experiment_id}, {"trial", t.trial_id}, {"index", t.index}}
-      .dump();
+  nlohmann::json j{
+      {"v", 1}, {"experiment", t.experiment_id}, {"trial", t.trial_id}, {"index", t.index}};
+  if (t.attempt_base) j["base"] = t.attempt_base;
+  return j.dump();
 }
 
 TrialTask decode_task(std::string_view payload) {
@@ -32,6 +33,11 @@ TrialTask decode_task(std::string_view payload) {
     if (it == j.end() || !it->is_number_integer())
       throw ProtocolError(std::string("task payload: '") + field + "' must be an integer");
     *out = it->get<int64_t>();
+  }
+  if (auto it = j.find("base"); it != j.end()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 1000000)
+      throw ProtocolError("task payload: 'base' must be an integer in [0, 1000000]");
+    t.attempt_base = it->get<int>();
   }
   return t;
 }

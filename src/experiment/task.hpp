@@ -13,6 +13,11 @@ struct TrialTask {
   int64_t experiment_id = 0;
   int64_t trial_id = 0;
   int64_t index = 0;
+  // A reopened trial (its result was thrown away) is published again with
+  // the attempt it had reached: the worker's store attempt is then
+  // attempt_base + the queue's delivery attempt, always newer than before.
+  int attempt_base = 0;
+  int attempt(int delivery) const { return attempt_base + delivery; }
 };
 
 // A task payload that cannot be read: names the field or offset.
@@ -21,7 +26,8 @@ class ProtocolError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-std::string encode_task(const TrialTask& t);      // {"v":1,"experiment":..,"trial":..,"index":..}
+std::string encode_task(
+    const TrialTask& t);  // {"v":1,"experiment":..,"trial":..,"index":..[,"base":..]}
 TrialTask decode_task(std::string_view payload);  // throws ProtocolError
 
 }  // namespace dnnlab::experiment

@@ -129,9 +129,14 @@ class Worker {
   // Streams epochs to the store, asks the scheduler, keeps the lease alive.
   class TrialObserver : public nn::TrainObserver {
    public:
-    TrialObserver(Worker& w, queue::TaskLease& lease, ExperimentCache& exp,
+    TrialObserver(Worker& w, queue::TaskLease& lease, int attempt, ExperimentCache& exp,
                   const store::TrialRecord& t)
-        : w_(w), lease_(lease), exp_(exp), trial_(t), last_extend_(Clock::now()) {}
+        : w_(w),
+          lease_(lease),
+          attempt_(attempt),
+          exp_(exp),
+          trial_(t),
+          last_extend_(Clock::now()) {}
     void on_batch(int, int64_t, int64_t, double, double, double) override {
       if (seconds_since(last_extend_) > w_.o_.lease_seconds / 3) {
         if (!w_.b_.queue->extend(lease_, w_.o_.lease_seconds)) lost_ = true;
@@ -149,7 +154,7 @@ class Worker {
       m.val_acc = r.val_acc;
       m.seconds = r.seconds;
       m.lr = r.lr;
-      if (!w_.b_.store->record_epoch(trial_.id, lease_.attempt, m)) {
+      if (!w_.b_.store->record_epoch(trial_.id, attempt_, m)) {
         lost_ = true;  // a newer attempt owns the trial
         return false;
       }
@@ -173,6 +178,7 @@ class Worker {
    private:
     Worker& w_;
     queue::TaskLease& lease_;
+    int attempt_;
     ExperimentCache& exp_;
     const store::TrialRecord& trial_;
     Clock::time_point last_extend_;
@@ -188,6 +194,8 @@ class Worker {
       b_.queue->nack(lease, false, e.what());
       return 0;
     }
+    // The store's attempt: newer than any earlier run of a reopened trial.
+    const int attempt = task.attempt(lease.attempt);
     auto trial = b_.store->trial(task.trial_id);
     if (!trial || trial->status != store::TrialStatus::queued &&
                       trial->status != store::TrialStatus::running) {
@@ -198,7 +206,7 @@ class Worker {
     auto fail = [&](const std::string& why) {
       store::TrialMetrics none;
       const bool counted =
-          b_.store->finish_trial(trial->id, lease.attempt, store::TrialStatus::failed, none, why);
+          b_.store->finish_trial(trial->id, attempt, store::TrialStatus::failed, none, why);
       b_.queue->ack(lease);
       return counted ? 1 : 0;
     };
@@ -209,20 +217,18 @@ class Worker {
           {trial->index, nlohmann::json::parse(trial->config_json), trial->seed});
       data = &dataset(run.data);
     } catch (const std::exception& e) {
-      if (!b_.store->mark_running(trial->id, lease.attempt, o_.worker_id))
-        return b_.queue->ack(lease), 0;
+      if (!b_.store->mark_running(trial->id, attempt, o_.worker_id)) return b_.queue->ack(lease), 0;
       return fail(e.what());
     }
-    if (!b_.store->mark_running(trial->id, lease.attempt, o_.worker_id, provenance(*data))) {
+    if (!b_.store->mark_running(trial->id, attempt, o_.worker_id, provenance(*data))) {
       b_.queue->ack(lease);  // a newer attempt owns it
       return 0;
     }
     // mark_running also set this worker's current trial and logged trial.started.
     if (o_.verbose)
-      std::cerr << o_.worker_id << ": trial " << trial->index << " attempt " << lease.attempt
-                << "\n";
+      std::cerr << o_.worker_id << ": trial " << trial->index << " attempt " << attempt << "\n";
 
-    TrialObserver obs(*this, lease, exp, *trial);
+    TrialObserver obs(*this, lease, attempt, exp, *trial);
     RunResult r;
     try {
       r = train_run(run, *data, &obs);
@@ -232,7 +238,7 @@ class Worker {
     if (obs.lost()) return 0;  // someone else has the trial now
     if (stopping()) {
       // Ctrl-C: give the trial back; its next attempt starts afresh.
-      b_.store->release_trial(trial->id, lease.attempt);
+      b_.store->release_trial(trial->id, attempt);
       b_.queue->nack(lease, true, "worker stopped");
       return 0;
     }
@@ -249,7 +255,7 @@ class Worker {
     m.epochs_done = static_cast<int64_t>(r.curve.size());
     m.seconds = r.train_seconds;
     const auto status = obs.pruned() ? store::TrialStatus::pruned : store::TrialStatus::finished;
-    const bool counted = b_.store->finish_trial(trial->id, lease.attempt, status, m);
+    const bool counted = b_.store->finish_trial(trial->id, attempt, status, m);
     b_.queue->ack(lease);
     return counted ? 1 : 0;
   }
