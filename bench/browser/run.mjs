@@ -1,0 +1,121 @@
+// The browser-core benchmark of issue 5 in one headless Chromium run: dnnlab
+// wasm vs TensorFlow.js (wasm backend, one thread) vs ConvNetJS, each in a
+// fresh Web Worker per measurement, plus dnnlab native (bench/train_bench,
+// one thread) run by this script between the browser measurements. Every
+// round runs all four on each config in an order that flips every round;
+// prints medians and per-round ratios as markdown for bench/RESULTS.md.
+// See run.sh (which builds everything first).
+//
+//   ROUNDS=5 SECS=3 node run.mjs
+//   LOG=old.log node run.mjs report        # tables from an earlier log only
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { LAUNCH } from '../../tests/browser/launch.mjs';
+import { NAME } from '../js/cases.mjs';
+import { serve } from './serve.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '../..');
+const ROUNDS = Number(process.env.ROUNDS ?? 5), SECS = Number(process.env.SECS ?? 3);
+const CONFIGS = (process.env.CONFIGS ?? 'a c').split(' ');
+const CORE_DIR = resolve(process.env.DNNLAB_CORE_DIR ?? join(root, 'build/wasm-bench/src/wasm'));
+const NATIVE = resolve(process.env.NATIVE ?? join(root, 'build/bench-browser/bench/train_bench'));
+const LOG = process.env.LOG ?? join(mkdtempSync(join(tmpdir(), 'browser-bench-')), 'bench.log');
+const IMPLS = ['dnnlab-wasm', 'dnnlab-native', 'tfjs', 'convnetjs'];
+
+if (process.argv[2] !== 'report') await measureAll();
+report();
+
+async function measureAll() {
+  if (!existsSync(join(CORE_DIR, 'dnnlab_core.wasm'))) throw new Error(`no wasm core in ${CORE_DIR} (run.sh builds it)`);
+  if (!existsSync(NATIVE)) throw new Error(`no native train_bench at ${NATIVE} (run.sh builds it)`);
+  const { chromium } = createRequire(import.meta.url)('playwright-core');
+  const served = new Set();
+  const server = await serve({ coreDir: CORE_DIR, log: (l) => served.add(l) });
+  const browser = await chromium.launch(LAUNCH);
+  try {
+    const context = await browser.newContext();
+    // Everything comes from the loopback server: any other request is a bug.
+    const foreign = [];
+    await context.route((url) => url.hostname !== '127.0.0.1', (route) => {
+      foreign.push(route.request().url());
+      return route.abort();
+    });
+    const page = await context.newPage();
+    page.on('console', (m) => m.type() === 'error' && console.error(`page: ${m.text()}`));
+    await page.goto(server.url);
+    await page.waitForFunction(() => window.benchReady === true);
+    const ua = await page.evaluate(() => navigator.userAgent);
+    const head = `# ${new Date().toISOString()} chromium ${browser.version()} node ${process.version} ` +
+      `rev ${git('describe', '--always', '--dirty')} cpu ${cpuName()}`;
+    console.error(`log: ${LOG}\n${head}\n# ${ua}`);
+    appendFileSync(LOG, `${head}\n`);
+    for (let r = 1; r <= ROUNDS; r++) {
+      for (const c of CONFIGS) {
+        const order = r % 2 ? IMPLS : [...IMPLS].reverse();
+        for (const impl of order) {
+          let line;
+          if (impl === 'dnnlab-native') {
+            const out = execFileSync(NATIVE, ['throughput', '--config', c, '--seconds', String(SECS)],
+              { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+            // train_bench names itself impl=dnnlab; this table calls it dnnlab-native.
+            line = out.split('\n').find((l) => l.startsWith('RESULT')).replace('impl=dnnlab ', 'impl=dnnlab-native ');
+          } else {
+            const job = { impl: impl === 'dnnlab-wasm' ? 'dnnlab' : impl, config: c, seconds: SECS, warmup: 0.5 };
+            ({ line } = await page.evaluate((j) => window.runCase(j), job));
+          }
+          line += ` round=${r}`;
+          appendFileSync(LOG, line + '\n');
+          console.error(line);
+        }
+      }
+    }
+    console.error(`# wasm binaries served: ${[...served].filter((l) => l.endsWith('.wasm')).join(', ')}`);
+    if (foreign.length) throw new Error(`requests outside the loopback server: ${foreign.join(' ')}`);
+  } finally {
+    await browser.close();
+    await server.close();
+  }
+}
+
+function git(...args) {
+  try { return execFileSync('git', ['-C', root, ...args], { encoding: 'utf8' }).trim(); } catch { return '?'; }
+}
+function cpuName() {
+  const m = readFileSync('/proc/cpuinfo', 'utf8').match(/^model name\s*:\s*(.*)$/m);
+  return (m?.[1] ?? '?').replace(/ +/g, '_');
+}
+
+// Medians over rounds; ratios per round (all four measured within a minute or
+// so, under similar load from other jobs), then their median and range.
+function report() {
+  const rows = readFileSync(LOG, 'utf8').split('\n').filter((l) => l.startsWith('RESULT'))
+    .map((l) => Object.fromEntries(l.split(' ').slice(1).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])));
+  const median = (a) => { const s = [...a].sort((x, y) => x - y), m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
+  const fmt = (x) => Math.round(x).toLocaleString('en-US');
+  const TARGET = { tfjs: 3, convnetjs: 30 };
+  const kernels = [...new Set(rows.map((r) => `${r.impl} ${r.kernels}`))];
+  console.log(`\nWall time, samples/s (kernels: ${kernels.join('; ')}):\n`);
+  console.log('| config | dnnlab wasm | dnnlab native | TF.js wasm | ConvNetJS | wasm / native | wasm / TF.js (target 3x) | wasm / ConvNetJS (target 30x) | rounds |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  for (const c of CONFIGS) {
+    const byRound = (impl) => Object.fromEntries(rows.filter((r) => r.config === c && r.impl === impl)
+      .map((r) => [r.round, Number(r.samples_per_s)]));
+    const w = byRound('dnnlab-wasm');
+    const cell = (impl) => { const v = Object.values(byRound(impl)); return v.length ? fmt(median(v)) : '–'; };
+    const ratio = (impl) => {
+      const o = byRound(impl);
+      const rr = Object.keys(w).filter((k) => k in o).map((k) => w[k] / o[k]).sort((x, y) => x - y);
+      if (!rr.length) return '–';
+      const m = median(rr);
+      const met = TARGET[impl] ? (m >= TARGET[impl] ? ' met' : ' NOT met') : '';
+      return `${m.toFixed(2)}x (${rr[0].toFixed(2)}–${rr.at(-1).toFixed(2)})${met}`;
+    };
+    console.log(`| ${c}: ${NAME[c]} | ${cell('dnnlab-wasm')} | ${cell('dnnlab-native')} | ${cell('tfjs')} | ${cell('convnetjs')} | ` +
+      `${ratio('dnnlab-native')} | ${ratio('tfjs')} | ${ratio('convnetjs')} | ${Object.keys(w).length} |`);
+  }
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The browser-core benchmark of issue 5 in headless Chromium (bench/browser):
+# builds the wasm core (build/wasm-bench) and the native train_bench
+# (build/bench-browser), installs the npm packages from package-lock.json,
+# then runs run.mjs and prints the table for bench/RESULTS.md.
+#   bench/browser/run.sh                    # 5 rounds x 3 s per measurement
+#   ROUNDS=3 SECS=2 bench/browser/run.sh
+#   LOG=old.log bench/browser/run.sh report # tables from an earlier log only
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+wasm=${WASM_BUILD:-$root/build/wasm-bench}
+native=${NATIVE_BUILD:-$root/build/bench-browser}
+if [ "${1:-}" != report ]; then
+  export NODE_PATH=/usr/share/nodejs   # Debian's emscripten finds acorn there
+  cmake -S "$root" -B "$wasm" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_TOOLCHAIN_FILE=/usr/share/emscripten/cmake/Modules/Platform/Emscripten.cmake >/dev/null
+  ninja -C "$wasm" -j2 dnnlab_core >/dev/null
+  if [ ! -f "$native/build.ninja" ]; then
+    cmake -S "$root" -B "$native" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDNNLAB_BUILD_TESTS=OFF \
+      -DDNNLAB_SKIP_MODULES="sweep;queue;store;worker;server" >/dev/null
+  fi
+  ninja -C "$native" -j2 train_bench >/dev/null
+  # npm ci again whenever the lock file changed since the last install.
+  if [ ! -f "$here/node_modules/.package-lock.json" ] ||
+     [ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; then
+    (cd "$here" && npm ci --no-audit --no-fund)
+  fi
+fi
+DNNLAB_CORE_DIR="$wasm/src/wasm" NATIVE="$native/bench/train_bench" node "$here/run.mjs" "$@"

@@ -1,0 +1,38 @@
+// One measurement in a fresh Web Worker (classic, so the UMD builds of
+// TensorFlow.js and ConvNetJS load with importScripts). The workloads are
+// bench/js/cases.mjs, the same code the node runner times.
+//   postMessage({ impl: 'dnnlab'|'tfjs'|'convnetjs', config: 'a'|'c', seconds, warmup })
+//   -> { line: 'RESULT ...', kernels } or { error }
+self.onmessage = async ({ data: job }) => {
+  try {
+    const cases = await import('/js/cases.mjs');
+    const hidden = cases.HIDDEN[job.config];
+    if (!hidden) throw new Error(`unknown config ${job.config}`);
+    const data = cases.makeData();
+    let c;
+    if (job.impl === 'dnnlab') {
+      const { loadCore } = await import('/core/dnnlab.mjs');
+      c = await cases.dnnlabCase(await loadCore(), hidden, data);
+    } else if (job.impl === 'tfjs') {
+      importScripts('/npm/@tensorflow/tfjs/dist/tf.min.js',
+        '/npm/@tensorflow/tfjs-backend-wasm/dist/tf-backend-wasm.min.js');
+      // One thread: the plain (SIMD when supported) binary, never the threaded one.
+      tf.env().set('WASM_HAS_MULTITHREAD_SUPPORT', false);
+      tf.wasm.setWasmPaths('/npm/@tensorflow/tfjs-backend-wasm/dist/');
+      if (!(await tf.setBackend('wasm'))) throw new Error('tfjs: the wasm backend did not start');
+      await tf.ready();
+      c = await cases.tfjsCase(tf, hidden, data);
+    } else if (job.impl === 'convnetjs') {
+      self.window = self;  // convnet.js's footer assigns to window in a browser
+      importScripts('/npm/convnetjs/build/convnet.js');
+      c = await cases.convnetjsCase(convnetjs, hidden, data);
+    } else {
+      throw new Error(`unknown impl ${job.impl}`);
+    }
+    const r = await cases.measure(c.step, { seconds: job.seconds, warmup: job.warmup });
+    const impl = job.impl === 'dnnlab' ? 'dnnlab-wasm' : job.impl;
+    postMessage({ line: cases.resultLine(impl, job.config, c.kernels, r, c.samplesPerStep), kernels: c.kernels });
+  } catch (e) {
+    postMessage({ error: String(e?.stack ?? e) });
+  }
+};
