@@ -8,12 +8,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
 #include <memory>
 #include <numeric>
+
+#include "data/normalize.hpp"
 
 namespace dnnlab::data {
 namespace {
@@ -142,21 +145,22 @@ std::vector<int64_t> peek_idx_dims(const std::string& path) {
   return dims;
 }
 
-// x = pixel * scale + bias for each chosen row; the inner loop vectorizes.
+// x = lut[pixel] for each chosen row (and the bytes themselves when keep_raw).
 // `storage` may already hold enough memory (allocated while inflating).
-Split make_split(const RawSplit& raw, const int64_t* rows, int64_t n, float scale, float bias,
-                 nn::Tensor storage) {
+Split make_split(const RawSplit& raw, const int64_t* rows, int64_t n, const float* lut,
+                 bool keep_raw, nn::Tensor storage) {
   Split s;
   const int64_t f = raw.features;
   s.x = std::move(storage);
   s.x.resize(nn::Shape{n, f});
   s.y.resize(static_cast<size_t>(n));
+  if (keep_raw) s.raw.resize(static_cast<size_t>(n * f));
   float* dst = s.x.data();
   const uint8_t* src = raw.images.bytes.data();
   for (int64_t r = 0; r < n; ++r) {
     const uint8_t* in = src + rows[r] * f;
-    float* out = dst + r * f;
-    for (int64_t k = 0; k < f; ++k) out[k] = static_cast<float>(in[k]) * scale + bias;
+    normalize_bytes(in, f, lut, dst + r * f);
+    if (keep_raw) std::memcpy(s.raw.data() + r * f, in, static_cast<size_t>(f));
     s.y[static_cast<size_t>(r)] = raw.labels.bytes[static_cast<size_t>(rows[r])];
   }
   return s;
@@ -255,6 +259,7 @@ Dataset synthetic(const LoadOptions& opt) {
   ds.val = synthetic_split(opt.validation, 2);
   ds.test = synthetic_split(opt.validation, 3);
   ds.sha256 = "synthetic-v1";
+  ds.normalize = "none";
   return ds;
 }
 
@@ -344,13 +349,17 @@ Dataset load(const LoadOptions& opt) {
     bias = static_cast<float>(-mean / sd);
   }
 
+  ds.normalize = opt.normalize;
+  ds.lut = normalization_lut(scale, bias);
+  const float* lut = ds.lut.data();
+
   // Fill the train split on a second thread.
   auto train_split = std::async(std::launch::async, make_split, std::cref(train), train_rows,
-                                n_train, scale, bias, std::move(train_x));
+                                n_train, lut, opt.keep_raw, std::move(train_x));
   std::vector<int64_t> test_rows(static_cast<size_t>(test.count));
   std::iota(test_rows.begin(), test_rows.end(), int64_t{0});
-  ds.val = make_split(train, val_rows, n_val, scale, bias, std::move(val_x));
-  ds.test = make_split(test, test_rows.data(), test.count, scale, bias, std::move(test_x));
+  ds.val = make_split(train, val_rows, n_val, lut, opt.keep_raw, std::move(val_x));
+  ds.test = make_split(test, test_rows.data(), test.count, lut, opt.keep_raw, std::move(test_x));
   ds.train = train_split.get();
   return ds;
 }

@@ -26,6 +26,9 @@ namespace dnnlab::data {
 struct Split {
   nn::Tensor x;            // [N, features...], normalized float32
   std::vector<int32_t> y;  // N class labels in [0, num_classes)
+  // The pixel bytes behind x, N * features in split order, when the data came
+  // from bytes and LoadOptions::keep_raw was set (x[i] == lut[raw[i]]).
+  std::vector<uint8_t> raw;
   int64_t size() const { return static_cast<int64_t>(y.size()); }
 };
 
@@ -39,6 +42,10 @@ struct Dataset {
   // order train-images, train-labels, t10k-images, t10k-labels.
   std::string sha256;
   std::vector<std::string> class_names;
+  std::string normalize;  // "standard", "unit", or "none" (synthetic: floats as generated)
+  // The normalized value of each pixel byte (256 entries; x = lut[byte], so
+  // native and browser inputs are bit-identical). Empty for float data.
+  std::vector<float> lut;
 };
 
 struct LoadOptions {
@@ -49,6 +56,7 @@ struct LoadOptions {
   std::string normalize =
       "standard";           // "standard": (x/255 - mean)/std, train-split stats; "unit": x/255
   int64_t limit_train = 0;  // >0: keep only this many train samples (after the split)
+  bool keep_raw = false;    // keep each split's pixel bytes (Split::raw), e.g. for shards
 };
 
 // The directory holding the dataset's four files (each .gz or raw; the .gz is

@@ -1,10 +1,25 @@
-// safetensors writer and a reader for the subset of JSON its header uses.
+// safetensors writer and reader, with a reader for the subset of JSON a
+// safetensors header uses.
 #include "nn/safetensors.hpp"
 
+#include <algorithm>
+#include <bit>
+#include <cstdio>
 #include <cstring>
+#include <stdexcept>
 
 namespace dnnlab::nn {
 namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; so is every dnnlab target");
+
+// Bytes per element, 0 for a dtype dnnlab does not handle.
+int64_t dtype_size(std::string_view dtype) {
+  if (dtype == "F32") return 4;
+  if (dtype == "U8") return 1;
+  return 0;
+}
 
 std::string json_escape(const std::string& s) {
   std::string o;
@@ -31,6 +46,7 @@ struct JsonValue {
   std::vector<JsonValue> items;
   std::string str;
   int64_t num = 0;
+  size_t at = 0;  // offset of the value in the file
   const JsonValue* get(const std::string& k) const {
     for (auto& m : members)
       if (m.first == k) return &m.second;
@@ -40,7 +56,7 @@ struct JsonValue {
 
 class JsonReader {
  public:
-  JsonReader(const std::string& s, size_t base, const std::string& name)
+  JsonReader(std::string_view s, size_t base, const std::string& name)
       : s_(s), base_(base), name_(name) {}
   JsonValue parse() {
     JsonValue v = value(0);
@@ -66,19 +82,69 @@ class JsonReader {
     if (peek() != c) fail(std::string("expected '") + c + "'");
     ++i_;
   }
+  unsigned hex4() {
+    if (i_ + 4 >= s_.size()) fail("bad \\u escape");
+    unsigned v = 0;
+    for (int k = 1; k <= 4; ++k) {
+      const char c = s_[i_ + k];
+      v <<= 4;
+      if (c >= '0' && c <= '9')
+        v |= static_cast<unsigned>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= static_cast<unsigned>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= static_cast<unsigned>(c - 'A' + 10);
+      else
+        fail("bad \\u escape");
+    }
+    i_ += 4;
+    return v;
+  }
+  static void utf8(std::string& o, unsigned cp) {
+    if (cp < 0x80) {
+      o += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      o += static_cast<char>(0xC0 | (cp >> 6));
+      o += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      o += static_cast<char>(0xE0 | (cp >> 12));
+      o += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      o += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
   std::string string() {
     expect('"');
     std::string o;
     while (i_ < s_.size() && s_[i_] != '"') {
       if (s_[i_] == '\\') {
         if (++i_ >= s_.size()) break;
-        char c = s_[i_];
-        if (c == 'u') {
-          if (i_ + 4 >= s_.size()) fail("bad escape");
-          o += static_cast<char>(std::stoi(s_.substr(i_ + 1, 4), nullptr, 16));
-          i_ += 4;
-        } else {
-          o += c == 'n' ? '\n' : c == 't' ? '\t' : c;
+        const char c = s_[i_];
+        switch (c) {
+          case 'u':
+            utf8(o, hex4());
+            break;  // surrogate pairs stay two code points
+          case 'n':
+            o += '\n';
+            break;
+          case 't':
+            o += '\t';
+            break;
+          case 'r':
+            o += '\r';
+            break;
+          case 'b':
+            o += '\b';
+            break;
+          case 'f':
+            o += '\f';
+            break;
+          case '"':
+          case '\\':
+          case '/':
+            o += c;
+            break;
+          default:
+            fail(std::string("bad escape '\\") + c + "'");
         }
       } else {
         o += s_[i_];
@@ -93,6 +159,7 @@ class JsonReader {
     if (depth > 16) fail("nested too deeply");  // a hostile header must not overflow the stack
     JsonValue v;
     char c = peek();
+    v.at = base_ + i_;
     if (c == '{') {
       v.kind = JsonValue::kObject;
       ++i_;
@@ -129,22 +196,157 @@ class JsonReader {
       return v;
     }
     if (c == '-' || (c >= '0' && c <= '9')) {
-      size_t start = i_++;
-      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
-      v.num = std::stoll(s_.substr(start, i_ - start));
+      const bool neg = c == '-';
+      if (neg) ++i_;
+      if (i_ >= s_.size() || s_[i_] < '0' || s_[i_] > '9') fail("expected a digit");
+      uint64_t n = 0;
+      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') {
+        if (n > (uint64_t{1} << 62) / 10) fail("integer too large");
+        n = n * 10 + static_cast<uint64_t>(s_[i_++] - '0');
+      }
+      if (i_ < s_.size() && (s_[i_] == '.' || s_[i_] == 'e' || s_[i_] == 'E'))
+        fail("only integers are expected here");
+      v.num = neg ? -static_cast<int64_t>(n) : static_cast<int64_t>(n);
       return v;
     }
     fail("unexpected character");
   }
-  const std::string& s_;
+  std::string_view s_;
   size_t base_, i_ = 0;
   const std::string& name_;
 };
 
 }  // namespace
 
-std::string to_safetensors(const std::vector<Param*>& params,
-                           const std::map<std::string, std::string>& metadata) {
+int64_t SafetensorsTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<float> SafetensorsTensor::f32() const {
+  if (dtype != "F32")
+    throw std::invalid_argument("SafetensorsTensor::f32 on a " + dtype + " tensor");
+  std::vector<float> out(data.size() / 4);
+  std::memcpy(out.data(), data.data(), out.size() * 4);
+  return out;
+}
+
+SafetensorsFile read_safetensors(std::string_view bytes, const std::string& name) {
+  if (bytes.size() < 8)
+    throw DataError(name, static_cast<int64_t>(bytes.size()),
+                    "file too short for a safetensors header");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i)
+    n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  if (n > bytes.size() - 8)
+    throw DataError(name, 0,
+                    "header length " + std::to_string(n) + " exceeds the file (" +
+                        std::to_string(bytes.size()) + " bytes)");
+  JsonValue root = JsonReader(bytes.substr(8, n), 8, name).parse();
+  if (root.kind != JsonValue::kObject) throw DataError(name, 8, "header is not a JSON object");
+  const size_t data_start = 8 + n;
+  const uint64_t data_len = bytes.size() - data_start;
+  SafetensorsFile out;
+  auto bad = [&](const JsonValue& v, const std::string& msg) -> DataError {
+    return DataError(name, static_cast<int64_t>(v.at), msg);
+  };
+  struct Range {
+    int64_t begin, end;
+    const std::string* name;
+  };
+  std::vector<Range> ranges;
+  for (auto& [key, t] : root.members) {
+    if (key == "__metadata__") {
+      if (t.kind != JsonValue::kObject) throw bad(t, "__metadata__ is not an object");
+      for (auto& [k, v] : t.members) {
+        if (v.kind != JsonValue::kString)
+          throw bad(v, "__metadata__ value '" + k + "' is not a string");
+        out.metadata[k] = v.str;
+      }
+      continue;
+    }
+    const std::string what = "tensor '" + key + "'";
+    if (t.kind != JsonValue::kObject) throw bad(t, what + " is not an object");
+    if (out.tensors.count(key)) throw bad(t, what + " appears twice");
+    const JsonValue* dtype = t.get("dtype");
+    const JsonValue* shape = t.get("shape");
+    const JsonValue* offs = t.get("data_offsets");
+    if (!dtype || dtype->kind != JsonValue::kString || !shape || shape->kind != JsonValue::kArray ||
+        !offs || offs->kind != JsonValue::kArray || offs->items.size() != 2)
+      throw bad(t, what + " needs dtype, shape and data_offsets [begin, end]");
+    const int64_t esize = dtype_size(dtype->str);
+    if (!esize) throw bad(*dtype, what + " has dtype " + dtype->str + " (dnnlab reads F32 and U8)");
+    SafetensorsTensor st;
+    st.dtype = dtype->str;
+    uint64_t numel = 1;
+    for (const JsonValue& d : shape->items) {
+      if (d.kind != JsonValue::kNumber || d.num < 0)
+        throw bad(d, what + ": shape entries must be integers >= 0");
+      st.shape.push_back(d.num);
+      numel = d.num == 0 ? 0 : numel;
+      if (numel && static_cast<uint64_t>(d.num) > data_len)
+        throw bad(d, what + " is larger than the file");
+      numel *= static_cast<uint64_t>(d.num);
+      if (numel > data_len) throw bad(d, what + " is larger than the file");
+    }
+    const JsonValue &b = offs->items[0], &e = offs->items[1];
+    if (b.kind != JsonValue::kNumber || e.kind != JsonValue::kNumber || b.num < 0 ||
+        e.num < b.num || static_cast<uint64_t>(e.num) > data_len)
+      throw bad(*offs,
+                what + " has data_offsets outside the " + std::to_string(data_len) + " data bytes");
+    if (static_cast<uint64_t>(e.num - b.num) != numel * static_cast<uint64_t>(esize))
+      throw bad(*offs, what + " holds " + std::to_string(e.num - b.num) + " bytes; " + st.dtype +
+                           " of that shape needs " + std::to_string(numel * esize));
+    st.offset = static_cast<int64_t>(data_start) + b.num;
+    st.data =
+        bytes.substr(data_start + static_cast<size_t>(b.num), static_cast<size_t>(e.num - b.num));
+    auto it = out.tensors.emplace(key, std::move(st)).first;
+    ranges.push_back({b.num, e.num, &it->first});
+  }
+  // The data must be the tensors back to back, nothing between or after.
+  // (Empty tensors sort before others at the same offset.)
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  int64_t at = 0;
+  for (const Range& r : ranges) {
+    if (r.begin != at)
+      throw DataError(
+          name, static_cast<int64_t>(data_start) + std::min(r.begin, at),
+          "tensor '" + *r.name + "' " +
+              (r.begin < at ? "overlaps the tensor before it" : "leaves a gap before it"));
+    at = r.end;
+  }
+  if (static_cast<uint64_t>(at) != data_len)
+    throw DataError(
+        name, static_cast<int64_t>(data_start) + at,
+        std::to_string(data_len - static_cast<uint64_t>(at)) + " bytes after the last tensor");
+  return out;
+}
+
+std::string write_safetensors(const std::vector<SafetensorsInput>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  std::vector<const SafetensorsInput*> order;
+  for (const SafetensorsInput& t : tensors) {
+    const int64_t esize = dtype_size(t.dtype);
+    if (!esize) throw std::invalid_argument("write_safetensors: unknown dtype " + t.dtype);
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    if (static_cast<uint64_t>(numel * esize) != t.data.size())
+      throw std::invalid_argument("write_safetensors: '" + t.name + "' has " +
+                                  std::to_string(t.data.size()) + " bytes for " +
+                                  std::to_string(numel) + " " + t.dtype + " elements");
+    if (t.name == "__metadata__") throw std::invalid_argument("write_safetensors: reserved name");
+    order.push_back(&t);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    return dtype_size(a->dtype) > dtype_size(b->dtype);
+  });
+  for (size_t i = 1; i < order.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (order[i]->name == order[j]->name)
+        throw std::invalid_argument("write_safetensors: duplicate name '" + order[i]->name + "'");
   std::string h = "{";
   if (!metadata.empty()) {
     h += "\"__metadata__\":{";
@@ -156,12 +358,15 @@ std::string to_safetensors(const std::vector<Param*>& params,
     h += "}";
   }
   int64_t off = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const Tensor& t = params[i]->value;
-    h += (i || !metadata.empty() ? ",\"" : "\"") + json_escape(params[i]->name) +
-         "\":{\"dtype\":\"F32\",\"shape\":[";
-    for (int d = 0; d < t.shape().rank; ++d) h += (d ? "," : "") + std::to_string(t.shape()[d]);
-    const int64_t bytes = t.numel() * 4;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const SafetensorsInput& t = *order[i];
+    h += (i || !metadata.empty() ? ",\"" : "\"") + json_escape(t.name) + "\":{\"dtype\":\"" +
+         t.dtype + "\",\"shape\":[";
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (d) h += ',';
+      h += std::to_string(t.shape[d]);
+    }
+    const auto bytes = static_cast<int64_t>(t.data.size());
     h += "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + bytes) + "]}";
     off += bytes;
   }
@@ -170,54 +375,49 @@ std::string to_safetensors(const std::vector<Param*>& params,
   std::string out(8, '\0');
   const uint64_t n = h.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  out.reserve(out.size() + h.size() + static_cast<size_t>(off));
   out += h;
-  for (Param* p : params)
-    out.append(reinterpret_cast<const char*>(p->value.data()), p->value.numel() * 4);
+  for (const SafetensorsInput* t : order) out.append(t->data);
   return out;
+}
+
+std::string to_safetensors(const std::vector<Param*>& params,
+                           const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsInput> in;
+  for (Param* p : params) {
+    const Tensor& t = p->value;
+    std::vector<int64_t> shape;
+    for (int d = 0; d < t.shape().rank; ++d) shape.push_back(t.shape()[d]);
+    in.push_back({p->name,
+                  "F32",
+                  std::move(shape),
+                  {reinterpret_cast<const char*>(t.data()), static_cast<size_t>(t.numel()) * 4}});
+  }
+  return write_safetensors(in, metadata);
 }
 
 std::map<std::string, std::string> from_safetensors(const std::string& bytes,
                                                     const std::vector<Param*>& params,
                                                     const std::string& name) {
-  if (bytes.size() < 8)
-    throw DataError(name, static_cast<int64_t>(bytes.size()),
-                    "file too short for a safetensors header");
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i)
-    n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
-  if (n > bytes.size() - 8)
-    throw DataError(name, 0, "header length " + std::to_string(n) + " exceeds the file");
-  const std::string header = bytes.substr(8, n);
-  JsonValue root = JsonReader(header, 8, name).parse();
-  if (root.kind != JsonValue::kObject) throw DataError(name, 8, "header is not a JSON object");
-  const size_t data_start = 8 + n, data_len = bytes.size() - data_start;
-  std::map<std::string, std::string> meta;
-  if (const JsonValue* m = root.get("__metadata__"))
-    for (auto& [k, v] : m->members) meta[k] = v.str;
+  SafetensorsFile f = read_safetensors(bytes, name);
   for (Param* p : params) {
-    const JsonValue* t = root.get(p->name);
-    if (!t) throw DataError(name, 8, "tensor '" + p->name + "' is missing");
-    const JsonValue* dtype = t->get("dtype");
-    const JsonValue* shape = t->get("shape");
-    const JsonValue* offs = t->get("data_offsets");
-    if (!dtype || dtype->str != "F32" || !shape || !offs || offs->items.size() != 2)
-      throw DataError(name, 8, "tensor '" + p->name + "' needs dtype F32, shape and data_offsets");
+    auto it = f.tensors.find(p->name);
+    if (it == f.tensors.end()) throw DataError(name, 8, "tensor '" + p->name + "' is missing");
+    const SafetensorsTensor& t = it->second;
+    if (t.dtype != "F32")
+      throw DataError(name, 8, "tensor '" + p->name + "' has dtype " + t.dtype + ", not F32");
     Shape s;
-    s.rank = static_cast<int>(shape->items.size());
-    if (s.rank > kMaxRank)
+    if (t.shape.size() > static_cast<size_t>(kMaxRank))
       throw DataError(name, 8, "tensor '" + p->name + "' has too many dimensions");
-    for (int d = 0; d < s.rank; ++d) s[d] = shape->items[d].num;
+    s.rank = static_cast<int>(t.shape.size());
+    for (int d = 0; d < s.rank; ++d) s[d] = t.shape[d];
     if (!(s == p->value.shape()))
       throw DataError(name, 8,
                       "tensor '" + p->name + "' has shape " + s.str() + ", the model expects " +
                           p->value.shape().str());
-    const int64_t b = offs->items[0].num, e = offs->items[1].num;
-    if (b < 0 || e < b || static_cast<uint64_t>(e) > data_len || e - b != p->value.numel() * 4)
-      throw DataError(name, static_cast<int64_t>(data_start),
-                      "tensor '" + p->name + "' has bad data_offsets");
-    std::memcpy(p->value.data(), bytes.data() + data_start + b, static_cast<size_t>(e - b));
+    std::memcpy(p->value.data(), t.data.data(), t.data.size());
   }
-  return meta;
+  return f.metadata;
 }
 
 }  // namespace dnnlab::nn
