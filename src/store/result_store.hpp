@@ -102,6 +102,7 @@ struct TrialQuery {
   std::string sort_by = "index";
   bool descending = false;
   std::optional<TrialStatus> status;  // only trials in this state
+  std::optional<std::string> worker;  // only trials whose worker is this id
   std::int64_t limit = 100;           // 0: no limit
   std::int64_t offset = 0;
 };
@@ -171,6 +172,15 @@ class ResultStore {
   // queued again, the next attempt starts afresh. False, changing nothing,
   // when `attempt` is not its running attempt.
   virtual bool release_trial(std::int64_t trial_id, int attempt) = 0;
+  // Puts a trial that ended (finished, pruned or failed) back to queued: its
+  // final metrics, finished_at, error and worker are cleared, its stored
+  // epochs are kept (they belong to the old attempt, which the curve no longer
+  // shows once a newer attempt runs), and a "trial.reopened" event {trial,
+  // experiment, attempt} is appended. Returns the trial's current attempt:
+  // publish a new task with TrialTask::attempt_base = that value so the next
+  // run is a newer attempt. nullopt, changing nothing, when the trial has not
+  // ended or was cancelled. Throws std::invalid_argument for an unknown id.
+  virtual std::optional<int> reopen_trial(std::int64_t trial_id) = 0;
   // Cancels an experiment's trials that have not ended; returns how many.
   virtual std::int64_t cancel_trials(std::int64_t experiment_id) = 0;
 

@@ -429,6 +429,40 @@ bool SqliteResultStore::release_trial(std::int64_t trial_id, int attempt) {
   return false;
 }
 
+std::optional<int> SqliteResultStore::reopen_trial(std::int64_t trial_id) {
+  check_id(trial_id, "trial_id");
+  sqlite::WriteTransaction tx(db_);
+  std::optional<int> attempt;
+  {
+    // Keeps attempt (the next run is newer) and provenance (overwritten by
+    // mark_running); started_at goes like release_trial's.
+    auto s = db_.prepare(
+        "UPDATE trials SET status = 'queued', worker = '', started_at = NULL, "
+        "finished_at = NULL, train_loss = NULL, train_acc = NULL, val_loss = NULL, "
+        "val_acc = NULL, test_acc = NULL, epochs_done = 0, seconds = 0, error = '' "
+        "WHERE id = ?1 AND status IN ('finished', 'pruned', 'failed') "
+        "RETURNING experiment_id, attempt");
+    s.bind_int(1, trial_id);
+    if (s.step()) {
+      const std::int64_t experiment_id = s.column_int(0);
+      attempt = static_cast<int>(s.column_int(1));
+      s.run();  // finish the RETURNING statement before the next one
+      auto e = db_.prepare("INSERT INTO events (time, type, data) VALUES (?1, ?2, ?3)");
+      const nlohmann::json data = {
+          {"trial", trial_id}, {"experiment", experiment_id}, {"attempt", *attempt}};
+      e.bind_double(1, sqlite::unix_now()).bind_text(2, "trial.reopened");
+      e.bind_text(3, data.dump());
+      e.run();
+    }
+  }
+  if (!attempt) {
+    require_trial(trial_id);
+    return std::nullopt;  // the empty transaction rolls back: nothing changed
+  }
+  tx.commit();
+  return attempt;
+}
+
 std::int64_t SqliteResultStore::cancel_trials(std::int64_t experiment_id) {
   require_experiment(experiment_id);
   auto s = db_.prepare(
@@ -450,7 +484,8 @@ std::vector<TrialRecord> SqliteResultStore::trials(std::int64_t experiment_id,
   const char* dir = q.descending ? "DESC" : "ASC";
   std::string sql =
       "SELECT " + std::string(kTrialColumns) + " FROM trials WHERE experiment_id = ?1" +
-      (q.status ? " AND status = ?2 " : " AND ?2 IS NULL ") + "ORDER BY " + std::string(column) +
+      (q.status ? " AND status = ?2" : " AND ?2 IS NULL") +
+      (q.worker ? " AND worker = ?5 " : " AND ?5 IS NULL ") + "ORDER BY " + std::string(column) +
       " " + dir + " NULLS LAST, idx ASC" + " LIMIT ?3 OFFSET ?4";
   auto s = db_.prepare(sql);
   s.bind_int(1, experiment_id);
@@ -458,6 +493,10 @@ std::vector<TrialRecord> SqliteResultStore::trials(std::int64_t experiment_id,
     s.bind_text(2, to_string(*q.status));
   else
     s.bind_null(2);
+  if (q.worker)
+    s.bind_text(5, *q.worker);
+  else
+    s.bind_null(5);
   s.bind_int(3, q.limit == 0 ? -1 : q.limit).bind_int(4, q.offset);
   std::vector<TrialRecord> out;
   while (s.step()) out.push_back(read_trial(s));

@@ -28,6 +28,7 @@ class SqliteResultStore final : public ResultStore {
   bool finish_trial(std::int64_t trial_id, int attempt, TrialStatus status,
                     const TrialMetrics& metrics, std::string_view error) override;
   bool release_trial(std::int64_t trial_id, int attempt) override;
+  std::optional<int> reopen_trial(std::int64_t trial_id) override;
   std::int64_t cancel_trials(std::int64_t experiment_id) override;
 
   std::vector<TrialRecord> trials(std::int64_t experiment_id, const TrialQuery& query) override;

@@ -371,5 +371,95 @@ TEST_F(ResultStoreTest, ReleaseGivesARunningTrialBackAndTriggersLogEvents) {
   EXPECT_THROW(store_->release_trial(999, 1), std::invalid_argument);
 }
 
+TEST_F(ResultStoreTest, ReopenPutsAnEndedTrialBackAsANewerAttempt) {
+  auto ids = add(3);
+  const auto id = ids[0];
+  ASSERT_TRUE(store_->mark_running(id, 1, "w1"));
+  ASSERT_TRUE(store_->record_epoch(id, 1, at_epoch(1, 0.4)));
+  ASSERT_TRUE(store_->record_epoch(id, 1, at_epoch(2, 0.6)));
+  TrialMetrics m;
+  m.val_acc = 0.6;
+  m.test_acc = 0.55;
+  m.epochs_done = 2;
+  m.seconds = 3.0;
+  ASSERT_TRUE(store_->finish_trial(id, 1, TrialStatus::finished, m));
+  EXPECT_EQ(store_->reopen_trial(ids[1]), std::nullopt) << "queued: not ended";
+  ASSERT_TRUE(store_->mark_running(ids[1], 1, "w2"));
+  EXPECT_EQ(store_->reopen_trial(ids[1]), std::nullopt) << "running: not ended";
+  const auto before = store_->events_since(0).size();
+
+  EXPECT_EQ(store_->reopen_trial(id), 1);
+  auto t = store_->trial(id);
+  EXPECT_EQ(t->status, TrialStatus::queued);
+  EXPECT_EQ(t->attempt, 1);
+  EXPECT_EQ(t->worker, "");
+  EXPECT_FALSE(t->finished_at);
+  EXPECT_FALSE(t->metrics.val_acc);
+  EXPECT_FALSE(t->metrics.test_acc);
+  EXPECT_EQ(t->metrics.epochs_done, 0);
+  EXPECT_EQ(t->error, "");
+  EXPECT_EQ(t->curve.size(), 2u) << "the old rows are kept until a newer attempt runs";
+  auto counts = store_->trial_counts(exp_);
+  EXPECT_EQ(counts.finished, 0);
+  EXPECT_EQ(counts.queued, 2);
+  EXPECT_EQ(store_->reopen_trial(id), std::nullopt) << "already queued again";
+  auto events = store_->events_since(0);
+  ASSERT_EQ(events.size(), before + 1);
+  EXPECT_EQ(events.back().type, "trial.reopened");
+  EXPECT_EQ(events.back().data,
+            (nlohmann::json{{"trial", id}, {"experiment", exp_}, {"attempt", 1}}));
+
+  // The new task runs as attempt_base + delivery attempt = 1 + 1.
+  ASSERT_TRUE(store_->mark_running(id, 2, "w3"));
+  EXPECT_TRUE(store_->trial(id)->curve.empty()) << "attempt 1's curve is not shown";
+  ASSERT_TRUE(store_->record_epoch(id, 2, at_epoch(1, 0.7)));
+  m.val_acc = 0.7;
+  ASSERT_TRUE(store_->finish_trial(id, 2, TrialStatus::finished, m));
+  t = store_->trial(id);
+  EXPECT_EQ(t->attempt, 2);
+  ASSERT_EQ(t->curve.size(), 1u);
+  EXPECT_DOUBLE_EQ(*t->curve[0].val_acc, 0.7);
+  EXPECT_DOUBLE_EQ(*t->metrics.val_acc, 0.7);
+  EXPECT_EQ(store_->epochs_for(exp_, 2).size(), 0u) << "epoch 2 was attempt 1's only";
+
+  // Pruned and failed trials reopen too; cancelled ones do not.
+  TrialMetrics none;
+  ASSERT_TRUE(store_->finish_trial(ids[1], 1, TrialStatus::failed, none, "boom"));
+  EXPECT_EQ(store_->reopen_trial(ids[1]), 1);
+  EXPECT_EQ(store_->trial(ids[1])->error, "");
+  ASSERT_TRUE(store_->mark_running(ids[2], 1, "w1"));
+  ASSERT_TRUE(store_->finish_trial(ids[2], 1, TrialStatus::pruned, none));
+  EXPECT_EQ(store_->reopen_trial(ids[2]), 1);
+  EXPECT_EQ(store_->cancel_trials(exp_), 2);
+  EXPECT_EQ(store_->reopen_trial(ids[1]), std::nullopt) << "cancelled";
+
+  expect_invalid([&] { store_->reopen_trial(999); }, "trial_id 999");
+  expect_invalid([&] { store_->reopen_trial(0); }, "trial_id");
+}
+
+TEST_F(ResultStoreTest, TrialsFilterByWorker) {
+  auto ids = add(4);
+  ASSERT_TRUE(store_->mark_running(ids[0], 1, "w1"));
+  ASSERT_TRUE(store_->mark_running(ids[1], 1, "w2"));
+  ASSERT_TRUE(store_->mark_running(ids[2], 1, "w1"));
+  TrialMetrics m;
+  m.val_acc = 0.5;
+  ASSERT_TRUE(store_->finish_trial(ids[2], 1, TrialStatus::finished, m));
+  TrialQuery q;
+  q.worker = "w1";
+  std::vector<std::int64_t> got;
+  for (const auto& t : store_->trials(exp_, q)) got.push_back(t.id);
+  EXPECT_EQ(got, (std::vector<std::int64_t>{ids[0], ids[2]}));
+  q.status = TrialStatus::running;
+  got.clear();
+  for (const auto& t : store_->trials(exp_, q)) got.push_back(t.id);
+  EXPECT_EQ(got, (std::vector<std::int64_t>{ids[0]}));
+  q.status.reset();
+  q.worker = "nobody";
+  EXPECT_TRUE(store_->trials(exp_, q).empty());
+  q.worker.reset();
+  EXPECT_EQ(store_->trials(exp_, q).size(), 4u);
+}
+
 }  // namespace
 }  // namespace dnnlab::store
