@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "data/shard.hpp"
 #include "dnnlab_wasm.h"
 #include "nn/kernels.hpp"
 #include "nn/model.hpp"
@@ -28,14 +29,31 @@
 namespace nn = dnnlab::nn;
 using Clock = std::chrono::steady_clock;
 
+namespace data = dnnlab::data;
+
+struct dnnlab_shard {
+  std::shared_ptr<const data::Dataset> ds;  // shared with models training on it
+  std::string info;                         // dnnlab_shard_info's JSON
+};
+
+// A copy of a training set handed in by dnnlab_model_load_data.
+struct OwnedSet {
+  nn::Tensor x;
+  std::vector<int32_t> y;
+};
+
 struct dnnlab_model {
   dnnlab::wasm::CoreSpec spec;
   nn::Model model;
   nn::Trainer trainer;  // holds the optimizer; constructed after `model`
   nn::Shape input;      // one sample
   int64_t row = 0;      // floats per sample
-  nn::Tensor train_x;
-  std::vector<int32_t> train_y;
+  // The training set: a view of an OwnedSet or of a shard's split, kept alive
+  // by train_owner (a model may outlive the shard handle it trains on).
+  std::shared_ptr<const void> train_owner;
+  nn::TensorView train_x;  // [n, input...]
+  const int32_t* train_y = nullptr;
+  int64_t train_n = 0;
   int epoch = 0;  // epochs run so far (for the schedule and shuffling)
   // train_steps: a shuffled order over train_x and a cursor into it.
   std::vector<int64_t> order;
@@ -124,6 +142,46 @@ nn::Shape batch_shape(const nn::Shape& sample, int64_t n) {
   s.d[0] = n;
   for (int i = 0; i < sample.rank; ++i) s.d[i + 1] = sample.d[i];
   return s;
+}
+
+constexpr const char* kSplitNames[3] = {"train", "val", "test"};
+
+const data::Split& shard_split(const dnnlab_shard* s, int32_t split) {
+  need(split >= 0 && split <= 2, "split must be 0 (train), 1 (val) or 2 (test)");
+  const data::Dataset& ds = *s->ds;
+  return split == 0 ? ds.train : split == 1 ? ds.val : ds.test;
+}
+
+// A shard split viewed with the model's input shape (no copy). The shard was
+// checked when opened (finite values, labels < its classes); what is left is
+// whether it fits this model.
+nn::TensorView shard_view(const dnnlab_model* m, const dnnlab_shard* s, const data::Split& sp) {
+  const data::Dataset& ds = *s->ds;
+  if (ds.sample_shape.numel() != m->row)
+    throw dnnlab::ShapeError("the shard's samples are " + std::to_string(ds.sample_shape.numel()) +
+                             " values, the model's input " + m->input.str() + " needs " +
+                             std::to_string(m->row));
+  if (ds.num_classes > m->spec.classes)
+    for (size_t i = 0; i < sp.y.size(); ++i)
+      if (sp.y[i] >= m->spec.classes)
+        throw dnnlab::DataError("shard", -1,
+                                "label " + std::to_string(sp.y[i]) + " at index " +
+                                    std::to_string(i) + " is outside the model's [0, " +
+                                    std::to_string(m->spec.classes) + ")");
+  return nn::TensorView(const_cast<float*>(sp.x.data()), batch_shape(m->input, sp.size()));
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (static_cast<unsigned char>(c) >= 0x20) {
+      o += c;
+    }
+  }
+  return o;
 }
 
 }  // namespace
@@ -240,9 +298,28 @@ DNNLAB_API int dnnlab_model_load_data(dnnlab_model* m, const float* x, int32_t x
   return api([&] {
     need(m, "null model");
     check_set(m, x, x_count, y, n);
-    m->train_x.resize(batch_shape(m->input, n));
-    std::memcpy(m->train_x.data(), x, sizeof(float) * x_count);
-    m->train_y.assign(y, y + n);
+    auto set = std::make_shared<OwnedSet>();
+    set->x.resize(batch_shape(m->input, n));
+    std::memcpy(set->x.data(), x, sizeof(float) * x_count);
+    set->y.assign(y, y + n);
+    m->train_x = set->x.view();
+    m->train_y = set->y.data();
+    m->train_n = n;
+    m->train_owner = std::move(set);
+    m->order.clear();
+    m->cursor = 0;
+  });
+}
+
+DNNLAB_API int dnnlab_model_use_split(dnnlab_model* m, dnnlab_shard* s, int32_t split) {
+  return api([&] {
+    need(m && s, "null model or shard");
+    const data::Split& sp = shard_split(s, split);
+    need(sp.size() > 0, std::string(kSplitNames[split]) + " split is empty");
+    m->train_x = shard_view(m, s, sp);
+    m->train_y = sp.y.data();
+    m->train_n = sp.size();
+    m->train_owner = s->ds;
     m->order.clear();
     m->cursor = 0;
   });
@@ -252,8 +329,8 @@ DNNLAB_API int dnnlab_model_train_epochs(dnnlab_model* m, int32_t epochs, double
   return api([&] {
     need(m, "null model");
     need(epochs > 0, "epochs must be positive");
-    need(!m->train_y.empty(), "no training data loaded (dnnlab_model_load_data)");
-    nn::LabeledData d{m->train_x.view(), m->train_y.data()};
+    need(m->train_n > 0, "no training data loaded (dnnlab_model_load_data or use_split)");
+    nn::LabeledData d{m->train_x, m->train_y};
     nn::EpochResult r;
     for (int32_t e = 0; e < epochs; ++e) r = m->trainer.run_epoch(m->epoch++, d, nullptr, nullptr);
     if (out) {
@@ -265,12 +342,35 @@ DNNLAB_API int dnnlab_model_train_epochs(dnnlab_model* m, int32_t epochs, double
   });
 }
 
+DNNLAB_API int dnnlab_model_fit_epoch(dnnlab_model* m, dnnlab_shard* val_shard, double* out) {
+  return api([&] {
+    need(m && out, "null pointer");
+    need(m->train_n > 0, "no training data loaded (dnnlab_model_load_data or use_split)");
+    nn::LabeledData d{m->train_x, m->train_y};
+    nn::LabeledData val;
+    const bool has_val = val_shard && val_shard->ds->val.size() > 0;
+    if (has_val) {
+      const data::Split& sp = val_shard->ds->val;
+      val = {shard_view(m, val_shard, sp), sp.y.data()};
+    }
+    const nn::EpochResult r =
+        m->trainer.run_epoch(m->epoch++, d, has_val ? &val : nullptr, nullptr);
+    const double v[8] = {r.train_loss, r.train_acc,          r.val_loss, r.val_acc,
+                         r.seconds,    r.samples_per_second, r.lr,       double(r.epoch)};
+    for (double x : v)
+      if (!std::isfinite(x))
+        throw dnnlab::NumericError("epoch " + std::to_string(r.epoch) +
+                                   " produced a non-finite metric");
+    std::memcpy(out, v, sizeof v);
+  });
+}
+
 DNNLAB_API int dnnlab_model_train_steps(dnnlab_model* m, int32_t steps, double* out) {
   return api([&] {
     need(m, "null model");
     need(steps > 0, "steps must be positive");
-    need(!m->train_y.empty(), "no training data loaded (dnnlab_model_load_data)");
-    const int64_t n = static_cast<int64_t>(m->train_y.size());
+    need(m->train_n > 0, "no training data loaded (dnnlab_model_load_data or use_split)");
+    const int64_t n = m->train_n;
     const int64_t bs = std::min<int64_t>(m->spec.train.batch_size, n);
     m->batch_x.resize(batch_shape(m->input, bs));
     m->batch_y.resize(bs);
@@ -321,4 +421,55 @@ DNNLAB_API int dnnlab_model_evaluate(dnnlab_model* m, const float* x, int32_t x_
     out[0] = r.loss;
     out[1] = r.accuracy;
   });
+}
+
+DNNLAB_API int dnnlab_model_evaluate_split(dnnlab_model* m, dnnlab_shard* s, int32_t split,
+                                           double* out) {
+  return api([&] {
+    need(m && s && out, "null pointer");
+    const data::Split& sp = shard_split(s, split);
+    need(sp.size() > 0, std::string(kSplitNames[split]) + " split is empty");
+    nn::LossAndAccuracy r = m->model.evaluate(shard_view(m, s, sp), sp.y.data());
+    out[0] = r.loss;
+    out[1] = r.accuracy;
+  });
+}
+
+DNNLAB_API dnnlab_shard* dnnlab_shard_open(const uint8_t* bytes, int32_t len) {
+  dnnlab_shard* out = nullptr;
+  int st = api([&] {
+    need(bytes && len >= 0, "null pointer or negative length");
+    auto shard = std::make_unique<dnnlab_shard>();
+    auto ds = std::make_shared<data::Dataset>(data::decode_shard(
+        std::string_view(reinterpret_cast<const char*>(bytes), static_cast<size_t>(len)), "shard"));
+    std::string& j = shard->info;
+    j = "{\"dataset\":\"" + json_escape(ds->name) +
+        "\",\"classes\":" + std::to_string(ds->num_classes) + ",\"sample_shape\":[";
+    for (int i = 0; i < ds->sample_shape.rank; ++i) {
+      if (i) j += ',';
+      j += std::to_string(ds->sample_shape[i]);
+    }
+    j += "],\"features\":" + std::to_string(ds->sample_shape.numel()) + ",\"normalize\":\"" +
+         json_escape(ds->normalize) + "\",\"dataset_sha256\":\"" + json_escape(ds->sha256) +
+         "\",\"train\":" + std::to_string(ds->train.size()) +
+         ",\"val\":" + std::to_string(ds->val.size()) +
+         ",\"test\":" + std::to_string(ds->test.size()) + "}";
+    shard->ds = std::move(ds);
+    out = shard.release();
+  });
+  if (st == DNNLAB_OK) g_status = DNNLAB_OK, g_error.clear();
+  return out;
+}
+
+DNNLAB_API const char* dnnlab_shard_info(dnnlab_shard* s) {
+  const char* out = nullptr;
+  api([&] {
+    need(s, "null shard");
+    out = s->info.c_str();
+  });
+  return out;
+}
+
+DNNLAB_API void dnnlab_shard_free(dnnlab_shard* s) {
+  api([&] { delete s; });
 }

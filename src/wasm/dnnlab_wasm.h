@@ -16,6 +16,16 @@
  *   dnnlab_model_evaluate(m, vx, vn * 784, vy, vn, r);  // r = loss, accuracy
  *   dnnlab_model_free(m);
  *
+ * Training on a data shard (docs/protocol.md, "Data shards"), as browser
+ * workers do: the splits are decoded once and shared, not copied, by models.
+ *
+ *   dnnlab_shard* s = dnnlab_shard_open(bytes, len);   // bytes may be freed after
+ *   dnnlab_model_use_split(m, s, DNNLAB_SPLIT_TRAIN);
+ *   double e[8];
+ *   dnnlab_model_fit_epoch(m, s, e);   // train one epoch, evaluate s's val split
+ *   dnnlab_model_evaluate_split(m, s, DNNLAB_SPLIT_TEST, r);
+ *   dnnlab_shard_free(s);              // models using it keep its data alive
+ *
  * The spec (JSON): input [dims], classes, layers [{type, units, alpha, init,
  * bias}], init, loss, optimizer {type, lr, momentum, nesterov, weight_decay,
  * beta1, beta2, eps}, batch_size, seed, epochs, schedule {type, step_epochs,
@@ -40,6 +50,9 @@ enum dnnlab_status {
 };
 
 typedef struct dnnlab_model dnnlab_model;
+typedef struct dnnlab_shard dnnlab_shard;
+
+enum dnnlab_split { DNNLAB_SPLIT_TRAIN = 0, DNNLAB_SPLIT_VAL = 1, DNNLAB_SPLIT_TEST = 2 };
 
 /* The status and message of the last failed call ("" after none). */
 int dnnlab_last_status(void);
@@ -77,6 +90,29 @@ int dnnlab_model_train_steps(dnnlab_model* m, int32_t steps, double* out);
 /* out[2] = mean loss and accuracy over n samples (not copied). */
 int dnnlab_model_evaluate(dnnlab_model* m, const float* x, int32_t x_count, const int32_t* y,
                           int32_t n, double* out);
+
+/* Data shards. open decodes and checks the bytes (copied; DNNLAB_ERR_DATA
+ * names the tensor and byte offset of a defect) and normalizes U8 pixels
+ * through the shard's lut: the same floats as native loading, bit for bit.
+ * NULL on error. */
+dnnlab_shard* dnnlab_shard_open(const uint8_t* bytes, int32_t len);
+/* JSON: {"dataset","classes","sample_shape":[..],"features","normalize",
+ * "dataset_sha256","train","val","test"} (split sizes). Owned by the shard. */
+const char* dnnlab_shard_info(dnnlab_shard* s);
+/* Models still training on the shard keep its data alive. */
+void dnnlab_shard_free(dnnlab_shard* s);
+
+/* Trains on a split of the shard (shared, not copied); replaces any earlier
+ * set. The sample size must equal the model's input size. */
+int dnnlab_model_use_split(dnnlab_model* m, dnnlab_shard* s, int32_t split);
+/* One epoch exactly as the native trainer runs it, then evaluation on
+ * val_shard's validation split (none when val_shard is NULL or that split is
+ * empty: val metrics 0). out[8] = train_loss, train_acc, val_loss, val_acc,
+ * seconds, samples/s, lr, epoch (1-based). A non-finite metric is
+ * DNNLAB_ERR_NUMERIC. */
+int dnnlab_model_fit_epoch(dnnlab_model* m, dnnlab_shard* val_shard, double* out);
+/* out[2] = mean loss and accuracy over a split of the shard. */
+int dnnlab_model_evaluate_split(dnnlab_model* m, dnnlab_shard* s, int32_t split, double* out);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,7 @@
 //     node --no-experimental-fetch --test tests/wasm/api.test.mjs
 // (tests/wasm/api_test.sh builds both and sets these.)
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -172,5 +172,89 @@ test('bad input comes back as errors and the module keeps working', () => {
   const r = m.train(x, y, { epochs: 2 });
   assert.ok(Number.isFinite(r[1].loss));
   assert.ok(Number.isFinite(m.evaluate(x, y).loss));
+  m.free();
+});
+
+// ---- data shards ----------------------------------------------------------
+
+const SHARD_SPEC = {
+  input: [784], classes: 10,
+  layers: [{ type: 'dense', units: 32 }, { type: 'relu' }, { type: 'dense', units: 10 }],
+  optimizer: { type: 'sgd', lr: 0.05, momentum: 0.9 }, batch_size: 32, seed: 3, epochs: 3,
+  schedule: { type: 'cosine' },
+};
+
+function makeShard(name, dataset, limitTrain, validation) {
+  const out = join(tmp, name);
+  execFileSync(process.env.DNNLAB_MAKE_SHARD, [out, dataset, String(limitTrain), String(validation)]);
+  return out;
+}
+
+const haveShardTools = process.env.DNNLAB_API_NATIVE && process.env.DNNLAB_MAKE_SHARD;
+const fashion = '/usr/share/datasets/fashion-mnist';
+const shardCases = [
+  ['synthetic (F32)', 'synthetic', 600, 200, true],
+  ['fashion-mnist subset (U8 + lut)', 'fashion-mnist', 2000, 500, existsSync(fashion)],
+];
+for (const [label, dataset, limitTrain, validation, available] of shardCases) {
+  test(`a shard made natively trains in wasm as natively: ${label}`,
+    { skip: (!haveShardTools && 'DNNLAB_API_NATIVE / DNNLAB_MAKE_SHARD not set') || (!available && `${fashion} not installed`) },
+    (t) => {
+      const path = makeShard(`${dataset}.safetensors`, dataset, limitTrain, validation);
+      writeFileSync(join(tmp, 'shard_spec.json'), JSON.stringify(SHARD_SPEC));
+      const native = JSON.parse(execFileSync(process.env.DNNLAB_API_NATIVE,
+        ['--shard', path, join(tmp, 'shard_spec.json'), String(SHARD_SPEC.epochs)], { encoding: 'utf8' }));
+      const shard = core.openShard(readFileSync(path));
+      assert.deepEqual(shard.info, native.info);
+      assert.equal(shard.info.train, limitTrain);
+      assert.equal(shard.info.val, validation);
+      const m = core.createModel(SHARD_SPEC);
+      m.useSplit(shard, 'train');
+      const curve = [];
+      for (let e = 0; e < SHARD_SPEC.epochs; e++) curve.push(m.fitEpoch(shard));
+      const test = m.evaluateSplit(shard, 'test');
+      m.free();
+      shard.free();
+      const pairs = [];
+      curve.forEach((r, i) => {
+        const n = native.epochs[i];
+        assert.equal(r.epoch, i + 1);
+        pairs.push([`epoch ${i + 1} train_loss`, n.train_loss, r.trainLoss],
+          [`epoch ${i + 1} val_loss`, n.val_loss, r.valLoss],
+          [`epoch ${i + 1} lr`, n.lr, r.lr]);
+        // Accuracies are counts over n: a 1e-3 absolute tolerance, as the server checks.
+        assert.ok(Math.abs(n.train_acc - r.trainAcc) <= 1e-3, `epoch ${i + 1} train_acc ${n.train_acc} vs ${r.trainAcc}`);
+        assert.ok(Math.abs(n.val_acc - r.valAcc) <= 1e-3, `epoch ${i + 1} val_acc ${n.val_acc} vs ${r.valAcc}`);
+      });
+      pairs.push(['test loss', native.test.loss, test.loss]);
+      for (const [what, a, b] of pairs) {
+        t.diagnostic(`${what}: native ${a} wasm ${b} (rel ${rel(a, b).toExponential(2)})`);
+        assert.ok(Number.isFinite(b) && rel(a, b) <= TOL, `${what}: native ${a} vs wasm ${b}`);
+      }
+      assert.ok(Math.abs(native.test.accuracy - test.accuracy) <= 1e-3);
+      assert.ok(curve.at(-1).trainLoss < curve[0].trainLoss, 'the loss goes down');
+    });
+}
+
+test('bad shards come back as errors; a model outlives its shard handle', { skip: !haveShardTools && 'DNNLAB_MAKE_SHARD not set' }, () => {
+  const bytes = readFileSync(makeShard('small.safetensors', 'synthetic', 64, 32));
+  expectError(() => core.openShard(bytes.subarray(0, 100)), 'data', /shard at byte \d+/);
+  expectError(() => core.openShard(new Uint8Array(3)), 'data', /too short/);
+  const broken = new Uint8Array(bytes); // a copy (Buffer.slice would be a view)
+  broken[8] = 0x21; // the header's opening brace
+  expectError(() => core.openShard(broken), 'data', /shard at byte 8/);
+
+  const shard = core.openShard(bytes);
+  const narrow = core.createModel({ ...SHARD_SPEC, input: [783] });
+  expectError(() => narrow.useSplit(shard, 'train'), 'shape', /784/);
+  narrow.free();
+  const m = core.createModel(SHARD_SPEC);
+  expectError(() => m.useSplit(shard, 'nope'), 'argument', /unknown split/);
+  expectError(() => m.fitEpoch(shard), 'argument', /no training data/);
+  m.useSplit(shard, 'train');
+  shard.free();
+  expectError(() => m.evaluateSplit(shard, 'val'), 'argument', /freed/);
+  const r = m.fitEpoch(null); // no validation: val metrics 0
+  assert.ok(Number.isFinite(r.trainLoss) && r.valLoss === 0 && r.epoch === 1);
   m.free();
 });

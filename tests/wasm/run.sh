@@ -6,7 +6,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 native=${1:?usage: run.sh NATIVE_STEPS_BINARY}
 export NODE_PATH=/usr/share/nodejs   # Debian's emscripten finds acorn there
-build="$root/build/wasm"
+build="${DNNLAB_WASM_BUILD:-$root/build/wasm}"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_TOOLCHAIN_FILE=/usr/share/emscripten/cmake/Modules/Platform/Emscripten.cmake >/dev/null
 cmake --build "$build" --target nn_steps

@@ -1,0 +1,212 @@
+// dnnlab_api.mjs: the JS classes over the core's C API (dnnlab_wasm.h),
+// independent of how the module was loaded. dnnlab.mjs loads the module
+// beside it; the join page's worker loads it from a content-hashed URL and
+// calls wrapCore() itself:
+//
+//   const { default: factory } = await import(welcome.wasm.js);
+//   const core = wrapCore(await factory({ locateFile: () => welcome.wasm.wasm }));
+
+const STATUS = ['ok', 'spec', 'shape', 'numeric', 'data', 'argument', 'internal'];
+
+export class DnnlabError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.name = 'DnnlabError';
+    this.status = status;
+    this.code = STATUS[status] ?? 'internal';
+  }
+}
+
+// Wraps an instantiated emscripten module (what createDnnlabCore resolves to).
+export function wrapCore(mod) {
+  return new Core(mod);
+}
+
+class Core {
+  constructor(mod) {
+    this.mod = mod;
+    this.kernels = mod.UTF8ToString(mod._dnnlab_kernels_name());
+  }
+  error() {
+    const m = this.mod;
+    return new DnnlabError(m._dnnlab_last_status(), m.UTF8ToString(m._dnnlab_last_error()));
+  }
+  check(status) {
+    if (status !== 0) throw this.error();
+  }
+  // Copies bytes into wasm memory, calls fn(ptr), frees. The heap views are
+  // read after malloc because memory growth replaces them.
+  withBytes(bytes, fn) {
+    const m = this.mod;
+    const p = m._malloc(Math.max(1, bytes.byteLength));
+    if (!p) throw new DnnlabError(6, 'out of wasm memory');
+    try {
+      m.HEAPU8.set(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), p);
+      return fn(p);
+    } finally {
+      m._free(p);
+    }
+  }
+  withString(s, fn) {
+    const b = new TextEncoder().encode(s);
+    const z = new Uint8Array(b.length + 1);
+    z.set(b);
+    return this.withBytes(z, fn);
+  }
+  withScratch(n, fn) {
+    const m = this.mod;
+    const p = m._malloc(n * 8);
+    if (!p) throw new DnnlabError(6, 'out of wasm memory');
+    try {
+      fn(p);
+      return Array.from(m.HEAPF64.subarray(p >> 3, (p >> 3) + n));
+    } finally {
+      m._free(p);
+    }
+  }
+  // bytes: a shard's safetensors bytes (Uint8Array or ArrayBuffer). The core
+  // keeps the decoded floats; the bytes are not kept.
+  openShard(bytes) {
+    const b = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    const h = this.withBytes(b, (p) => this.mod._dnnlab_shard_open(p, b.byteLength));
+    if (!h) throw this.error();
+    return new Shard(this, h);
+  }
+  // spec: an object (or JSON text) as described in dnnlab_wasm.h.
+  createModel(spec) {
+    const text = typeof spec === 'string' ? spec : JSON.stringify(spec);
+    const h = this.withString(text, (p) => this.mod._dnnlab_model_create(p));
+    if (!h) throw this.error();
+    return new CoreModel(this, h);
+  }
+}
+
+const SPLITS = { train: 0, val: 1, test: 2 };
+function splitIndex(split) {
+  const i = typeof split === 'number' ? split : SPLITS[split];
+  if (i === undefined) throw new DnnlabError(5, `unknown split ${split} (train, val or test)`);
+  return i;
+}
+
+class Shard {
+  constructor(core, handle) {
+    this.core = core;
+    this.handle = handle;
+    // { dataset, classes, sample_shape, features, normalize, dataset_sha256, train, val, test }
+    this.info = JSON.parse(core.mod.UTF8ToString(core.mod._dnnlab_shard_info(handle)));
+  }
+  get h() {
+    if (!this.handle) throw new DnnlabError(5, 'the shard has been freed');
+    return this.handle;
+  }
+  // Models still using the shard keep its data alive in the core.
+  free() {
+    if (this.handle) this.core.mod._dnnlab_shard_free(this.handle);
+    this.handle = 0;
+  }
+}
+
+const f32 = (a) => (a instanceof Float32Array ? a : Float32Array.from(a));
+const i32 = (a) => (a instanceof Int32Array ? a : Int32Array.from(a));
+
+class CoreModel {
+  constructor(core, handle) {
+    this.core = core;
+    this.handle = handle;
+    this.numParams = core.mod._dnnlab_model_num_params(handle);
+    this.inputSize = core.mod._dnnlab_model_input_size(handle);
+  }
+  get h() {
+    if (!this.handle) throw new DnnlabError(5, 'the model has been freed');
+    return this.handle;
+  }
+  // Calls fn(xPtr, xCount, yPtr, n) with x and y copied into wasm memory.
+  withSet(x, y, fn) {
+    x = f32(x);
+    y = i32(y);
+    return this.core.withBytes(x, (xp) => this.core.withBytes(y, (yp) => fn(xp, x.length, yp, y.length)));
+  }
+  // Copies the training set into the model (replacing any earlier one).
+  loadData(x, y) {
+    const h = this.h;
+    this.core.check(this.withSet(x, y, (xp, xn, yp, n) => this.core.mod._dnnlab_model_load_data(h, xp, xn, yp, n)));
+  }
+  // One epoch over the loaded set: { loss, accuracy, seconds, samplesPerSecond }.
+  trainEpoch() {
+    const h = this.h;
+    const r = this.core.withScratch(4, (p) => this.core.check(this.core.mod._dnnlab_model_train_epochs(h, 1, p)));
+    return { loss: r[0], accuracy: r[1], seconds: r[2], samplesPerSecond: r[3] };
+  }
+  // `steps` batches from the loaded set: { loss, accuracy, seconds, samplesPerSecond }.
+  trainSteps(steps) {
+    const h = this.h;
+    const r = this.core.withScratch(4, (p) => this.core.check(this.core.mod._dnnlab_model_train_steps(h, steps, p)));
+    return { loss: r[0], accuracy: r[1], seconds: r[2], samplesPerSecond: r[3] };
+  }
+  // Loads (x, y) and trains: { epochs } (default 1) returns one result per
+  // epoch; { steps } returns one result for that many batches.
+  train(x, y, { epochs = 1, steps } = {}) {
+    this.loadData(x, y);
+    if (steps !== undefined) return this.trainSteps(steps);
+    const out = [];
+    for (let e = 0; e < epochs; e++) out.push({ epoch: e + 1, ...this.trainEpoch() });
+    return out;
+  }
+  evaluate(x, y) {
+    const h = this.h;
+    const r = this.core.withScratch(2, (p) =>
+      this.core.check(this.withSet(x, y, (xp, xn, yp, n) => this.core.mod._dnnlab_model_evaluate(h, xp, xn, yp, n, p))));
+    return { loss: r[0], accuracy: r[1] };
+  }
+  // Trains on a split of the shard from now on (replaces loadData's set).
+  useSplit(shard, split = 'train') {
+    this.core.check(this.core.mod._dnnlab_model_use_split(this.h, shard.h, splitIndex(split)));
+  }
+  // One epoch as the native trainer runs it, then the shard's val split (if
+  // a shard is given and its val split is not empty).
+  fitEpoch(shard = null) {
+    const h = this.h, s = shard ? shard.h : 0;
+    const r = this.core.withScratch(8, (p) => this.core.check(this.core.mod._dnnlab_model_fit_epoch(h, s, p)));
+    return { epoch: r[7], trainLoss: r[0], trainAcc: r[1], valLoss: r[2], valAcc: r[3], seconds: r[4], samplesPerSecond: r[5], lr: r[6] };
+  }
+  evaluateSplit(shard, split) {
+    const h = this.h, s = shard.h, i = splitIndex(split);
+    const r = this.core.withScratch(2, (p) => this.core.check(this.core.mod._dnnlab_model_evaluate_split(h, s, i, p)));
+    return { loss: r[0], accuracy: r[1] };
+  }
+  getParams() {
+    const h = this.h, m = this.core.mod, n = this.numParams;
+    const p = m._malloc(Math.max(1, n * 4));
+    try {
+      this.core.check(m._dnnlab_model_get_params(h, p, n));
+      return m.HEAPF32.slice(p >> 2, (p >> 2) + n);
+    } finally {
+      m._free(p);
+    }
+  }
+  setParams(values) {
+    const h = this.h, v = f32(values);
+    this.core.check(this.core.withBytes(v, (p) => this.core.mod._dnnlab_model_set_params(h, p, v.length)));
+  }
+  // Safetensors bytes (Uint8Array, a copy).
+  saveWeights() {
+    const h = this.h, m = this.core.mod;
+    const lp = m._malloc(4);
+    try {
+      const p = m._dnnlab_model_save(h, lp);
+      if (!p) throw this.core.error();
+      const len = m.HEAP32[lp >> 2];
+      return m.HEAPU8.slice(p, p + len);
+    } finally {
+      m._free(lp);
+    }
+  }
+  loadWeights(bytes) {
+    const h = this.h;
+    this.core.check(this.core.withBytes(bytes, (p) => this.core.mod._dnnlab_model_load(h, p, bytes.byteLength)));
+  }
+  free() {
+    if (this.handle) this.core.mod._dnnlab_model_free(this.handle);
+    this.handle = 0;
+  }
+}
