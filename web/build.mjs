@@ -1,4 +1,5 @@
-// Bundles web/src (plain ES modules + CSS) into one app.js, app.css and index.html.
+// Bundles web/src (plain ES modules + CSS) into one app.js, app.css and index.html,
+// and the join page (src/join) into join.html, join.js and join_worker.js.
 // Usage: node build.mjs [--outdir DIR] [--dev]
 import * as esbuild from 'esbuild';
 import { copyFile, mkdir } from 'node:fs/promises';
@@ -28,6 +29,20 @@ const result = await esbuild.build({
   metafile: true,
 });
 await copyFile(join(here, 'src/index.html'), join(outdir, 'index.html'));
-const sizes = Object.entries(result.metafile.outputs)
+// The join page: ES modules (a module Web Worker imports the wasm core's glue
+// dynamically); the core itself goes to dist/core/ (web/CMakeLists.txt).
+const joinResult = await esbuild.build({
+  entryPoints: { join: join(here, 'src/join/join.js'), join_worker: join(here, 'src/join/join_worker.js') },
+  bundle: true,
+  format: 'esm',
+  target: ['chrome100', 'firefox100', 'safari15'],
+  minify: !dev,
+  sourcemap: dev ? 'inline' : false,
+  outdir,
+  logLevel: 'warning',
+  metafile: true,
+});
+await copyFile(join(here, 'src/join/join.html'), join(outdir, 'join.html'));
+const sizes = [...Object.entries(result.metafile.outputs), ...Object.entries(joinResult.metafile.outputs)]
   .map(([f, o]) => `${f.split('/').pop()} ${(o.bytes / 1024).toFixed(1)} KiB`);
 console.log(`dashboard -> ${outdir}: ${sizes.join(', ')}`);

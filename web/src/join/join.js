@@ -1,0 +1,90 @@
+// The join page (served at /join?token=...): starts the join worker, shows
+// its state, and offers a Pause button. The state is mirrored on
+// window.dnnlabJoin for tests and the curious.
+import { gatewayUrl } from './protocol.js';
+
+const $ = (id) => document.getElementById(id);
+const token = new URLSearchParams(location.search).get('token') ?? '';
+
+function clientId() {
+  const key = 'dnnlab-client';
+  try {
+    let id = localStorage.getItem(key);
+    if (!id) {
+      id = crypto.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
+      localStorage.setItem(key, id);
+    }
+    return id;
+  } catch {
+    return `ephemeral-${Math.random().toString(36).slice(2)}`; // storage blocked
+  }
+}
+
+const join = {
+  state: 'starting', // the connection state
+  activity: 'idle',
+  trialsDone: 0,
+  trialsFailed: 0,
+  current: null,
+  samplesPerSecond: 0,
+  paused: false,
+  worker: null,
+  error: '',
+  closeCode: 0,
+  kernels: '',
+  client: clientId(),
+  updates: 0,
+};
+window.dnnlabJoin = join;
+
+function render() {
+  const c = $('connection');
+  c.textContent = join.state === 'quarantined' ? 'quarantined — this client was refused by the server' : join.state;
+  c.className = `state-${join.state}`;
+  $('activity').textContent = join.activity;
+  $('trials-done').textContent = String(join.trialsDone) + (join.trialsFailed ? ` (${join.trialsFailed} failed)` : '');
+  const cur = join.current;
+  $('current').textContent = cur
+    ? `experiment ${cur.experiment}, trial #${cur.index}, epoch ${cur.epoch}/${cur.epochs}`
+    : '—';
+  $('samples').textContent = join.samplesPerSecond ? Math.round(join.samplesPerSecond).toLocaleString('en') : '—';
+  $('worker').textContent = join.worker ?? '—';
+  $('error').textContent = join.error;
+  const b = $('pause');
+  b.textContent = join.paused ? 'Resume' : 'Pause';
+  b.setAttribute('aria-pressed', String(join.paused));
+}
+
+if (!token) {
+  join.state = 'closed';
+  join.error = 'No join token: open the URL that `dnnlab serve` printed (…/join?token=…).';
+  render();
+} else {
+  const worker = new Worker(new URL('join_worker.js', location.href), { type: 'module' });
+  worker.onmessage = (ev) => {
+    if (ev.data?.type !== 'state') return;
+    const s = ev.data.state;
+    Object.assign(join, {
+      state: s.connection, activity: s.activity, trialsDone: s.trialsDone, trialsFailed: s.trialsFailed,
+      current: s.current, samplesPerSecond: s.samplesPerSecond, paused: s.paused, worker: s.worker,
+      error: s.error, closeCode: s.closeCode, kernels: s.kernels, updates: join.updates + 1,
+    });
+    render();
+  };
+  worker.onerror = (ev) => {
+    join.error = `worker error: ${ev.message}`;
+    render();
+  };
+  $('pause').onclick = () => {
+    join.paused = !join.paused;
+    worker.postMessage({ type: 'pause', paused: join.paused });
+    render();
+  };
+  worker.postMessage({ type: 'start', token, client: join.client, url: gatewayUrl(location), agent: navigator.userAgent });
+  join.pause = (p = true) => {
+    join.paused = p;
+    worker.postMessage({ type: 'pause', paused: p });
+    render();
+  };
+  render();
+}

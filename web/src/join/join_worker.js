@@ -1,0 +1,372 @@
+// The join page's Web Worker (a module worker): one WebSocket to /join,
+// protocol v1 (docs/protocol.md), the wasm core and the data shards from the
+// Cache API, and trials trained epoch by epoch. It reports its state to the
+// page with {type: 'state', ...} messages; the page sends {type: 'start'} and
+// {type: 'pause', paused}.
+import { wrapCore, DnnlabError } from '../../../src/wasm/dnnlab_api.mjs';
+import * as proto from './protocol.js';
+
+const CACHE_NAME = 'dnnlab-v1';
+
+const state = {
+  connection: 'starting', // connecting | connected | reconnecting | quarantined | closed
+  activity: 'idle',       // idle | loading | training | waiting | paused
+  paused: false,
+  worker: null,           // the worker id from welcome
+  trialsDone: 0,
+  trialsFailed: 0,
+  current: null,          // { ticket, experiment, index, trial, attempt, epoch, epochs }
+  samplesPerSecond: 0,
+  lastEpoch: null,
+  error: '',
+  closeCode: 0,
+  closeReason: '',
+  kernels: '',
+  reconnects: 0,
+};
+
+function publish() {
+  self.postMessage({ type: 'state', state: structuredClone(state) });
+}
+function set(patch) {
+  Object.assign(state, patch);
+  publish();
+}
+
+let cfg = null;        // { token, client, url, agent }
+let ws = null;
+let welcome = null;
+let heartbeatTimer = 0;
+let retryTimer = 0;
+let failures = 0;      // failed connection attempts in a row
+let stopped = false;   // quarantined or version mismatch: no more reconnects
+let holding = null;    // the ticket being trained (string) or null
+let requested = false; // a request is outstanding
+let unpause = null;    // resolves when pause is lifted
+const waiters = new Map(); // key -> {resolve, reject}
+let corePromise = null, coreUrls = '';
+let openShard = null;  // { url, shard }
+
+// ---- Cache API ----------------------------------------------------------
+
+// Response bytes for an immutable, content-hashed URL: from the Cache API
+// when there, else fetched once and stored.
+async function cachedBytes(url) {
+  const abs = new URL(url, self.location.href).href;
+  const cache = typeof caches !== 'undefined' ? await caches.open(CACHE_NAME).catch(() => null) : null;
+  if (cache) {
+    const hit = await cache.match(abs);
+    if (hit) return new Uint8Array(await hit.arrayBuffer());
+  }
+  const res = await fetch(abs);
+  if (!res.ok) throw new Error(`GET ${url}: HTTP ${res.status}`);
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  if (cache) {
+    await cache.put(abs, new Response(bytes, { headers: { 'Content-Type': res.headers.get('Content-Type') ?? 'application/octet-stream' } }))
+      .catch(() => {}); // a full quota only costs a refetch next time
+  }
+  return bytes;
+}
+
+async function forget(url) {
+  if (typeof caches === 'undefined') return;
+  const cache = await caches.open(CACHE_NAME).catch(() => null);
+  if (cache) await cache.delete(new URL(url, self.location.href).href);
+}
+
+async function sha256Hex(bytes) {
+  const d = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+  return Array.from(d, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+// ---- the core -----------------------------------------------------------
+
+// The glue JS is imported from a Blob of the cached text (an import of the
+// URL itself would go to the network); the wasm bytes are handed over too,
+// with locateFile pointing at the hashed URL for completeness.
+function loadCore(urls) {
+  const key = `${urls.js} ${urls.wasm}`;
+  if (corePromise && coreUrls === key) return corePromise;
+  coreUrls = key;
+  corePromise = (async () => {
+    const [js, wasm] = await Promise.all([cachedBytes(urls.js), cachedBytes(urls.wasm)]);
+    const blobUrl = URL.createObjectURL(new Blob([js], { type: 'text/javascript' }));
+    try {
+      const { default: factory } = await import(/* @vite-ignore */ blobUrl);
+      const wasmUrl = new URL(urls.wasm, self.location.href).href;
+      const core = wrapCore(await factory({ wasmBinary: wasm, locateFile: () => wasmUrl }));
+      set({ kernels: core.kernels });
+      return core;
+    } finally {
+      URL.revokeObjectURL(blobUrl);
+    }
+  })();
+  corePromise.catch(() => { corePromise = null; });
+  return corePromise;
+}
+
+async function shardFor(core, data) {
+  if (openShard?.url === data.url) return openShard.shard;
+  let bytes = await cachedBytes(data.url);
+  if (data.sha256 && (await sha256Hex(bytes)) !== data.sha256) {
+    await forget(data.url); // a damaged copy: fetch once more
+    bytes = await cachedBytes(data.url);
+    const got = await sha256Hex(bytes);
+    if (got !== data.sha256) throw new Error(`shard ${data.url}: sha256 ${got}, expected ${data.sha256}`);
+  }
+  if (openShard) openShard.shard.free(); // models still training on it keep its data
+  openShard = { url: data.url, shard: core.openShard(bytes) };
+  return openShard.shard;
+}
+
+// ---- the socket ---------------------------------------------------------
+
+function send(msg) {
+  if (ws && ws.readyState === WebSocket.OPEN) ws.send(typeof msg === 'string' || msg instanceof ArrayBuffer ? msg : JSON.stringify(msg));
+}
+
+function sendRequest() {
+  clearTimeout(retryTimer);
+  if (!welcome || holding || requested || state.paused || ws?.readyState !== WebSocket.OPEN) return;
+  requested = true;
+  send(proto.request());
+  set({ activity: 'waiting' });
+}
+
+function waitFor(key) {
+  return new Promise((resolve, reject) => waiters.set(key, { resolve, reject }));
+}
+function settle(key, value) {
+  const w = waiters.get(key);
+  if (w) {
+    waiters.delete(key);
+    w.resolve(value);
+  }
+}
+function rejectAll(err) {
+  for (const w of waiters.values()) w.reject(err);
+  waiters.clear();
+}
+
+class ConnectionLost extends Error {}
+
+function connect() {
+  if (stopped) return;
+  set({ connection: failures ? 'reconnecting' : 'connecting' });
+  const sock = new WebSocket(cfg.url);
+  ws = sock;
+  sock.binaryType = 'arraybuffer';
+  sock.onopen = () => {
+    send(proto.hello(cfg.token, cfg.client, cfg.agent, {
+      simd: simdSupported(), kernels: 'wasm-simd128', threads: 1,
+    }));
+  };
+  sock.onmessage = (ev) => {
+    if (typeof ev.data !== 'string') return; // the server sends no tensors to browsers yet
+    let msg;
+    try {
+      msg = JSON.parse(ev.data);
+    } catch {
+      return;
+    }
+    onMessage(msg).catch((e) => set({ error: String(e?.message ?? e) }));
+  };
+  sock.onclose = (ev) => {
+    if (ws !== sock) return;
+    ws = null;
+    welcome = null;
+    requested = false;
+    clearInterval(heartbeatTimer);
+    clearTimeout(retryTimer);
+    rejectAll(new ConnectionLost(`connection closed (${ev.code})`));
+    const quarantined = ev.code === 1008 && /quarantin/i.test(ev.reason);
+    const badVersion = ev.code === 1002;
+    set({ closeCode: ev.code, closeReason: ev.reason });
+    if (quarantined || badVersion) {
+      stopped = true;
+      set({ connection: quarantined ? 'quarantined' : 'closed', activity: 'idle',
+        error: ev.reason || `closed with ${ev.code}` });
+      return;
+    }
+    failures++;
+    set({ connection: 'reconnecting', reconnects: state.reconnects + 1 });
+    setTimeout(connect, proto.backoffMs(failures - 1));
+  };
+}
+
+async function onMessage(msg) {
+  switch (msg.type) {
+    case 'welcome':
+      welcome = msg;
+      failures = 0;
+      set({ connection: 'connected', worker: msg.worker, error: '' });
+      clearInterval(heartbeatTimer);
+      heartbeatTimer = setInterval(
+        () => send(proto.heartbeat(holding, state.paused)),
+        Math.max(1, Number(msg.heartbeat_seconds) || 10) * 1000);
+      if (!msg.wasm?.js || !msg.wasm?.wasm) {
+        // Nothing could be trained: do not take tickets only to fail them.
+        set({ error: 'the server has no wasm core to offer (it was built without em++)' });
+        break;
+      }
+      set({ activity: 'loading' });
+      try {
+        await loadCore(msg.wasm);
+      } catch (e) {
+        set({ activity: 'idle', error: `cannot load the wasm core: ${e?.message ?? e}` });
+        break;
+      }
+      set({ activity: state.paused ? 'paused' : 'idle' });
+      sendRequest();
+      break;
+    case 'ticket':
+      requested = false;
+      await runTicket(msg);
+      break;
+    case 'idle':
+      requested = false;
+      set({ activity: state.paused ? 'paused' : 'idle' });
+      clearTimeout(retryTimer);
+      retryTimer = setTimeout(sendRequest, Math.max(0.2, Number(msg.retry_seconds) || 1) * 1000);
+      break;
+    case 'verdict':
+      settle(`verdict ${msg.ticket} ${msg.epoch}`, msg);
+      break;
+    case 'accepted':
+      settle(`accepted ${msg.ticket}`, msg);
+      break;
+    case 'error':
+      set({ error: `${msg.code}: ${msg.message}` });
+      break;
+    default:
+      break; // heartbeat replies and anything newer
+  }
+}
+
+// ---- trials -------------------------------------------------------------
+
+async function waitWhilePaused() {
+  while (state.paused) {
+    set({ activity: 'paused' });
+    await new Promise((r) => { unpause = r; });
+  }
+}
+
+const finite = (x) => (Number.isFinite(x) ? x : 0);
+
+async function runTicket(t) {
+  const ticket = t.ticket;
+  holding = ticket;
+  const sock = ws;
+  const epochs = Number(t.spec?.epochs) || 1;
+  set({
+    activity: 'loading',
+    current: { ticket, trial: t.trial?.id, experiment: t.trial?.experiment, index: t.trial?.index,
+      attempt: t.trial?.attempt, epoch: 0, epochs },
+  });
+  const started = performance.now();
+  let model = null;
+  let last = null;
+  let status = 'finished';
+  let error = '';
+  let test = { loss: 0, accuracy: 0 };
+  try {
+    const core = await loadCore(welcome.wasm);
+    const shard = await shardFor(core, t.data);
+    model = core.createModel(t.spec);
+    model.useSplit(shard, 'train');
+    set({ activity: 'training' });
+    for (let e = 1; e <= epochs; e++) {
+      await waitWhilePaused();
+      if (ws !== sock) throw new ConnectionLost('connection closed');
+      set({ activity: 'training' });
+      // Let the page and the socket breathe before a blocking epoch.
+      await new Promise((r) => setTimeout(r, 0));
+      const r = model.fitEpoch(shard);
+      last = r;
+      set({ samplesPerSecond: r.samplesPerSecond, lastEpoch: r,
+        current: { ...state.current, epoch: r.epoch } });
+      const verdict = waitFor(`verdict ${ticket} ${r.epoch}`);
+      send(proto.progress(ticket, r));
+      const v = await verdict;
+      if (!v.continue) {
+        if (v.reason === 'lost') throw new ConnectionLost('lease lost');
+        status = 'pruned';
+        break;
+      }
+    }
+    if (status === 'finished' && shard.info.test > 0) test = model.evaluateSplit(shard, 'test');
+  } catch (e) {
+    if (e instanceof ConnectionLost || ws !== sock) {
+      // The server released (or will expire) the lease; nothing to send.
+      model?.free();
+      holding = null;
+      set({ current: null, activity: 'idle' });
+      return;
+    }
+    status = 'failed';
+    error = e instanceof DnnlabError ? `${e.code}: ${e.message}` : String(e?.message ?? e);
+  }
+  const metrics = {
+    train_loss: finite(last?.trainLoss), train_acc: finite(last?.trainAcc),
+    val_loss: finite(last?.valLoss), val_acc: finite(last?.valAcc),
+    test_loss: finite(test.loss), test_acc: finite(test.accuracy),
+    epochs_done: last?.epoch ?? 0,
+    seconds: (performance.now() - started) / 1000,
+  };
+  let weights = null;
+  if (status !== 'failed') {
+    try {
+      weights = model.getParams();
+    } catch (e) {
+      status = 'failed';
+      error = String(e?.message ?? e);
+    }
+  }
+  model?.free();
+  const accepted = waitFor(`accepted ${ticket}`);
+  send(proto.result(ticket, status, metrics, error));
+  if (weights) send(proto.weightsFrame(ticket, weights));
+  try {
+    const a = await accepted;
+    if (status === 'failed') set({ trialsFailed: state.trialsFailed + 1 });
+    else if (a.counted !== false) set({ trialsDone: state.trialsDone + 1 });
+  } catch {
+    // closed before the answer: the server decides; we start afresh
+  }
+  holding = null;
+  set({ current: null, activity: state.paused ? 'paused' : 'idle', error: status === 'failed' ? error : state.error });
+  sendRequest();
+}
+
+// ---- misc ---------------------------------------------------------------
+
+// wasm-feature-detect's SIMD probe: a function using v128 ops.
+function simdSupported() {
+  try {
+    return WebAssembly.validate(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3,
+      2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11]));
+  } catch {
+    return false;
+  }
+}
+
+self.onmessage = (ev) => {
+  const m = ev.data;
+  if (m.type === 'start' && !cfg) {
+    cfg = { token: m.token, client: m.client, url: m.url, agent: m.agent };
+    publish();
+    connect();
+  } else if (m.type === 'pause') {
+    set({ paused: !!m.paused });
+    send(proto.heartbeat(holding, state.paused));
+    if (!state.paused) {
+      unpause?.();
+      unpause = null;
+      if (!holding) set({ activity: 'idle' });
+      sendRequest();
+    } else if (!holding) {
+      set({ activity: 'paused' });
+    }
+  }
+};
