@@ -7,9 +7,10 @@
 // See run.sh (which builds everything first).
 //
 //   ROUNDS=5 SECS=3 node run.mjs
+//   IMPLS='dnnlab-wasm convnetjs' CONFIGS=a node run.mjs   # a subset
 //   LOG=old.log node run.mjs report        # tables from an earlier log only
 import { execFileSync } from 'node:child_process';
-import { appendFileSync, existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -25,7 +26,11 @@ const CONFIGS = (process.env.CONFIGS ?? 'a c').split(' ');
 const CORE_DIR = resolve(process.env.DNNLAB_CORE_DIR ?? join(root, 'build/wasm-bench/src/wasm'));
 const NATIVE = resolve(process.env.NATIVE ?? join(root, 'build/bench-browser/bench/train_bench'));
 const LOG = process.env.LOG ?? join(mkdtempSync(join(tmpdir(), 'browser-bench-')), 'bench.log');
-const IMPLS = ['dnnlab-wasm', 'dnnlab-native', 'tfjs', 'convnetjs'];
+// NODE=1 adds the same wasm/JS workloads under node (bench/js/one.mjs), to
+// tell the browser's share of a difference from the library's.
+const IMPLS = (process.env.IMPLS ?? 'dnnlab-wasm dnnlab-native tfjs convnetjs' +
+  (process.env.NODE === '1' ? ' node:dnnlab-wasm node:tfjs node:convnetjs' : '')).split(' ');
+const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }));
 
 if (process.argv[2] !== 'report') await measureAll();
 report();
@@ -45,6 +50,7 @@ async function measureAll() {
       foreign.push(route.request().url());
       return route.abort();
     });
+    await context.exposeFunction('benchCpuSeconds', browserCpuSeconds);
     const page = await context.newPage();
     page.on('console', (m) => m.type() === 'error' && console.error(`page: ${m.text()}`));
     await page.goto(server.url);
@@ -64,6 +70,12 @@ async function measureAll() {
               { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
             // train_bench names itself impl=dnnlab; this table calls it dnnlab-native.
             line = out.split('\n').find((l) => l.startsWith('RESULT')).replace('impl=dnnlab ', 'impl=dnnlab-native ');
+          } else if (impl.startsWith('node:')) {
+            const lib = impl.slice(5).replace('dnnlab-wasm', 'dnnlab');
+            const out = execFileSync('node', ['--no-experimental-fetch', join(root, 'bench/js/one.mjs'), lib, c, String(SECS), CORE_DIR],
+              { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'],
+                env: { ...process.env, NODE_PATH: join(here, 'node_modules') } });
+            line = out.split('\n').find((l) => l.startsWith('RESULT')).replace(/impl=(\S+)/, 'impl=node:$1');
           } else {
             const job = { impl: impl === 'dnnlab-wasm' ? 'dnnlab' : impl, config: c, seconds: SECS, warmup: 0.5 };
             ({ line } = await page.evaluate((j) => window.runCase(j), job));
@@ -80,6 +92,28 @@ async function measureAll() {
     await browser.close();
     await server.close();
   }
+}
+
+// CPU time (user + system) of every process under this one: the browser,
+// its renderer (the worker thread, V8's compiler and GC helpers) and its
+// utility processes; the measured worker waits while this is read. The
+// counterpart of node's process.cpuUsage() in bench/js.
+function browserCpuSeconds() {
+  const procs = new Map();  // pid -> [ppid, ticks]
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const after = f.slice(f.lastIndexOf(')') + 2).split(' ');  // fields from 3 (state) on
+      procs.set(Number(pid), [Number(after[1]), Number(after[11]) + Number(after[12])]);
+    } catch { /* exited meanwhile */ }
+  }
+  let ticks = 0;
+  const todo = [process.pid];
+  while (todo.length) {
+    const p = todo.pop();
+    for (const [pid, [ppid, t]] of procs) if (ppid === p) { ticks += t; todo.push(pid); }
+  }
+  return ticks / CLK_TCK;
 }
 
 function git(...args) {
@@ -99,23 +133,37 @@ function report() {
   const fmt = (x) => Math.round(x).toLocaleString('en-US');
   const TARGET = { tfjs: 3, convnetjs: 30 };
   const kernels = [...new Set(rows.map((r) => `${r.impl} ${r.kernels}`))];
-  console.log(`\nWall time, samples/s (kernels: ${kernels.join('; ')}):\n`);
-  console.log('| config | dnnlab wasm | dnnlab native | TF.js wasm | ConvNetJS | wasm / native | wasm / TF.js (target 3x) | wasm / ConvNetJS (target 30x) | rounds |');
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log(`\nKernels: ${kernels.join('; ')}.`);
+  for (const key of ['samples_per_s', 'cpu_samples_per_s']) {
+    console.log(`\n${key === 'samples_per_s' ? 'Wall time' : 'CPU time'} (${key}):\n`);
+    console.log('| config | dnnlab wasm | dnnlab native | TF.js wasm | ConvNetJS | wasm / native | wasm / TF.js (target 3x) | wasm / ConvNetJS (target 30x) | rounds |');
+    console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+    for (const c of CONFIGS) {
+      const byRound = (impl) => Object.fromEntries(rows.filter((r) => r.config === c && r.impl === impl && key in r)
+        .map((r) => [r.round, Number(r[key])]));
+      const w = byRound('dnnlab-wasm');
+      const cell = (impl) => { const v = Object.values(byRound(impl)); return v.length ? fmt(median(v)) : '–'; };
+      const ratio = (impl) => {
+        const o = byRound(impl);
+        const rr = Object.keys(w).filter((k) => k in o).map((k) => w[k] / o[k]).sort((x, y) => x - y);
+        if (!rr.length) return '–';
+        const m = median(rr);
+        const met = TARGET[impl] ? (m >= TARGET[impl] ? ' met' : ' NOT met') : '';
+        return `${m.toFixed(2)}x (${rr[0].toFixed(2)}–${rr.at(-1).toFixed(2)})${met}`;
+      };
+      console.log(`| ${c}: ${NAME[c]} | ${cell('dnnlab-wasm')} | ${cell('dnnlab-native')} | ${cell('tfjs')} | ${cell('convnetjs')} | ` +
+        `${ratio('dnnlab-native')} | ${ratio('tfjs')} | ${ratio('convnetjs')} | ${Object.keys(w).length} |`);
+    }
+  }
+  if (!rows.some((r) => r.impl.startsWith('node:'))) return;
+  console.log('\nChromium vs node (bench/js/one.mjs) in this run, CPU time (samples per CPU-second), medians:\n');
+  console.log('| config | library | Chromium | node | Chromium / node |');
+  console.log('|---|---|---:|---:|---:|');
   for (const c of CONFIGS) {
-    const byRound = (impl) => Object.fromEntries(rows.filter((r) => r.config === c && r.impl === impl)
-      .map((r) => [r.round, Number(r.samples_per_s)]));
-    const w = byRound('dnnlab-wasm');
-    const cell = (impl) => { const v = Object.values(byRound(impl)); return v.length ? fmt(median(v)) : '–'; };
-    const ratio = (impl) => {
-      const o = byRound(impl);
-      const rr = Object.keys(w).filter((k) => k in o).map((k) => w[k] / o[k]).sort((x, y) => x - y);
-      if (!rr.length) return '–';
-      const m = median(rr);
-      const met = TARGET[impl] ? (m >= TARGET[impl] ? ' met' : ' NOT met') : '';
-      return `${m.toFixed(2)}x (${rr[0].toFixed(2)}–${rr.at(-1).toFixed(2)})${met}`;
-    };
-    console.log(`| ${c}: ${NAME[c]} | ${cell('dnnlab-wasm')} | ${cell('dnnlab-native')} | ${cell('tfjs')} | ${cell('convnetjs')} | ` +
-      `${ratio('dnnlab-native')} | ${ratio('tfjs')} | ${ratio('convnetjs')} | ${Object.keys(w).length} |`);
+    for (const lib of ['dnnlab-wasm', 'tfjs', 'convnetjs']) {
+      const v = (impl) => median(rows.filter((r) => r.config === c && r.impl === impl).map((r) => Number(r.cpu_samples_per_s)));
+      const b = v(lib), n = v(`node:${lib}`);
+      console.log(`| ${c} | ${lib} | ${fmt(b)} | ${fmt(n)} | ${(b / n).toFixed(2)}x |`);
+    }
   }
 }

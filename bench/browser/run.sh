@@ -5,6 +5,7 @@
 # then runs run.mjs and prints the table for bench/RESULTS.md.
 #   bench/browser/run.sh                    # 5 rounds x 3 s per measurement
 #   ROUNDS=3 SECS=2 bench/browser/run.sh
+#   NODE=1 bench/browser/run.sh             # also the same workloads under node
 #   LOG=old.log bench/browser/run.sh report # tables from an earlier log only
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,14 +14,17 @@ wasm=${WASM_BUILD:-$root/build/wasm-bench}
 native=${NATIVE_BUILD:-$root/build/bench-browser}
 if [ "${1:-}" != report ]; then
   export NODE_PATH=/usr/share/nodejs   # Debian's emscripten finds acorn there
-  cmake -S "$root" -B "$wasm" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_TOOLCHAIN_FILE=/usr/share/emscripten/cmake/Modules/Platform/Emscripten.cmake >/dev/null
-  ninja -C "$wasm" -j2 dnnlab_core >/dev/null
+  log=$(mktemp)
+  trap 'rm -f "$log"' EXIT
+  quiet() { "$@" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }; }  # the build's output only if it fails
+  quiet cmake -S "$root" -B "$wasm" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_TOOLCHAIN_FILE=/usr/share/emscripten/cmake/Modules/Platform/Emscripten.cmake
+  quiet ninja -C "$wasm" -j2 dnnlab_core
   if [ ! -f "$native/build.ninja" ]; then
-    cmake -S "$root" -B "$native" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDNNLAB_BUILD_TESTS=OFF \
-      -DDNNLAB_SKIP_MODULES="sweep;queue;store;worker;server" >/dev/null
+    quiet cmake -S "$root" -B "$native" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDNNLAB_BUILD_TESTS=OFF \
+      -DDNNLAB_SKIP_MODULES="sweep;queue;store;worker;server"
   fi
-  ninja -C "$native" -j2 train_bench >/dev/null
+  quiet ninja -C "$native" -j2 train_bench
   # npm ci again whenever the lock file changed since the last install.
   if [ ! -f "$here/node_modules/.package-lock.json" ] ||
      [ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; then

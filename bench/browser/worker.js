@@ -1,9 +1,18 @@
 // One measurement in a fresh Web Worker (classic, so the UMD builds of
 // TensorFlow.js and ConvNetJS load with importScripts). The workloads are
 // bench/js/cases.mjs, the same code the node runner times.
-//   postMessage({ impl: 'dnnlab'|'tfjs'|'convnetjs', config: 'a'|'c', seconds, warmup })
+//   postMessage({ impl: 'dnnlab'|'tfjs'|'convnetjs', config: 'a'|'c', seconds, warmup, cpu })
 //   -> { line: 'RESULT ...', kernels } or { error }
-self.onmessage = async ({ data: job }) => {
+// With cpu: true the worker asks the page for CPU-seconds ({ cpuRequest })
+// just before and after the timed loop and waits for the { cpuReply }.
+let cpuReply;
+self.onmessage = ({ data }) => ('cpuReply' in data ? cpuReply(data.cpuReply) : run(data));
+const askCpuSeconds = () => new Promise((resolve) => {
+  cpuReply = resolve;
+  postMessage({ cpuRequest: true });
+});
+
+async function run(job) {
   try {
     const cases = await import('/js/cases.mjs');
     const hidden = cases.HIDDEN[job.config];
@@ -29,10 +38,11 @@ self.onmessage = async ({ data: job }) => {
     } else {
       throw new Error(`unknown impl ${job.impl}`);
     }
-    const r = await cases.measure(c.step, { seconds: job.seconds, warmup: job.warmup });
+    const r = await cases.measure(c.step, { seconds: job.seconds, warmup: job.warmup,
+      cpuSeconds: job.cpu ? askCpuSeconds : undefined });
     const impl = job.impl === 'dnnlab' ? 'dnnlab-wasm' : job.impl;
     postMessage({ line: cases.resultLine(impl, job.config, c.kernels, r, c.samplesPerStep), kernels: c.kernels });
   } catch (e) {
     postMessage({ error: String(e?.stack ?? e) });
   }
-};
+}

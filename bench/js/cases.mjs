@@ -29,18 +29,19 @@ export function makeData() {
 }
 
 // Runs step() for `warmup` then `seconds`; wall time, and CPU time when a
-// cpuSeconds() clock is given (node has one, browsers do not).
+// cpuSeconds() clock is given (node's process.cpuUsage; in the browser an
+// async call out to the driver, which reads /proc: nothing runs meanwhile).
 export async function measure(step, { seconds = 3, warmup = 0.5, cpuSeconds } = {}) {
   const t0 = performance.now();
   while (performance.now() - t0 < warmup * 1000) await step();
   let steps = 0;
-  const c0 = cpuSeconds?.(), w0 = performance.now();
+  const c0 = await cpuSeconds?.(), w0 = performance.now();
   while (performance.now() - w0 < seconds * 1000) {
     await step();
     steps++;
   }
   const wall = (performance.now() - w0) / 1000;
-  return { steps, wall, cpu: cpuSeconds ? cpuSeconds() - c0 : undefined };
+  return { steps, wall, cpu: cpuSeconds ? (await cpuSeconds()) - c0 : undefined };
 }
 
 // Each case returns { step, samplesPerStep, kernels }.

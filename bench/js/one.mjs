@@ -26,7 +26,8 @@ const setup = {
     const wasm = require('@tensorflow/tfjs-backend-wasm');
     // One thread, the plain SIMD binary (not the threaded one).
     tf.env().set('WASM_HAS_MULTITHREAD_SUPPORT', false);
-    wasm.setWasmPaths(join(here, 'node_modules/@tensorflow/tfjs-backend-wasm/dist/'));
+    // The .wasm files beside the package's entry point (dist/), wherever it was installed.
+    wasm.setWasmPaths(dirname(require.resolve('@tensorflow/tfjs-backend-wasm')) + '/');
     await tf.setBackend('wasm');
     await tf.ready();
     return tfjsCase(tf, hidden, data);
