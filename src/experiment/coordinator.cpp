@@ -46,8 +46,9 @@ Backends open_backends(const std::string& broker_url, const std::string& store_u
   Backends b;
   b.broker_url = broker_url;
   b.store_url = store_url;
-  b.store = store::open_result_store(store_url);
   b.queue = queue::open_task_queue(broker_url);
+  // One connection when both are the same embedded file: queue.write_together().
+  b.store = store::open_result_store(store_url, *b.queue);
   return b;
 }
 
@@ -179,11 +180,15 @@ Progress Coordinator::tick(int64_t in_flight) {
     if (!batch.empty()) {
       std::vector<store::NewTrial> rows;
       for (const auto& c : batch) rows.push_back({c.index, c.params.dump(), c.seed});
-      std::vector<int64_t> ids = store_.add_trials(id_, rows);
-      std::vector<std::string> payloads;
-      for (size_t i = 0; i < ids.size(); ++i)
-        payloads.push_back(encode_task({id_, ids[i], batch[i].index}));
-      queue_.publish_batch(queue_name(id_), payloads);
+      // Trials and their tasks in one commit when the backends share a file
+      // (otherwise the constructor republishes what a crash in between lost).
+      queue_.write_together([&] {
+        std::vector<int64_t> ids = store_.add_trials(id_, rows);
+        std::vector<std::string> payloads;
+        for (size_t i = 0; i < ids.size(); ++i)
+          payloads.push_back(encode_task({id_, ids[i], batch[i].index}));
+        queue_.publish_batch(queue_name(id_), payloads);
+      });
       generated_ += static_cast<int64_t>(batch.size());
       p.counts.queued += static_cast<int64_t>(batch.size());
     }

@@ -43,12 +43,14 @@ void check_seconds(double seconds, const char* field) {
 }  // namespace
 
 SqliteTaskQueue::SqliteTaskQueue(const std::string& path, TaskQueueOptions options)
-    : options_(std::move(options)), db_(path, {options_.busy_timeout_seconds}) {
+    : options_(std::move(options)),
+      db_(std::make_shared<sqlite::Database>(
+          path, sqlite::DatabaseOptions{options_.busy_timeout_seconds})) {
   if (options_.max_attempts < 1)
     throw std::invalid_argument("max_attempts must be at least 1, got " +
                                 std::to_string(options_.max_attempts));
   static_assert(kMigrations.back().version == kSchemaVersion);
-  sqlite::migrate(db_, "queue", kMigrations);
+  sqlite::migrate(*db_, "queue", kMigrations);
 }
 
 std::int64_t SqliteTaskQueue::publish(std::string_view queue, std::string_view payload) {
@@ -62,13 +64,13 @@ std::vector<std::int64_t> SqliteTaskQueue::publish_batch(std::string_view queue,
   ids.reserve(payloads.size());
   if (payloads.empty()) return ids;
   const double t = now();
-  sqlite::WriteTransaction tx(db_);
+  sqlite::WriteTransaction tx(*db_);
   for (const std::string& payload : payloads) {
-    auto insert = db_.prepare(
+    auto insert = db_->prepare(
         "INSERT INTO queue_tasks (queue, payload, state, enqueued_at) VALUES (?1, ?2, 0, ?3)");
     insert.bind_text(1, queue).bind_blob(2, payload).bind_double(3, t);
     insert.run();
-    ids.push_back(db_.last_insert_rowid());
+    ids.push_back(db_->last_insert_rowid());
   }
   tx.commit();
   return ids;
@@ -79,7 +81,7 @@ std::optional<TaskLease> SqliteTaskQueue::lease(std::string_view queue, std::str
   check_name(queue, "queue");
   check_name(worker_id, "worker_id");
   check_seconds(lease_seconds, "lease_seconds");
-  sqlite::WriteTransaction tx(db_);
+  sqlite::WriteTransaction tx(*db_);
   const double t = now();
   for (;;) {
     // Two index probes instead of one OR, so neither needs a sort: the oldest
@@ -91,13 +93,13 @@ std::optional<TaskLease> SqliteTaskQueue::lease(std::string_view queue, std::str
     };
     std::optional<Candidate> best;
     {
-      auto q = db_.prepare(
+      auto q = db_->prepare(
           "SELECT id, attempt FROM queue_tasks WHERE queue = ?1 AND state = 0 ORDER BY id LIMIT 1");
       q.bind_text(1, queue);
       if (q.step()) best = Candidate{q.column_int(0), static_cast<int>(q.column_int(1))};
     }
     {
-      auto q = db_.prepare(
+      auto q = db_->prepare(
           "SELECT id, attempt FROM queue_tasks WHERE queue = ?1 AND state = 1 AND deadline <= ?2 "
           "ORDER BY id LIMIT 1");
       q.bind_text(1, queue).bind_double(2, t);
@@ -109,7 +111,7 @@ std::optional<TaskLease> SqliteTaskQueue::lease(std::string_view queue, std::str
       return std::nullopt;
     }
     if (best->attempt >= options_.max_attempts) {
-      auto dead = db_.prepare(
+      auto dead = db_->prepare(
           "UPDATE queue_tasks SET state = 3, worker = NULL, deadline = NULL, finished_at = ?2, "
           "error = coalesce(error || '; ', '') || ?3 WHERE id = ?1");
       dead.bind_int(1, best->id).bind_double(2, t);
@@ -125,7 +127,7 @@ std::optional<TaskLease> SqliteTaskQueue::lease(std::string_view queue, std::str
     lease.attempt = best->attempt + 1;
     lease.deadline = t + lease_seconds;
     {
-      auto take = db_.prepare(
+      auto take = db_->prepare(
           "UPDATE queue_tasks SET state = 1, attempt = ?2, worker = ?3, deadline = ?4 "
           "WHERE id = ?1 RETURNING payload");
       take.bind_int(1, lease.task_id).bind_int(2, lease.attempt);
@@ -143,25 +145,25 @@ bool SqliteTaskQueue::extend(TaskLease& lease, double seconds) {
   check_seconds(seconds, "seconds");
   const double deadline = now() + seconds;
   // A lease that expired but was not yet redelivered is still ours.
-  auto stmt = db_.prepare(
+  auto stmt = db_->prepare(
       "UPDATE queue_tasks SET deadline = ?4 "
       "WHERE id = ?1 AND state = 1 AND attempt = ?2 AND worker = ?3");
   stmt.bind_int(1, lease.task_id).bind_int(2, lease.attempt);
   stmt.bind_text(3, lease.worker_id).bind_double(4, deadline);
   stmt.run();
-  if (db_.changes() != 1) return false;
+  if (db_->changes() != 1) return false;
   lease.deadline = deadline;
   return true;
 }
 
 bool SqliteTaskQueue::ack(const TaskLease& lease) {
-  auto stmt = db_.prepare(
+  auto stmt = db_->prepare(
       "UPDATE queue_tasks SET state = 2, deadline = NULL, finished_at = ?4 "
       "WHERE id = ?1 AND state = 1 AND attempt = ?2 AND worker = ?3");
   stmt.bind_int(1, lease.task_id).bind_int(2, lease.attempt);
   stmt.bind_text(3, lease.worker_id).bind_double(4, now());
   stmt.run();
-  return db_.changes() == 1;
+  return db_->changes() == 1;
 }
 
 bool SqliteTaskQueue::nack(const TaskLease& lease, bool requeue, std::string_view error) {
@@ -170,7 +172,7 @@ bool SqliteTaskQueue::nack(const TaskLease& lease, bool requeue, std::string_vie
   if (requeue && give_up)
     reason += (reason.empty() ? "" : "; ") + std::string("max_attempts ") +
               std::to_string(options_.max_attempts) + " reached";
-  auto stmt = db_.prepare(
+  auto stmt = db_->prepare(
       "UPDATE queue_tasks SET state = ?4, worker = NULL, deadline = NULL, error = ?5, "
       "finished_at = CASE WHEN ?4 = 3 THEN ?6 ELSE NULL END "
       "WHERE id = ?1 AND state = 1 AND attempt = ?2 AND worker = ?3");
@@ -178,14 +180,14 @@ bool SqliteTaskQueue::nack(const TaskLease& lease, bool requeue, std::string_vie
   stmt.bind_int(4, give_up ? kDead : kQueued);
   stmt.bind_text(5, reason).bind_double(6, now());
   stmt.run();
-  return db_.changes() == 1;
+  return db_->changes() == 1;
 }
 
 QueueCounts SqliteTaskQueue::counts(std::string_view queue) {
   check_name(queue, "queue");
   QueueCounts c;
   auto stmt =
-      db_.prepare("SELECT state, count(*) FROM queue_tasks WHERE queue = ?1 GROUP BY state");
+      db_->prepare("SELECT state, count(*) FROM queue_tasks WHERE queue = ?1 GROUP BY state");
   stmt.bind_text(1, queue);
   while (stmt.step()) {
     std::int64_t n = stmt.column_int(1);
@@ -209,10 +211,16 @@ QueueCounts SqliteTaskQueue::counts(std::string_view queue) {
 
 std::int64_t SqliteTaskQueue::cancel(std::string_view queue) {
   check_name(queue, "queue");
-  auto stmt = db_.prepare("DELETE FROM queue_tasks WHERE queue = ?1 AND state = 0");
+  auto stmt = db_->prepare("DELETE FROM queue_tasks WHERE queue = ?1 AND state = 0");
   stmt.bind_text(1, queue);
   stmt.run();
-  return db_.changes();
+  return db_->changes();
+}
+
+void SqliteTaskQueue::write_together(const std::function<void()>& work) {
+  sqlite::WriteTransaction tx(*db_);
+  work();
+  tx.commit();
 }
 
 }  // namespace dnnlab::queue

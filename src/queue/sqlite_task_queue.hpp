@@ -2,6 +2,7 @@
 // coordinator and the local worker processes open side by side.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "queue/sqlite/sqlite_db.hpp"
@@ -23,6 +24,11 @@ class SqliteTaskQueue final : public TaskQueue {
   bool nack(const TaskLease& lease, bool requeue, std::string_view error) override;
   QueueCounts counts(std::string_view queue) override;
   std::int64_t cancel(std::string_view queue) override;
+  void write_together(const std::function<void()>& work) override;
+
+  // The connection, for a store on the same file to share (see
+  // store::open_result_store(url, queue)).
+  const std::shared_ptr<sqlite::Database>& database() const { return db_; }
 
   static constexpr int kSchemaVersion = 1;
 
@@ -30,7 +36,7 @@ class SqliteTaskQueue final : public TaskQueue {
   double now() const { return options_.clock ? options_.clock() : sqlite::unix_now(); }
 
   TaskQueueOptions options_;
-  sqlite::Database db_;
+  std::shared_ptr<sqlite::Database> db_;
 };
 
 }  // namespace dnnlab::queue

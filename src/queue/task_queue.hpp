@@ -77,6 +77,14 @@ class TaskQueue {
   // False when the lease is no longer ours.
   virtual bool nack(const TaskLease& lease, bool requeue, std::string_view error) = 0;
 
+  // Runs `work`, whose queue and store calls then commit together, once,
+  // when the store shares this queue's database (store::open_result_store(
+  // url, queue) on the same embedded file): one commit instead of one per
+  // call, for short trials. An exception from `work` undoes what shares the
+  // transaction. Other backends run `work` as it is, each call committing on
+  // its own, so `work` must be correct either way.
+  virtual void write_together(const std::function<void()>& work) { work(); }
+
   virtual QueueCounts counts(std::string_view queue) = 0;
   // Drops the queue's queued tasks (leased ones run to the end); returns how many.
   virtual std::int64_t cancel(std::string_view queue) = 0;

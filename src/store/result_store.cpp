@@ -3,9 +3,11 @@
 #include "store/result_store.hpp"
 
 #include <array>
+#include <filesystem>
 #include <utility>
 
 #include "queue/backend_url.hpp"
+#include "queue/sqlite_task_queue.hpp"
 #include "store/sha256.hpp"
 #include "store/sqlite_result_store.hpp"
 
@@ -93,6 +95,17 @@ std::unique_ptr<ResultStore> open_result_store(std::string_view url) {
                                "use sqlite:PATH");
   throw std::invalid_argument("result store URL '" + shown +
                               "' is not supported: expected sqlite:PATH or postgres://HOST/DB");
+}
+
+std::unique_ptr<ResultStore> open_result_store(std::string_view url, queue::TaskQueue& queue) {
+  if (auto* q = dynamic_cast<queue::SqliteTaskQueue*>(&queue);
+      q && backend_url::scheme(url) == "sqlite") {
+    std::error_code ec1, ec2;
+    const auto mine = std::filesystem::weakly_canonical(backend_url::sqlite_path(url), ec1);
+    const auto its = std::filesystem::weakly_canonical(q->database()->path(), ec2);
+    if (!ec1 && !ec2 && mine == its) return std::make_unique<SqliteResultStore>(q->database());
+  }
+  return open_result_store(url);
 }
 
 std::optional<double> metric(const TrialMetrics& m, std::string_view name) {

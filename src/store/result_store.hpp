@@ -34,6 +34,10 @@
 #include <string_view>
 #include <vector>
 
+namespace dnnlab::queue {
+class TaskQueue;
+}
+
 namespace dnnlab::store {
 
 enum class ExperimentStatus { running, finished, cancelled, failed };
@@ -231,5 +235,9 @@ class BackendNotBuiltError : public std::runtime_error {
 // Any other URL throws std::invalid_argument naming it. A file written by a
 // newer dnnlab throws std::runtime_error saying so.
 std::unique_ptr<ResultStore> open_result_store(std::string_view url);
+// The same, beside an open queue: when both are one embedded file they share
+// the queue's connection, so queue.write_together() commits the writes of
+// both at once. Use the two from one thread only.
+std::unique_ptr<ResultStore> open_result_store(std::string_view url, queue::TaskQueue& queue);
 
 }  // namespace dnnlab::store

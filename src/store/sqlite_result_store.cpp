@@ -250,14 +250,17 @@ bool is_terminal(TrialStatus s) {
 
 }  // namespace
 
-SqliteResultStore::SqliteResultStore(const std::string& path) : db_(path) {
+SqliteResultStore::SqliteResultStore(const std::string& path)
+    : SqliteResultStore(std::make_shared<sqlite::Database>(path)) {}
+
+SqliteResultStore::SqliteResultStore(std::shared_ptr<sqlite::Database> db) : db_(std::move(db)) {
   static_assert(kMigrations.back().version == kSchemaVersion);
-  sqlite::migrate(db_, "store", kMigrations);
+  sqlite::migrate(*db_, "store", kMigrations);
 }
 
 void SqliteResultStore::require_experiment(std::int64_t experiment_id) {
   check_id(experiment_id, "experiment_id");
-  auto s = db_.prepare("SELECT 1 FROM experiments WHERE id = ?1");
+  auto s = db_->prepare("SELECT 1 FROM experiments WHERE id = ?1");
   s.bind_int(1, experiment_id);
   if (!s.step())
     throw std::invalid_argument("experiment_id " + std::to_string(experiment_id) +
@@ -266,7 +269,7 @@ void SqliteResultStore::require_experiment(std::int64_t experiment_id) {
 
 void SqliteResultStore::require_trial(std::int64_t trial_id) {
   check_id(trial_id, "trial_id");
-  auto s = db_.prepare("SELECT 1 FROM trials WHERE id = ?1");
+  auto s = db_->prepare("SELECT 1 FROM trials WHERE id = ?1");
   s.bind_int(1, trial_id);
   if (!s.step())
     throw std::invalid_argument("trial_id " + std::to_string(trial_id) + " does not exist");
@@ -276,7 +279,7 @@ void SqliteResultStore::require_trial(std::int64_t trial_id) {
 
 std::int64_t SqliteResultStore::create_experiment(const ExperimentRecord& e) {
   check_not_empty(e.name, "name");
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "INSERT INTO experiments (name, spec_text, spec_hash, spec_path, method, created_at, "
       "status, provenance) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
   s.bind_text(1, e.name).bind_text(2, e.spec_text).bind_text(3, spec_hash(e.spec_text));
@@ -284,21 +287,21 @@ std::int64_t SqliteResultStore::create_experiment(const ExperimentRecord& e) {
   s.bind_double(6, e.created_at > 0 ? e.created_at : sqlite::unix_now());
   s.bind_text(7, to_string(e.status)).bind_text(8, e.provenance.dump());
   s.run();
-  return db_.last_insert_rowid();
+  return db_->last_insert_rowid();
 }
 
 std::optional<ExperimentRecord> SqliteResultStore::experiment(std::int64_t id) {
   check_id(id, "experiment_id");
   auto s =
-      db_.prepare("SELECT " + std::string(kExperimentColumns) + " FROM experiments WHERE id = ?1");
+      db_->prepare("SELECT " + std::string(kExperimentColumns) + " FROM experiments WHERE id = ?1");
   s.bind_int(1, id);
   if (!s.step()) return std::nullopt;
   return read_experiment(s);
 }
 
 std::vector<ExperimentRecord> SqliteResultStore::experiments() {
-  auto s = db_.prepare("SELECT " + std::string(kExperimentColumns) +
-                       " FROM experiments ORDER BY id DESC");
+  auto s = db_->prepare("SELECT " + std::string(kExperimentColumns) +
+                        " FROM experiments ORDER BY id DESC");
   std::vector<ExperimentRecord> out;
   while (s.step()) out.push_back(read_experiment(s));
   return out;
@@ -306,17 +309,17 @@ std::vector<ExperimentRecord> SqliteResultStore::experiments() {
 
 void SqliteResultStore::set_status(std::int64_t experiment_id, ExperimentStatus status) {
   check_id(experiment_id, "experiment_id");
-  auto s = db_.prepare("UPDATE experiments SET status = ?2 WHERE id = ?1");
+  auto s = db_->prepare("UPDATE experiments SET status = ?2 WHERE id = ?1");
   s.bind_int(1, experiment_id).bind_text(2, to_string(status));
   s.run();
-  if (db_.changes() == 0) require_experiment(experiment_id);
+  if (db_->changes() == 0) require_experiment(experiment_id);
 }
 
 std::optional<ExperimentRecord> SqliteResultStore::find_experiment(std::string_view name,
                                                                    std::string_view hash) {
-  auto s = db_.prepare("SELECT " + std::string(kExperimentColumns) +
-                       " FROM experiments WHERE name = ?1 AND spec_hash = ?2 "
-                       "ORDER BY id DESC LIMIT 1");
+  auto s = db_->prepare("SELECT " + std::string(kExperimentColumns) +
+                        " FROM experiments WHERE name = ?1 AND spec_hash = ?2 "
+                        "ORDER BY id DESC LIMIT 1");
   s.bind_text(1, name).bind_text(2, hash);
   if (!s.step()) return std::nullopt;
   return read_experiment(s);
@@ -332,11 +335,11 @@ std::vector<std::int64_t> SqliteResultStore::add_trials(std::int64_t experiment_
                                   "].config_json is not valid JSON");
   std::vector<std::int64_t> ids;
   ids.reserve(trials.size());
-  sqlite::WriteTransaction tx(db_);
+  sqlite::WriteTransaction tx(*db_);
   require_experiment(experiment_id);
   for (std::size_t i = 0; i < trials.size(); ++i) {
     const NewTrial& t = trials[i];
-    auto s = db_.prepare(
+    auto s = db_->prepare(
         "INSERT INTO trials (experiment_id, idx, config, seed, status) "
         "VALUES (?1, ?2, ?3, ?4, 'queued')");
     s.bind_int(1, experiment_id).bind_int(2, t.index).bind_text(3, t.config_json);
@@ -349,7 +352,7 @@ std::vector<std::int64_t> SqliteResultStore::add_trials(std::int64_t experiment_
                                   std::to_string(t.index) + " already exists in experiment " +
                                   std::to_string(experiment_id));
     }
-    ids.push_back(db_.last_insert_rowid());
+    ids.push_back(db_->last_insert_rowid());
   }
   tx.commit();
   return ids;
@@ -360,7 +363,7 @@ bool SqliteResultStore::mark_running(std::int64_t trial_id, int attempt, std::st
   check_id(trial_id, "trial_id");
   check_attempt(attempt, 1);
   check_not_empty(worker_id, "worker_id");
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "UPDATE trials SET status = 'running', attempt = ?2, worker = ?3, started_at = ?4, "
       "finished_at = NULL, train_loss = NULL, train_acc = NULL, val_loss = NULL, "
       "val_acc = NULL, test_acc = NULL, epochs_done = 0, seconds = 0, error = '', "
@@ -369,7 +372,7 @@ bool SqliteResultStore::mark_running(std::int64_t trial_id, int attempt, std::st
   s.bind_int(1, trial_id).bind_int(2, attempt).bind_text(3, worker_id);
   s.bind_double(4, sqlite::unix_now()).bind_text(5, provenance.dump());
   s.run();
-  if (db_.changes() == 1) return true;
+  if (db_->changes() == 1) return true;
   require_trial(trial_id);
   return false;
 }
@@ -379,7 +382,7 @@ bool SqliteResultStore::record_epoch(std::int64_t trial_id, int attempt, const E
   check_attempt(attempt, 1);
   if (m.epoch < 0)
     throw std::invalid_argument("epoch must not be negative, got " + std::to_string(m.epoch));
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "INSERT OR REPLACE INTO epochs (trial_id, attempt, epoch, train_loss, train_acc, val_loss, "
       "val_acc, seconds, lr) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 "
       "WHERE EXISTS (SELECT 1 FROM trials WHERE id = ?1 AND attempt = ?2 AND status = 'running')");
@@ -388,7 +391,7 @@ bool SqliteResultStore::record_epoch(std::int64_t trial_id, int attempt, const E
   s.bind_opt_double(6, m.val_loss).bind_opt_double(7, m.val_acc);
   s.bind_double(8, std::isfinite(m.seconds) ? m.seconds : 0.0).bind_opt_double(9, m.lr);
   s.run();
-  if (db_.changes() == 1) return true;
+  if (db_->changes() == 1) return true;
   require_trial(trial_id);
   return false;
 }
@@ -400,7 +403,7 @@ bool SqliteResultStore::finish_trial(std::int64_t trial_id, int attempt, TrialSt
   if (!is_terminal(status))
     throw std::invalid_argument("status must be finished, pruned, failed or cancelled, got " +
                                 std::string(to_string(status)));
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "UPDATE trials SET status = ?3, finished_at = ?4, train_loss = ?5, train_acc = ?6, "
       "val_loss = ?7, val_acc = ?8, test_acc = ?9, epochs_done = ?10, seconds = ?11, "
       "error = ?12 WHERE id = ?1 AND attempt = ?2 AND status IN ('queued', 'running')");
@@ -411,7 +414,7 @@ bool SqliteResultStore::finish_trial(std::int64_t trial_id, int attempt, TrialSt
   s.bind_int(10, m.epochs_done).bind_double(11, std::isfinite(m.seconds) ? m.seconds : 0.0);
   s.bind_text(12, error);
   s.run();
-  if (db_.changes() == 1) return true;
+  if (db_->changes() == 1) return true;
   require_trial(trial_id);
   return false;
 }
@@ -419,24 +422,24 @@ bool SqliteResultStore::finish_trial(std::int64_t trial_id, int attempt, TrialSt
 bool SqliteResultStore::release_trial(std::int64_t trial_id, int attempt) {
   check_id(trial_id, "trial_id");
   check_attempt(attempt, 1);
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "UPDATE trials SET status = 'queued', worker = '', started_at = NULL "
       "WHERE id = ?1 AND attempt = ?2 AND status = 'running'");
   s.bind_int(1, trial_id).bind_int(2, attempt);
   s.run();
-  if (db_.changes() == 1) return true;
+  if (db_->changes() == 1) return true;
   require_trial(trial_id);
   return false;
 }
 
 std::optional<int> SqliteResultStore::reopen_trial(std::int64_t trial_id) {
   check_id(trial_id, "trial_id");
-  sqlite::WriteTransaction tx(db_);
+  sqlite::WriteTransaction tx(*db_);
   std::optional<int> attempt;
   {
     // Keeps attempt (the next run is newer) and provenance (overwritten by
     // mark_running); started_at goes like release_trial's.
-    auto s = db_.prepare(
+    auto s = db_->prepare(
         "UPDATE trials SET status = 'queued', worker = '', started_at = NULL, "
         "finished_at = NULL, train_loss = NULL, train_acc = NULL, val_loss = NULL, "
         "val_acc = NULL, test_acc = NULL, epochs_done = 0, seconds = 0, error = '' "
@@ -447,7 +450,7 @@ std::optional<int> SqliteResultStore::reopen_trial(std::int64_t trial_id) {
       const std::int64_t experiment_id = s.column_int(0);
       attempt = static_cast<int>(s.column_int(1));
       s.run();  // finish the RETURNING statement before the next one
-      auto e = db_.prepare("INSERT INTO events (time, type, data) VALUES (?1, ?2, ?3)");
+      auto e = db_->prepare("INSERT INTO events (time, type, data) VALUES (?1, ?2, ?3)");
       const nlohmann::json data = {
           {"trial", trial_id}, {"experiment", experiment_id}, {"attempt", *attempt}};
       e.bind_double(1, sqlite::unix_now()).bind_text(2, "trial.reopened");
@@ -465,12 +468,12 @@ std::optional<int> SqliteResultStore::reopen_trial(std::int64_t trial_id) {
 
 std::int64_t SqliteResultStore::cancel_trials(std::int64_t experiment_id) {
   require_experiment(experiment_id);
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "UPDATE trials SET status = 'cancelled', finished_at = ?2 "
       "WHERE experiment_id = ?1 AND status IN ('queued', 'running')");
   s.bind_int(1, experiment_id).bind_double(2, sqlite::unix_now());
   s.run();
-  return db_.changes();
+  return db_->changes();
 }
 
 std::vector<TrialRecord> SqliteResultStore::trials(std::int64_t experiment_id,
@@ -487,7 +490,7 @@ std::vector<TrialRecord> SqliteResultStore::trials(std::int64_t experiment_id,
       (q.status ? " AND status = ?2" : " AND ?2 IS NULL") +
       (q.worker ? " AND worker = ?5 " : " AND ?5 IS NULL ") + "ORDER BY " + std::string(column) +
       " " + dir + " NULLS LAST, idx ASC" + " LIMIT ?3 OFFSET ?4";
-  auto s = db_.prepare(sql);
+  auto s = db_->prepare(sql);
   s.bind_int(1, experiment_id);
   if (q.status)
     s.bind_text(2, to_string(*q.status));
@@ -507,12 +510,12 @@ std::optional<TrialRecord> SqliteResultStore::trial(std::int64_t trial_id) {
   check_id(trial_id, "trial_id");
   std::optional<TrialRecord> t;
   {
-    auto s = db_.prepare("SELECT " + std::string(kTrialColumns) + " FROM trials WHERE id = ?1");
+    auto s = db_->prepare("SELECT " + std::string(kTrialColumns) + " FROM trials WHERE id = ?1");
     s.bind_int(1, trial_id);
     if (!s.step()) return std::nullopt;
     t = read_trial(s);
   }
-  auto c = db_.prepare(
+  auto c = db_->prepare(
       "SELECT epoch, train_loss, train_acc, val_loss, val_acc, seconds, lr FROM epochs "
       "WHERE trial_id = ?1 AND attempt = ?2 ORDER BY epoch");
   c.bind_int(1, trial_id).bind_int(2, t->attempt);
@@ -523,7 +526,7 @@ std::optional<TrialRecord> SqliteResultStore::trial(std::int64_t trial_id) {
 TrialCounts SqliteResultStore::trial_counts(std::int64_t experiment_id) {
   check_id(experiment_id, "experiment_id");
   auto s =
-      db_.prepare("SELECT status, count(*) FROM trials WHERE experiment_id = ?1 GROUP BY status");
+      db_->prepare("SELECT status, count(*) FROM trials WHERE experiment_id = ?1 GROUP BY status");
   s.bind_int(1, experiment_id);
   TrialCounts c;
   while (s.step()) {
@@ -556,10 +559,10 @@ std::optional<TrialRecord> SqliteResultStore::best_trial(std::int64_t experiment
                                                          std::string_view metric, bool maximize) {
   check_id(experiment_id, "experiment_id");
   const std::string_view column = sort_column(metric, "metric");
-  auto s = db_.prepare("SELECT " + std::string(kTrialColumns) +
-                       " FROM trials WHERE experiment_id = ?1 AND status = 'finished' AND " +
-                       std::string(column) + " IS NOT NULL ORDER BY " + std::string(column) +
-                       (maximize ? " DESC" : " ASC") + ", idx LIMIT 1");
+  auto s = db_->prepare("SELECT " + std::string(kTrialColumns) +
+                        " FROM trials WHERE experiment_id = ?1 AND status = 'finished' AND " +
+                        std::string(column) + " IS NOT NULL ORDER BY " + std::string(column) +
+                        (maximize ? " DESC" : " ASC") + ", idx LIMIT 1");
   s.bind_int(1, experiment_id);
   if (!s.step()) return std::nullopt;
   return read_trial(s);
@@ -568,7 +571,7 @@ std::optional<TrialRecord> SqliteResultStore::best_trial(std::int64_t experiment
 std::vector<TrialEpoch> SqliteResultStore::epochs_for(std::int64_t experiment_id,
                                                       std::int64_t epoch) {
   check_id(experiment_id, "experiment_id");
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "SELECT t.id, t.idx, e.epoch, e.train_loss, e.train_acc, e.val_loss, e.val_acc, "
       "e.seconds, e.lr FROM trials t JOIN epochs e "
       "ON e.trial_id = t.id AND e.attempt = t.attempt AND e.epoch = ?2 "
@@ -584,7 +587,7 @@ std::vector<TrialEpoch> SqliteResultStore::epochs_for(std::int64_t experiment_id
 void SqliteResultStore::upsert_worker(const WorkerRecord& w) {
   check_not_empty(w.id, "worker id");
   const double now = sqlite::unix_now();
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "INSERT INTO workers (id, kind, host, pid, started_at, last_seen, current_trial, gone) "
       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, 0) ON CONFLICT (id) DO UPDATE SET "
       "kind = excluded.kind, host = excluded.host, pid = excluded.pid, "
@@ -599,20 +602,20 @@ void SqliteResultStore::heartbeat(std::string_view worker_id,
                                   std::optional<std::int64_t> current_trial) {
   check_not_empty(worker_id, "worker_id");
   auto s =
-      db_.prepare("UPDATE workers SET last_seen = ?2, current_trial = ?3, gone = 0 WHERE id = ?1");
+      db_->prepare("UPDATE workers SET last_seen = ?2, current_trial = ?3, gone = 0 WHERE id = ?1");
   s.bind_text(1, worker_id).bind_double(2, sqlite::unix_now());
   if (current_trial)
     s.bind_int(3, *current_trial);
   else
     s.bind_null(3);
   s.run();
-  if (db_.changes() == 0)
+  if (db_->changes() == 0)
     throw std::invalid_argument("worker_id '" + std::string(worker_id) +
                                 "' is not registered (upsert_worker first)");
 }
 
 std::vector<WorkerRecord> SqliteResultStore::workers() {
-  auto s = db_.prepare(
+  auto s = db_->prepare(
       "SELECT id, kind, host, pid, started_at, last_seen, current_trial, gone FROM workers "
       "ORDER BY started_at, id");
   std::vector<WorkerRecord> out;
@@ -622,10 +625,10 @@ std::vector<WorkerRecord> SqliteResultStore::workers() {
 
 void SqliteResultStore::mark_worker_gone(std::string_view worker_id) {
   check_not_empty(worker_id, "worker_id");
-  auto s = db_.prepare("UPDATE workers SET gone = 1, current_trial = NULL WHERE id = ?1");
+  auto s = db_->prepare("UPDATE workers SET gone = 1, current_trial = NULL WHERE id = ?1");
   s.bind_text(1, worker_id);
   s.run();
-  if (db_.changes() == 0)
+  if (db_->changes() == 0)
     throw std::invalid_argument("worker_id '" + std::string(worker_id) + "' is not registered");
 }
 
@@ -633,10 +636,10 @@ void SqliteResultStore::mark_worker_gone(std::string_view worker_id) {
 
 std::int64_t SqliteResultStore::append_event(std::string_view type, const nlohmann::json& data) {
   check_not_empty(type, "event type");
-  auto s = db_.prepare("INSERT INTO events (time, type, data) VALUES (?1, ?2, ?3)");
+  auto s = db_->prepare("INSERT INTO events (time, type, data) VALUES (?1, ?2, ?3)");
   s.bind_double(1, sqlite::unix_now()).bind_text(2, type).bind_text(3, data.dump());
   s.run();
-  return db_.last_insert_rowid();
+  return db_->last_insert_rowid();
 }
 
 std::vector<EventRecord> SqliteResultStore::events_since(std::int64_t after_id,
@@ -646,7 +649,7 @@ std::vector<EventRecord> SqliteResultStore::events_since(std::int64_t after_id,
   if (limit < 1 || limit > 10000)
     throw std::invalid_argument("limit must be in 1..10000, got " + std::to_string(limit));
   auto s =
-      db_.prepare("SELECT id, time, type, data FROM events WHERE id > ?1 ORDER BY id LIMIT ?2");
+      db_->prepare("SELECT id, time, type, data FROM events WHERE id > ?1 ORDER BY id LIMIT ?2");
   s.bind_int(1, after_id).bind_int(2, limit);
   std::vector<EventRecord> out;
   while (s.step())

@@ -2,6 +2,7 @@
 // coordinator, the server and the local worker processes open side by side.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "queue/sqlite/sqlite_db.hpp"
@@ -12,6 +13,8 @@ namespace dnnlab::store {
 class SqliteResultStore final : public ResultStore {
  public:
   explicit SqliteResultStore(const std::string& path);
+  // On a connection a queue already uses: their writes can commit together.
+  explicit SqliteResultStore(std::shared_ptr<sqlite::Database> db);
 
   std::int64_t create_experiment(const ExperimentRecord& experiment) override;
   std::optional<ExperimentRecord> experiment(std::int64_t id) override;
@@ -52,7 +55,7 @@ class SqliteResultStore final : public ResultStore {
   void require_experiment(std::int64_t experiment_id);
   void require_trial(std::int64_t trial_id);
 
-  sqlite::Database db_;
+  std::shared_ptr<sqlite::Database> db_;
 };
 
 }  // namespace dnnlab::store

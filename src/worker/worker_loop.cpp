@@ -1,9 +1,12 @@
 #include "worker/worker_loop.hpp"
 
+#include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -69,36 +72,51 @@ class Worker {
     auto last_beat = Clock::now() - std::chrono::hours(1);
     auto last_list = last_beat;
     std::vector<int64_t> running;
-    int64_t ended = 0;
+    bool idle = true;
     while (!stopping()) {
-      if (seconds_since(last_list) > 1.0) {
+      // Idle with one experiment: look often, to leave soon after it ends.
+      if (ready_.empty() && seconds_since(last_list) > (idle && o_.experiment ? 0.02 : 1.0)) {
         running.clear();
-        for (const auto& e : b_.store->experiments())
-          if (e.status == store::ExperimentStatus::running &&
-              (!o_.experiment || e.id == o_.experiment))
-            running.push_back(e.id);
+        if (o_.experiment) {
+          auto e = b_.store->experiment(o_.experiment);
+          if (e && e->status == store::ExperimentStatus::running) running.push_back(e->id);
+        } else {
+          for (const auto& e : b_.store->experiments())
+            if (e.status == store::ExperimentStatus::running) running.push_back(e.id);
+        }
         last_list = Clock::now();
         if (o_.experiment && running.empty()) break;
       }
-      bool worked = false;
-      for (int64_t exp : running) {
-        auto lease = b_.queue->lease(experiment::queue_name(exp), o_.worker_id, o_.lease_seconds);
-        if (!lease) continue;
-        ended += run_task(*lease);
-        worked = true;
+      if (ready_.empty()) {
+        // The ended trials' results and the next leases (marked running):
+        // one commit when queue and store share a file.
+        b_.queue->write_together([&] {
+          write_pending_ends();
+          for (int64_t exp : running)
+            if (lease_into_ready(exp)) break;
+        });
+      }
+      idle = ready_.empty();
+      if (!idle) {
+        Next n = std::move(ready_.front());
+        ready_.pop_front();
+        if (n.kind == Next::kStarted || load_and_start(n)) train(n);
         idle_since = Clock::now();
-        break;
       }
       if (seconds_since(last_beat) > 2.0) {
         b_.store->heartbeat(o_.worker_id, std::nullopt);
         last_beat = Clock::now();
       }
-      if (!worked) {
+      if (idle) {
         if (o_.idle_exit_seconds > 0 && seconds_since(idle_since) > o_.idle_exit_seconds) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(running.empty() ? 200 : 20));
       }
     }
-    return ended;
+    b_.queue->write_together([&] {
+      write_pending_ends();
+      give_back_ready();
+    });
+    return ended_;
   }
 
  private:
@@ -115,31 +133,44 @@ class Worker {
     return cache_.emplace(id, std::move(c)).first->second;
   }
 
-  const data::Dataset& dataset(const nn::DataSpec& spec) {
-    const std::string key = spec.dataset + "|" + std::to_string(spec.validation) + "|" +
-                            spec.normalize + "|" + std::to_string(spec.limit_train);
-    auto it = data_.find(key);
-    if (it == data_.end()) {
-      if (data_.size() >= 2) data_.clear();  // bound memory: a worker rarely needs more
-      it = data_.emplace(key, data::load(load_options(spec, o_.data_dir))).first;
-    }
-    return it->second;
+  // A loaded data set and the provenance trials trained on it record.
+  struct LoadedData {
+    data::Dataset data;
+    nlohmann::json provenance;
+  };
+
+  static std::string data_key(const nn::DataSpec& spec) {
+    return spec.dataset + "|" + std::to_string(spec.validation) + "|" + spec.normalize + "|" +
+           std::to_string(spec.limit_train);
+  }
+  const LoadedData* cached_dataset(const nn::DataSpec& spec) const {
+    auto it = data_.find(data_key(spec));
+    return it == data_.end() ? nullptr : &it->second;
+  }
+  const LoadedData& dataset(const nn::DataSpec& spec) {
+    if (const LoadedData* d = cached_dataset(spec)) return *d;
+    if (data_.size() >= 2) data_.clear();  // bound memory: a worker rarely needs more
+    LoadedData d{data::load(load_options(spec, o_.data_dir)), {}};
+    d.provenance = provenance(d.data);
+    return data_.emplace(data_key(spec), std::move(d)).first->second;
   }
 
   // Streams epochs to the store, asks the scheduler, keeps the lease alive.
+  // The last epoch is held back and written with the trial's end.
   class TrialObserver : public nn::TrainObserver {
    public:
     TrialObserver(Worker& w, queue::TaskLease& lease, int attempt, ExperimentCache& exp,
-                  const store::TrialRecord& t)
+                  const store::TrialRecord& t, int epochs)
         : w_(w),
           lease_(lease),
           attempt_(attempt),
           exp_(exp),
           trial_(t),
+          epochs_(epochs),
           last_extend_(Clock::now()) {}
     void on_batch(int, int64_t, int64_t, double, double, double) override {
       if (seconds_since(last_extend_) > w_.o_.lease_seconds / 3) {
-        if (!w_.b_.queue->extend(lease_, w_.o_.lease_seconds)) lost_ = true;
+        if (!w_.extend_leases(lease_)) lost_ = true;
         w_.b_.store->heartbeat(w_.o_.worker_id, trial_.id);
         last_extend_ = Clock::now();
       }
@@ -154,7 +185,9 @@ class Worker {
       m.val_acc = r.val_acc;
       m.seconds = r.seconds;
       m.lr = r.lr;
-      if (!w_.b_.store->record_epoch(trial_.id, attempt_, m)) {
+      if (r.epoch >= epochs_) {
+        last_epoch_ = m;
+      } else if (!w_.b_.store->record_epoch(trial_.id, attempt_, m)) {
         lost_ = true;  // a newer attempt owns the trial
         return false;
       }
@@ -174,6 +207,7 @@ class Worker {
     }
     bool lost() const { return lost_; }
     bool pruned() const { return pruned_; }
+    const std::optional<store::EpochMetrics>& last_epoch() const { return last_epoch_; }
 
    private:
     Worker& w_;
@@ -181,94 +215,230 @@ class Worker {
     int attempt_;
     ExperimentCache& exp_;
     const store::TrialRecord& trial_;
+    int epochs_;
     Clock::time_point last_extend_;
     bool lost_ = false, pruned_ = false;
+    std::optional<store::EpochMetrics> last_epoch_;
   };
 
-  // Returns 1 when it ended the trial (finished, pruned or failed).
-  int64_t run_task(queue::TaskLease& lease) {
+  // A trial's end, written together with the next lease.
+  struct PendingEnd {
+    queue::TaskLease lease;
+    int64_t trial_id = 0;
+    int attempt = 0;
+    store::TrialStatus status = store::TrialStatus::finished;
+    store::TrialMetrics metrics;
+    std::optional<store::EpochMetrics> last_epoch;
+    std::string error;
+  };
+
+  // Writes the pending ends (last epoch, finish, ack), counting those that count.
+  void write_pending_ends() {
+    std::vector<PendingEnd> ends;
+    ends.swap(pending_);
+    for (const PendingEnd& p : ends) {
+      if (p.last_epoch) b_.store->record_epoch(p.trial_id, p.attempt, *p.last_epoch);
+      if (b_.store->finish_trial(p.trial_id, p.attempt, p.status, p.metrics, p.error)) ++ended_;
+      b_.queue->ack(p.lease);
+    }
+  }
+
+  // Trials this worker may hold at once: one, unless trials take a few
+  // milliseconds; then enough for about 50 ms of work per commit.
+  int prefetch() const {
+    return static_cast<int>(std::clamp(0.05 / std::max(trial_seconds_, 1e-6), 1.0, 16.0));
+  }
+
+  // Leases up to prefetch() trials of `exp` into ready_ (stopping after one
+  // whose data set must be loaded first); true when ready_ has any.
+  bool lease_into_ready(int64_t exp) {
+    while (static_cast<int>(ready_.size()) < prefetch()) {
+      Next n = lease_next(exp);
+      if (n.kind == Next::kNone) break;
+      if (n.kind == Next::kDone) continue;
+      const bool needs_data = n.kind == Next::kNeedsData;
+      ready_.push_back(std::move(n));
+      if (needs_data) break;
+    }
+    return !ready_.empty();
+  }
+
+  // Stopping: leased trials not yet trained go back to the queue.
+  void give_back_ready() {
+    for (Next& n : ready_) {
+      if (n.kind == Next::kStarted) b_.store->release_trial(n.trial.id, n.attempt);
+      b_.queue->nack(n.lease, true, "worker stopped");
+    }
+    ready_.clear();
+  }
+
+  // Keeps the current lease and the prefetched ones alive; false when the
+  // current one was lost.
+  bool extend_leases(queue::TaskLease& current) {
+    for (Next& n : ready_) b_.queue->extend(n.lease, o_.lease_seconds);
+    return b_.queue->extend(current, o_.lease_seconds);
+  }
+
+  // What lease_next() found.
+  struct Next {
+    enum Kind { kNone, kDone, kNeedsData, kStarted } kind = kNone;
+    queue::TaskLease lease;
+    int attempt = 0;
+    store::TrialRecord trial;
+    ExperimentCache* exp = nullptr;
+    nn::RunSpec run;
+    const LoadedData* data = nullptr;
+  };
+
+  // Fails a trial that cannot run: it ends now, counted once.
+  void fail(Next& n, const std::string& why) {
+    if (!b_.store->mark_running(n.trial.id, n.attempt, o_.worker_id)) {
+      b_.queue->ack(n.lease);  // a newer attempt owns it
+      return;
+    }
+    pending_.push_back(
+        PendingEnd{n.lease, n.trial.id, n.attempt, store::TrialStatus::failed, {}, {}, why});
+  }
+
+  // Leases a task of `exp` and prepares it; starts it (mark_running) when its
+  // data set is loaded already. kDone: the task needed no training (a
+  // duplicate delivery, an unreadable payload, a trial that cannot run).
+  Next lease_next(int64_t exp) {
+    Next n;
+    auto lease = b_.queue->lease(experiment::queue_name(exp), o_.worker_id, o_.lease_seconds);
+    if (!lease) return n;
+    n.lease = std::move(*lease);
+    n.kind = Next::kDone;
     experiment::TrialTask task;
     try {
-      task = experiment::decode_task(lease.payload);
+      task = experiment::decode_task(n.lease.payload);
     } catch (const experiment::ProtocolError& e) {
-      b_.queue->nack(lease, false, e.what());
-      return 0;
+      b_.queue->nack(n.lease, false, e.what());
+      return n;
     }
     // The store's attempt: newer than any earlier run of a reopened trial.
-    const int attempt = task.attempt(lease.attempt);
+    n.attempt = task.attempt(n.lease.attempt);
     auto trial = b_.store->trial(task.trial_id);
     if (!trial || trial->status != store::TrialStatus::queued &&
                       trial->status != store::TrialStatus::running) {
-      b_.queue->ack(lease);  // already ended (a duplicate delivery) or gone
-      return 0;
+      b_.queue->ack(n.lease);  // already ended (a duplicate delivery) or gone
+      return n;
     }
-    ExperimentCache& exp = experiment_cache(task.experiment_id);
-    auto fail = [&](const std::string& why) {
-      store::TrialMetrics none;
-      const bool counted =
-          b_.store->finish_trial(trial->id, attempt, store::TrialStatus::failed, none, why);
-      b_.queue->ack(lease);
-      return counted ? 1 : 0;
-    };
-    nn::RunSpec run;
-    const data::Dataset* data = nullptr;
+    n.trial = std::move(*trial);
+    n.exp = &experiment_cache(task.experiment_id);
     try {
-      run = exp.sweep->materialize(
-          {trial->index, nlohmann::json::parse(trial->config_json), trial->seed});
-      data = &dataset(run.data);
+      n.run = n.exp->sweep->materialize(
+          {n.trial.index, nlohmann::json::parse(n.trial.config_json), n.trial.seed});
     } catch (const std::exception& e) {
-      if (!b_.store->mark_running(trial->id, attempt, o_.worker_id)) return b_.queue->ack(lease), 0;
-      return fail(e.what());
+      fail(n, e.what());
+      return n;
     }
-    if (!b_.store->mark_running(trial->id, attempt, o_.worker_id, provenance(*data))) {
-      b_.queue->ack(lease);  // a newer attempt owns it
-      return 0;
+    n.data = cached_dataset(n.run.data);
+    if (!n.data) {
+      n.kind = Next::kNeedsData;  // loaded outside the write transaction
+      return n;
     }
-    // mark_running also set this worker's current trial and logged trial.started.
-    if (o_.verbose)
-      std::cerr << o_.worker_id << ": trial " << trial->index << " attempt " << attempt << "\n";
+    n.kind = start(n) ? Next::kStarted : Next::kDone;
+    return n;
+  }
 
-    TrialObserver obs(*this, lease, attempt, exp, *trial);
-    RunResult r;
-    try {
-      r = train_run(run, *data, &obs);
-    } catch (const std::exception& e) {
-      return fail(e.what());
+  // mark_running; false (the task acked) when a newer attempt owns the trial.
+  bool start(Next& n) {
+    if (b_.store->mark_running(n.trial.id, n.attempt, o_.worker_id, n.data->provenance)) {
+      // mark_running also set this worker's current trial and logged trial.started.
+      if (o_.verbose)
+        std::cerr << o_.worker_id << ": trial " << n.trial.index << " attempt " << n.attempt
+                  << "\n";
+      return true;
     }
-    if (obs.lost()) return 0;  // someone else has the trial now
+    b_.queue->ack(n.lease);
+    return false;
+  }
+
+  bool load_and_start(Next& n) {
+    std::string error;
+    try {
+      n.data = &dataset(n.run.data);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    bool started = false;
+    b_.queue->write_together([&] {
+      if (n.data)
+        started = start(n);
+      else
+        fail(n, error);
+    });
+    return started;
+  }
+
+  // Trains a started trial; its end goes to pending_, written with the next leases.
+  void train(Next& n) {
+    TrialObserver obs(*this, n.lease, n.attempt, *n.exp, n.trial, n.run.train.epochs);
+    RunResult r;
+    const auto t0 = Clock::now();
+    try {
+      r = train_run(n.run, n.data->data, &obs);
+      trial_seconds_ = 0.5 * trial_seconds_ + 0.5 * seconds_since(t0);
+    } catch (const std::exception& e) {
+      pending_.push_back(PendingEnd{n.lease,
+                                    n.trial.id,
+                                    n.attempt,
+                                    store::TrialStatus::failed,
+                                    {},
+                                    obs.last_epoch(),
+                                    e.what()});
+      return;
+    }
+    if (obs.lost()) return;  // someone else has the trial now
     if (stopping()) {
       // Ctrl-C: give the trial back; its next attempt starts afresh.
-      b_.store->release_trial(trial->id, attempt);
-      b_.queue->nack(lease, true, "worker stopped");
-      return 0;
+      b_.queue->write_together([&] {
+        b_.store->release_trial(n.trial.id, n.attempt);
+        b_.queue->nack(n.lease, true, "worker stopped");
+      });
+      return;
     }
-    exp.scheduler->on_finish(trial->index);
-    store::TrialMetrics m;
+    n.exp->scheduler->on_finish(n.trial.index);
+    PendingEnd p;
+    p.lease = n.lease;
+    p.trial_id = n.trial.id;
+    p.attempt = n.attempt;
     if (!r.curve.empty()) {
       const auto& last = r.curve.back();
-      m.train_loss = last.train_loss;
-      m.train_acc = last.train_acc;
-      m.val_loss = last.val_loss;
-      m.val_acc = last.val_acc;
+      p.metrics.train_loss = last.train_loss;
+      p.metrics.train_acc = last.train_acc;
+      p.metrics.val_loss = last.val_loss;
+      p.metrics.val_acc = last.val_acc;
     }
-    m.test_acc = r.test_acc;
-    m.epochs_done = static_cast<int64_t>(r.curve.size());
-    m.seconds = r.train_seconds;
-    const auto status = obs.pruned() ? store::TrialStatus::pruned : store::TrialStatus::finished;
-    const bool counted = b_.store->finish_trial(trial->id, attempt, status, m);
-    b_.queue->ack(lease);
-    return counted ? 1 : 0;
+    p.metrics.test_acc = r.test_acc;
+    p.metrics.epochs_done = static_cast<int64_t>(r.curve.size());
+    p.metrics.seconds = r.train_seconds;
+    p.status = obs.pruned() ? store::TrialStatus::pruned : store::TrialStatus::finished;
+    p.last_epoch = obs.last_epoch();
+    pending_.push_back(std::move(p));
   }
 
   WorkerOptions o_;
   experiment::Backends b_;
   std::map<int64_t, ExperimentCache> cache_;
-  std::map<std::string, data::Dataset> data_;
+  std::map<std::string, LoadedData> data_;
+  std::vector<PendingEnd> pending_;  // ended trials, written with the next leases
+  std::deque<Next> ready_;           // leased trials not trained yet (a prefetch)
+  double trial_seconds_ = 1.0;       // recent trials' training time (a moving average)
+  int64_t ended_ = 0;
 };
 
 }  // namespace
 
 int64_t run_worker(const WorkerOptions& options) {
+  // Keep freed memory for the next trial: by default glibc gives a short
+  // trial's buffers (the 200 KB batch of a 784-input model, say) back to the
+  // kernel at every free and faults them in again for the next trial, which
+  // cost a third of a trivial trial's time. Large blocks (data sets) are
+  // still mapped and unmapped on their own.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
   Worker w(options);
   return w.run();
 }

@@ -1,8 +1,10 @@
 // SQLite connection, statements, transactions and migrations (see sqlite_db.hpp).
 #include "queue/sqlite/sqlite_db.hpp"
 
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -14,6 +16,24 @@ double unix_now() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
+
+namespace {
+// getpid() is a system call (glibc no longer caches it), and check_process()
+// runs for every statement: keep the pid, renewed in each fork()ed child.
+std::atomic<pid_t> g_pid{0};
+void renew_pid() {
+  g_pid.store(getpid(), std::memory_order_relaxed);
+}
+pid_t current_pid() {
+  static const bool registered = [] { return pthread_atfork(nullptr, nullptr, &renew_pid) == 0; }();
+  pid_t pid = registered ? g_pid.load(std::memory_order_relaxed) : 0;
+  if (pid == 0) {
+    pid = getpid();
+    if (registered) g_pid.store(pid, std::memory_order_relaxed);
+  }
+  return pid;
+}
+}  // namespace
 
 // ---- Statement ----
 
@@ -136,7 +156,7 @@ Database::~Database() {
 }
 
 void Database::check_process() const {
-  if (getpid() != owner_pid_)
+  if (current_pid() != owner_pid_)
     throw std::logic_error("database '" + path_ + "' was opened in process " +
                            std::to_string(owner_pid_) + " and used in process " +
                            std::to_string(getpid()) + "; open it after fork()");
@@ -175,21 +195,26 @@ void Database::exec(const std::string& sql) {
 
 // ---- WriteTransaction ----
 
-WriteTransaction::WriteTransaction(Database& db) : db_(db) {
-  db_.prepare("BEGIN IMMEDIATE").run();
+WriteTransaction::WriteTransaction(Database& db) : db_(db), nested_(db.in_transaction()) {
+  db_.prepare(nested_ ? "SAVEPOINT dnnlab_nested" : "BEGIN IMMEDIATE").run();
 }
 
 WriteTransaction::~WriteTransaction() {
   if (!open_) return;
   try {
-    db_.prepare("ROLLBACK").run();
+    if (nested_) {
+      db_.prepare("ROLLBACK TO dnnlab_nested").run();
+      db_.prepare("RELEASE dnnlab_nested").run();
+    } else {
+      db_.prepare("ROLLBACK").run();
+    }
   } catch (...) {
     // The transaction may already be gone (SQLite rolls back on some errors).
   }
 }
 
 void WriteTransaction::commit() {
-  db_.prepare("COMMIT").run();
+  db_.prepare(nested_ ? "RELEASE dnnlab_nested" : "COMMIT").run();
   open_ = false;
 }
 

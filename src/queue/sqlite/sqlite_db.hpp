@@ -102,6 +102,8 @@ class Database {
   void exec(const std::string& sql);
 
   std::int64_t changes() const { return sqlite3_changes64(db_.get()); }
+  // True inside BEGIN ... COMMIT on this connection.
+  bool in_transaction() const { return sqlite3_get_autocommit(db_.get()) == 0; }
   std::int64_t last_insert_rowid() const { return sqlite3_last_insert_rowid(db_.get()); }
   const std::string& path() const { return path_; }
 
@@ -129,7 +131,10 @@ class Database {
 
 // BEGIN IMMEDIATE ... COMMIT: takes the write lock up front so that a
 // read-then-write transaction never fails half way with SQLITE_BUSY.
-// Rolls back unless commit() was called.
+// Rolls back unless commit() was called. Inside another transaction on the
+// same connection (a queue and a store sharing one file, written together)
+// it is a savepoint: commit() releases it into the outer transaction, and
+// without commit() only its own writes are undone.
 class WriteTransaction {
  public:
   explicit WriteTransaction(Database& db);
@@ -140,6 +145,7 @@ class WriteTransaction {
 
  private:
   Database& db_;
+  bool nested_ = false;
   bool open_ = true;
 };
 
