@@ -1,5 +1,4 @@
-// safetensors writer and reader, with a reader for the subset of JSON a
-// safetensors header uses.
+// safetensors writer and reader; the header is read by nn/json.
 #include "nn/safetensors.hpp"
 
 #include <algorithm>
@@ -7,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+
+#include "nn/json.hpp"
 
 namespace dnnlab::nn {
 namespace {
@@ -38,184 +39,6 @@ std::string json_escape(const std::string& s) {
   return o;
 }
 
-// A minimal JSON reader: objects, arrays, strings, integers. Enough for a
-// safetensors header; anything else is an error with its offset.
-struct JsonValue {
-  enum Kind { kObject, kArray, kString, kNumber } kind = kNumber;
-  std::vector<std::pair<std::string, JsonValue>> members;
-  std::vector<JsonValue> items;
-  std::string str;
-  int64_t num = 0;
-  size_t at = 0;  // offset of the value in the file
-  const JsonValue* get(const std::string& k) const {
-    for (auto& m : members)
-      if (m.first == k) return &m.second;
-    return nullptr;
-  }
-};
-
-class JsonReader {
- public:
-  JsonReader(std::string_view s, size_t base, const std::string& name)
-      : s_(s), base_(base), name_(name) {}
-  JsonValue parse() {
-    JsonValue v = value(0);
-    ws();
-    if (i_ != s_.size()) fail("trailing characters after the header");
-    return v;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& msg) {
-    throw DataError(name_, static_cast<int64_t>(base_ + i_), "safetensors header: " + msg);
-  }
-  void ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r'))
-      ++i_;
-  }
-  char peek() {
-    ws();
-    if (i_ >= s_.size()) fail("unexpected end");
-    return s_[i_];
-  }
-  void expect(char c) {
-    if (peek() != c) fail(std::string("expected '") + c + "'");
-    ++i_;
-  }
-  unsigned hex4() {
-    if (i_ + 4 >= s_.size()) fail("bad \\u escape");
-    unsigned v = 0;
-    for (int k = 1; k <= 4; ++k) {
-      const char c = s_[i_ + k];
-      v <<= 4;
-      if (c >= '0' && c <= '9')
-        v |= static_cast<unsigned>(c - '0');
-      else if (c >= 'a' && c <= 'f')
-        v |= static_cast<unsigned>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F')
-        v |= static_cast<unsigned>(c - 'A' + 10);
-      else
-        fail("bad \\u escape");
-    }
-    i_ += 4;
-    return v;
-  }
-  static void utf8(std::string& o, unsigned cp) {
-    if (cp < 0x80) {
-      o += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      o += static_cast<char>(0xC0 | (cp >> 6));
-      o += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      o += static_cast<char>(0xE0 | (cp >> 12));
-      o += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      o += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-  std::string string() {
-    expect('"');
-    std::string o;
-    while (i_ < s_.size() && s_[i_] != '"') {
-      if (s_[i_] == '\\') {
-        if (++i_ >= s_.size()) break;
-        const char c = s_[i_];
-        switch (c) {
-          case 'u':
-            utf8(o, hex4());
-            break;  // surrogate pairs stay two code points
-          case 'n':
-            o += '\n';
-            break;
-          case 't':
-            o += '\t';
-            break;
-          case 'r':
-            o += '\r';
-            break;
-          case 'b':
-            o += '\b';
-            break;
-          case 'f':
-            o += '\f';
-            break;
-          case '"':
-          case '\\':
-          case '/':
-            o += c;
-            break;
-          default:
-            fail(std::string("bad escape '\\") + c + "'");
-        }
-      } else {
-        o += s_[i_];
-      }
-      ++i_;
-    }
-    if (i_ >= s_.size()) fail("unterminated string");
-    ++i_;
-    return o;
-  }
-  JsonValue value(int depth) {
-    if (depth > 16) fail("nested too deeply");  // a hostile header must not overflow the stack
-    JsonValue v;
-    char c = peek();
-    v.at = base_ + i_;
-    if (c == '{') {
-      v.kind = JsonValue::kObject;
-      ++i_;
-      if (peek() == '}') return ++i_, v;
-      for (;;) {
-        std::string k = string();
-        expect(':');
-        v.members.emplace_back(std::move(k), value(depth + 1));
-        if (peek() == ',') {
-          ++i_;
-          continue;
-        }
-        expect('}');
-        return v;
-      }
-    }
-    if (c == '[') {
-      v.kind = JsonValue::kArray;
-      ++i_;
-      if (peek() == ']') return ++i_, v;
-      for (;;) {
-        v.items.push_back(value(depth + 1));
-        if (peek() == ',') {
-          ++i_;
-          continue;
-        }
-        expect(']');
-        return v;
-      }
-    }
-    if (c == '"') {
-      v.kind = JsonValue::kString;
-      v.str = string();
-      return v;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-      const bool neg = c == '-';
-      if (neg) ++i_;
-      if (i_ >= s_.size() || s_[i_] < '0' || s_[i_] > '9') fail("expected a digit");
-      uint64_t n = 0;
-      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') {
-        if (n > (uint64_t{1} << 62) / 10) fail("integer too large");
-        n = n * 10 + static_cast<uint64_t>(s_[i_++] - '0');
-      }
-      if (i_ < s_.size() && (s_[i_] == '.' || s_[i_] == 'e' || s_[i_] == 'E'))
-        fail("only integers are expected here");
-      v.num = neg ? -static_cast<int64_t>(n) : static_cast<int64_t>(n);
-      return v;
-    }
-    fail("unexpected character");
-  }
-  std::string_view s_;
-  size_t base_, i_ = 0;
-  const std::string& name_;
-};
-
 }  // namespace
 
 int64_t SafetensorsTensor::numel() const {
@@ -243,14 +66,22 @@ SafetensorsFile read_safetensors(std::string_view bytes, const std::string& name
     throw DataError(name, 0,
                     "header length " + std::to_string(n) + " exceeds the file (" +
                         std::to_string(bytes.size()) + " bytes)");
-  JsonValue root = JsonReader(bytes.substr(8, n), 8, name).parse();
-  if (root.kind != JsonValue::kObject) throw DataError(name, 8, "header is not a JSON object");
+  json::Value root;
+  try {
+    // Headers are flat: {name: {dtype, shape: [..], data_offsets: [..]}}.
+    root = json::parse(bytes.substr(8, n), 8, /*max_depth=*/16);
+  } catch (const json::SyntaxError& e) {
+    throw DataError(name, static_cast<int64_t>(e.offset()),
+                    std::string("safetensors header: ") + e.what());
+  }
+  if (root.kind != json::Value::kObject) throw DataError(name, 8, "header is not a JSON object");
   const size_t data_start = 8 + n;
   const uint64_t data_len = bytes.size() - data_start;
   SafetensorsFile out;
-  auto bad = [&](const JsonValue& v, const std::string& msg) -> DataError {
-    return DataError(name, static_cast<int64_t>(v.at), msg);
+  auto bad = [&](const json::Value& v, const std::string& msg) -> DataError {
+    return DataError(name, static_cast<int64_t>(v.offset), msg);
   };
+  auto whole = [](const json::Value& v) { return v.kind == json::Value::kNumber && v.integer; };
   struct Range {
     int64_t begin, end;
     const std::string* name;
@@ -258,51 +89,49 @@ SafetensorsFile read_safetensors(std::string_view bytes, const std::string& name
   std::vector<Range> ranges;
   for (auto& [key, t] : root.members) {
     if (key == "__metadata__") {
-      if (t.kind != JsonValue::kObject) throw bad(t, "__metadata__ is not an object");
+      if (t.kind != json::Value::kObject) throw bad(t, "__metadata__ is not an object");
       for (auto& [k, v] : t.members) {
-        if (v.kind != JsonValue::kString)
+        if (v.kind != json::Value::kString)
           throw bad(v, "__metadata__ value '" + k + "' is not a string");
         out.metadata[k] = v.str;
       }
       continue;
     }
     const std::string what = "tensor '" + key + "'";
-    if (t.kind != JsonValue::kObject) throw bad(t, what + " is not an object");
+    if (t.kind != json::Value::kObject) throw bad(t, what + " is not an object");
     if (out.tensors.count(key)) throw bad(t, what + " appears twice");
-    const JsonValue* dtype = t.get("dtype");
-    const JsonValue* shape = t.get("shape");
-    const JsonValue* offs = t.get("data_offsets");
-    if (!dtype || dtype->kind != JsonValue::kString || !shape || shape->kind != JsonValue::kArray ||
-        !offs || offs->kind != JsonValue::kArray || offs->items.size() != 2)
+    const json::Value* dtype = t.get("dtype");
+    const json::Value* shape = t.get("shape");
+    const json::Value* offs = t.get("data_offsets");
+    if (!dtype || dtype->kind != json::Value::kString || !shape ||
+        shape->kind != json::Value::kArray || !offs || offs->kind != json::Value::kArray ||
+        offs->items.size() != 2)
       throw bad(t, what + " needs dtype, shape and data_offsets [begin, end]");
     const int64_t esize = dtype_size(dtype->str);
     if (!esize) throw bad(*dtype, what + " has dtype " + dtype->str + " (dnnlab reads F32 and U8)");
     SafetensorsTensor st;
     st.dtype = dtype->str;
     uint64_t numel = 1;
-    for (const JsonValue& d : shape->items) {
-      if (d.kind != JsonValue::kNumber || d.num < 0)
-        throw bad(d, what + ": shape entries must be integers >= 0");
-      st.shape.push_back(d.num);
-      numel = d.num == 0 ? 0 : numel;
-      if (numel && static_cast<uint64_t>(d.num) > data_len)
+    for (const json::Value& d : shape->items) {
+      if (!whole(d) || d.i < 0) throw bad(d, what + ": shape entries must be integers >= 0");
+      st.shape.push_back(d.i);
+      numel = d.i == 0 ? 0 : numel;
+      if (numel && static_cast<uint64_t>(d.i) > data_len)
         throw bad(d, what + " is larger than the file");
-      numel *= static_cast<uint64_t>(d.num);
+      numel *= static_cast<uint64_t>(d.i);
       if (numel > data_len) throw bad(d, what + " is larger than the file");
     }
-    const JsonValue &b = offs->items[0], &e = offs->items[1];
-    if (b.kind != JsonValue::kNumber || e.kind != JsonValue::kNumber || b.num < 0 ||
-        e.num < b.num || static_cast<uint64_t>(e.num) > data_len)
+    const json::Value &b = offs->items[0], &e = offs->items[1];
+    if (!whole(b) || !whole(e) || b.i < 0 || e.i < b.i || static_cast<uint64_t>(e.i) > data_len)
       throw bad(*offs,
                 what + " has data_offsets outside the " + std::to_string(data_len) + " data bytes");
-    if (static_cast<uint64_t>(e.num - b.num) != numel * static_cast<uint64_t>(esize))
-      throw bad(*offs, what + " holds " + std::to_string(e.num - b.num) + " bytes; " + st.dtype +
+    if (static_cast<uint64_t>(e.i - b.i) != numel * static_cast<uint64_t>(esize))
+      throw bad(*offs, what + " holds " + std::to_string(e.i - b.i) + " bytes; " + st.dtype +
                            " of that shape needs " + std::to_string(numel * esize));
-    st.offset = static_cast<int64_t>(data_start) + b.num;
-    st.data =
-        bytes.substr(data_start + static_cast<size_t>(b.num), static_cast<size_t>(e.num - b.num));
+    st.offset = static_cast<int64_t>(data_start) + b.i;
+    st.data = bytes.substr(data_start + static_cast<size_t>(b.i), static_cast<size_t>(e.i - b.i));
     auto it = out.tensors.emplace(key, std::move(st)).first;
-    ranges.push_back({b.num, e.num, &it->first});
+    ranges.push_back({b.i, e.i, &it->first});
   }
   // The data must be the tensors back to back, nothing between or after.
   // (Empty tensors sort before others at the same offset.)

@@ -6,18 +6,12 @@
 #include <utility>
 #include <vector>
 
+#include "nn/json.hpp"
+
 namespace dnnlab::wasm {
 namespace {
 
-struct Json {
-  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
-  bool b = false;
-  double num = 0;
-  std::string str;
-  std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
-  size_t offset = 0;  // where the value starts, for errors
-};
+using Json = nn::json::Value;
 
 [[noreturn]] void fail(size_t offset, const std::string& field, const std::string& msg) {
   SpecLocation where;
@@ -25,177 +19,13 @@ struct Json {
   throw SpecError(where, field, msg);
 }
 
-class JsonReader {
- public:
-  explicit JsonReader(const std::string& s) : s_(s) {}
-  Json parse() {
-    Json v = value(0);
-    ws();
-    if (i_ != s_.size()) fail(i_, "", "trailing characters after the JSON value");
-    return v;
+Json parse_json(const std::string& text) {
+  try {
+    return nn::json::parse(text);
+  } catch (const nn::json::SyntaxError& e) {
+    fail(e.offset(), "", e.what());
   }
-
- private:
-  void ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r'))
-      ++i_;
-  }
-  char peek() {
-    ws();
-    if (i_ >= s_.size()) fail(i_, "", "unexpected end of JSON");
-    return s_[i_];
-  }
-  void expect(char c) {
-    if (peek() != c) fail(i_, "", std::string("expected '") + c + "'");
-    ++i_;
-  }
-  void literal(const char* word) {
-    for (const char* p = word; *p; ++p, ++i_)
-      if (i_ >= s_.size() || s_[i_] != *p) fail(i_, "", std::string("expected '") + word + "'");
-  }
-  static void utf8(std::string& o, unsigned cp) {
-    if (cp < 0x80) {
-      o += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      o += static_cast<char>(0xC0 | (cp >> 6));
-      o += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      o += static_cast<char>(0xE0 | (cp >> 12));
-      o += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      o += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-  std::string string() {
-    expect('"');
-    std::string o;
-    for (;;) {
-      if (i_ >= s_.size()) fail(i_, "", "unterminated string");
-      char c = s_[i_++];
-      if (c == '"') return o;
-      if (static_cast<unsigned char>(c) < 0x20) fail(i_ - 1, "", "control character in a string");
-      if (c != '\\') {
-        o += c;
-        continue;
-      }
-      if (i_ >= s_.size()) fail(i_, "", "unterminated string");
-      c = s_[i_++];
-      switch (c) {
-        case '"':
-        case '\\':
-        case '/':
-          o += c;
-          break;
-        case 'b':
-          o += '\b';
-          break;
-        case 'f':
-          o += '\f';
-          break;
-        case 'n':
-          o += '\n';
-          break;
-        case 'r':
-          o += '\r';
-          break;
-        case 't':
-          o += '\t';
-          break;
-        case 'u': {
-          unsigned cp = 0;
-          for (int k = 0; k < 4; ++k, ++i_) {
-            if (i_ >= s_.size()) fail(i_, "", "bad \\u escape");
-            char h = s_[i_];
-            int d = h >= '0' && h <= '9'   ? h - '0'
-                    : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                    : h >= 'A' && h <= 'F' ? h - 'A' + 10
-                                           : -1;
-            if (d < 0) fail(i_, "", "bad \\u escape");
-            cp = cp * 16 + static_cast<unsigned>(d);
-          }
-          utf8(o, cp);
-          break;
-        }
-        default:
-          fail(i_ - 1, "", "bad escape");
-      }
-    }
-  }
-  Json value(int depth) {
-    if (depth > 32) fail(i_, "", "JSON nested too deeply");
-    Json v;
-    char c = peek();
-    v.offset = i_;
-    if (c == '{') {
-      v.kind = Json::kObject;
-      ++i_;
-      if (peek() == '}') return ++i_, v;
-      for (;;) {
-        if (peek() != '"') fail(i_, "", "expected a key string");
-        std::string k = string();
-        expect(':');
-        v.members.emplace_back(std::move(k), value(depth + 1));
-        if (peek() == ',') {
-          ++i_;
-          continue;
-        }
-        expect('}');
-        return v;
-      }
-    }
-    if (c == '[') {
-      v.kind = Json::kArray;
-      ++i_;
-      if (peek() == ']') return ++i_, v;
-      for (;;) {
-        v.items.push_back(value(depth + 1));
-        if (peek() == ',') {
-          ++i_;
-          continue;
-        }
-        expect(']');
-        return v;
-      }
-    }
-    if (c == '"') {
-      v.kind = Json::kString;
-      v.str = string();
-      return v;
-    }
-    if (c == 't' || c == 'f') {
-      v.kind = Json::kBool;
-      v.b = c == 't';
-      literal(v.b ? "true" : "false");
-      return v;
-    }
-    if (c == 'n') {
-      literal("null");
-      return v;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-      size_t start = i_;
-      if (s_[i_] == '-') ++i_;
-      auto digits = [&] {
-        size_t d = i_;
-        while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
-        if (i_ == d) fail(i_, "", "bad number");
-      };
-      digits();
-      if (i_ < s_.size() && s_[i_] == '.') ++i_, digits();
-      if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
-        ++i_;
-        if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
-        digits();
-      }
-      v.kind = Json::kNumber;
-      v.num = std::strtod(s_.substr(start, i_ - start).c_str(), nullptr);
-      if (!std::isfinite(v.num)) fail(start, "", "number out of range");
-      return v;
-    }
-    fail(i_, "", "unexpected character");
-  }
-  const std::string& s_;
-  size_t i_ = 0;
-};
+}
 
 // Typed access to one object's members; every key must be consumed.
 class Fields {
@@ -258,7 +88,7 @@ constexpr double kBig = 1e9;
 }  // namespace
 
 CoreSpec parse_core_spec(const std::string& text) {
-  const Json root = JsonReader(text).parse();
+  const Json root = parse_json(text);
   Fields f(root, "");
   CoreSpec out;
   nn::ModelSpec& ms = out.model;

@@ -1,6 +1,6 @@
 // The browser core's model spec: JSON text in, nn::ModelSpec and
-// nn::TrainSpec out. A small strict JSON reader (no dependency, so the wasm
-// build stays std-only); unknown keys and wrong types are SpecErrors naming
+// nn::TrainSpec out, read with nn/json.hpp (std-only, so the wasm build
+// needs no JSON library); unknown keys and wrong types are SpecErrors naming
 // the field and the byte offset.
 #pragma once
 #include <cstdint>
