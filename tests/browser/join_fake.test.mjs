@@ -66,7 +66,7 @@ async function startFake(shardBytes) {
   });
   const wss = new WebSocketServer({ noServer: true });
   http.on('upgrade', (req, sock, head) => wss.handleUpgrade(req, sock, head, (ws) => wss.emit('connection', ws)));
-  const fake = { frames: [], tickets: 0, maxTickets: 1, pruneAt: 0, sockets: [], sha };
+  const fake = { frames: [], tickets: 0, maxTickets: 1, pruneAt: 0, sockets: [], sha, spec: SPEC };
   wss.on('connection', (ws) => {
     fake.sockets.push(ws);
     const send = (m) => ws.send(JSON.stringify({ v: 1, ...m }));
@@ -88,7 +88,7 @@ async function startFake(shardBytes) {
         if (fake.tickets >= fake.maxTickets) { send({ type: 'idle', retry_seconds: 0.3 }); return; }
         fake.tickets++;
         send({ type: 'ticket', ticket: `t-${fake.tickets}-1`, trial: { id: fake.tickets, experiment: 1, index: fake.tickets - 1, attempt: 1 },
-          spec: SPEC, data: { url: `/shards/${sha}.safetensors`, sha256: sha, bytes: shardBytes.length }, lease_seconds: 30 });
+          spec: fake.spec, data: { url: `/shards/${sha}.safetensors`, sha256: sha, bytes: shardBytes.length }, lease_seconds: 30 });
       } else if (m.type === 'progress') {
         const go = !(fake.pruneAt && m.epoch >= fake.pruneAt);
         setTimeout(() => send({ type: 'verdict', ticket: m.ticket, epoch: m.epoch, continue: go, ...(go ? {} : { reason: 'pruned' }) }), 30);
@@ -158,6 +158,17 @@ test('the join page speaks protocol v1 to a fake gateway', { skip, timeout: 180_
   await until('a pruned result', () => f.some((m) => m.type === 'result' && m.status === 'pruned'));
   assert.deepEqual(f.filter((m) => m.type === 'progress' && m.ticket === 't-2-1').map((m) => m.epoch), [1, 2]);
   assert.equal(f.filter((m) => m.type === 'result').find((m) => m.ticket === 't-2-1').metrics.epochs_done, 2);
+
+  // A diverging trial is reported as failed, with the core's message, and no weights.
+  fake.pruneAt = 0;
+  fake.spec = { ...SPEC, optimizer: { type: 'sgd', lr: 1e9, momentum: 0.9 } };
+  fake.maxTickets = 3;
+  const failed = await until('a failed result', () => f.find((m) => m.type === 'result' && m.status === 'failed'));
+  assert.equal(failed.ticket, 't-3-1');
+  assert.match(failed.error, /numeric/);
+  for (const v of Object.values(failed.metrics)) assert.ok(Number.isFinite(v));
+  await until('the failed count', async () => (await state()).trialsFailed === 1);
+  assert.ok(!f.some((m) => m.type === 'tensor' && m.header.ticket === 't-3-1'), 'no weights for a failed trial');
 
   // A drop reconnects (hello again); a 1008 'quarantined' close does not.
   const hellos = () => f.filter((m) => m.type === 'hello').length;

@@ -328,7 +328,9 @@ async function runTicket(t) {
   send(proto.result(ticket, status, metrics, error));
   if (weights) send(proto.weightsFrame(ticket, weights));
   try {
-    const a = await accepted;
+    // The answer normally comes at once; do not hang on a server that never sends it.
+    const a = await Promise.race([accepted, new Promise((r) => setTimeout(() => r({ counted: false, timeout: true }), 30000))]);
+    waiters.delete(`accepted ${ticket}`);
     if (status === 'failed') set({ trialsFailed: state.trialsFailed + 1 });
     else if (a.counted !== false) set({ trialsDone: state.trialsDone + 1 });
   } catch {
