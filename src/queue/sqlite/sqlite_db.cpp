@@ -143,7 +143,11 @@ Database::Database(const std::string& path, const DatabaseOptions& options)
   }
   // NORMAL: in WAL mode a commit survives a crash of the process; only an OS
   // crash can lose the last commits. It saves an fsync per commit.
-  exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+  // temp_store=MEMORY keeps statement journals and savepoints in memory:
+  // inside a multi-statement transaction every trigger-firing UPDATE opens a
+  // statement journal, and past 64 KiB SQLite spills it to a temp file, one
+  // pwrite per page (30 of the 60 pwrites per trivial trial before).
+  exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;");
 }
 
 Database::~Database() {
