@@ -131,7 +131,18 @@ function report() {
     .map((l) => Object.fromEntries(l.split(' ').slice(1).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])));
   const median = (a) => { const s = [...a].sort((x, y) => x - y), m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
   const fmt = (x) => Math.round(x).toLocaleString('en-US');
-  const TARGET = { tfjs: 3, convnetjs: 30 };
+  const byRound = (c, impl, key) => Object.fromEntries(rows.filter((r) => r.config === c && r.impl === impl && key in r)
+    .map((r) => [r.round, Number(r[key])]));
+  const cell = (c, impl, key) => { const v = Object.values(byRound(c, impl, key)); return v.length ? fmt(median(v)) : '–'; };
+  // a / b: the median and range of the per-round ratios, and whether it meets `target`.
+  const ratio = (c, a, b, key, target) => {
+    const x = byRound(c, a, key), y = byRound(c, b, key);
+    const rr = Object.keys(x).filter((k) => k in y).map((k) => x[k] / y[k]).sort((p, q) => p - q);
+    if (!rr.length) return '–';
+    const m = median(rr);
+    const met = target ? (m >= target ? ' met' : ' NOT met') : '';
+    return `${m.toFixed(2)}x (${rr[0].toFixed(2)}–${rr.at(-1).toFixed(2)})${met}`;
+  };
   const kernels = [...new Set(rows.map((r) => `${r.impl} ${r.kernels}`))];
   console.log(`\nKernels: ${kernels.join('; ')}.`);
   for (const key of ['samples_per_s', 'cpu_samples_per_s']) {
@@ -139,31 +150,26 @@ function report() {
     console.log('| config | dnnlab wasm | dnnlab native | TF.js wasm | ConvNetJS | wasm / native | wasm / TF.js (target 3x) | wasm / ConvNetJS (target 30x) | rounds |');
     console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const c of CONFIGS) {
-      const byRound = (impl) => Object.fromEntries(rows.filter((r) => r.config === c && r.impl === impl && key in r)
-        .map((r) => [r.round, Number(r[key])]));
-      const w = byRound('dnnlab-wasm');
-      const cell = (impl) => { const v = Object.values(byRound(impl)); return v.length ? fmt(median(v)) : '–'; };
-      const ratio = (impl) => {
-        const o = byRound(impl);
-        const rr = Object.keys(w).filter((k) => k in o).map((k) => w[k] / o[k]).sort((x, y) => x - y);
-        if (!rr.length) return '–';
-        const m = median(rr);
-        const met = TARGET[impl] ? (m >= TARGET[impl] ? ' met' : ' NOT met') : '';
-        return `${m.toFixed(2)}x (${rr[0].toFixed(2)}–${rr.at(-1).toFixed(2)})${met}`;
-      };
-      console.log(`| ${c}: ${NAME[c]} | ${cell('dnnlab-wasm')} | ${cell('dnnlab-native')} | ${cell('tfjs')} | ${cell('convnetjs')} | ` +
-        `${ratio('dnnlab-native')} | ${ratio('tfjs')} | ${ratio('convnetjs')} | ${Object.keys(w).length} |`);
+      const w = 'dnnlab-wasm';
+      console.log(`| ${c}: ${NAME[c]} | ${cell(c, w, key)} | ${cell(c, 'dnnlab-native', key)} | ${cell(c, 'tfjs', key)} | ` +
+        `${cell(c, 'convnetjs', key)} | ${ratio(c, w, 'dnnlab-native', key)} | ${ratio(c, w, 'tfjs', key, 3)} | ` +
+        `${ratio(c, w, 'convnetjs', key, 30)} | ${Object.keys(byRound(c, w, key)).length} |`);
     }
   }
   if (!rows.some((r) => r.impl.startsWith('node:'))) return;
+  const key = 'cpu_samples_per_s';
   console.log('\nChromium vs node (bench/js/one.mjs) in this run, CPU time (samples per CPU-second), medians:\n');
   console.log('| config | library | Chromium | node | Chromium / node |');
   console.log('|---|---|---:|---:|---:|');
   for (const c of CONFIGS) {
-    for (const lib of ['dnnlab-wasm', 'tfjs', 'convnetjs']) {
-      const v = (impl) => median(rows.filter((r) => r.config === c && r.impl === impl).map((r) => Number(r.cpu_samples_per_s)));
-      const b = v(lib), n = v(`node:${lib}`);
-      console.log(`| ${c} | ${lib} | ${fmt(b)} | ${fmt(n)} | ${(b / n).toFixed(2)}x |`);
-    }
+    for (const lib of ['dnnlab-wasm', 'tfjs', 'convnetjs'])
+      console.log(`| ${c} | ${lib} | ${cell(c, lib, key)} | ${cell(c, `node:${lib}`, key)} | ${ratio(c, lib, `node:${lib}`, key)} |`);
+  }
+  console.log('\nThe ratios under node in this run (CPU time):\n');
+  console.log('| config | node: wasm / TF.js (target 3x) | node: wasm / ConvNetJS (target 30x) |');
+  console.log('|---|---:|---:|');
+  for (const c of CONFIGS) {
+    const w = 'node:dnnlab-wasm';
+    console.log(`| ${c} | ${ratio(c, w, 'node:tfjs', key, 3)} | ${ratio(c, w, 'node:convnetjs', key, 30)} |`);
   }
 }
