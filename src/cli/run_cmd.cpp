@@ -56,6 +56,7 @@ class DashboardThread {
     so.broker_url = o.broker_url;
     so.web_root = find_web_root();
     so.run_coordinators = false;  // this process coordinates its experiment
+    so.data_dir = o.data_dir;
     try {
       srv_ = std::make_unique<server::Server>(io_, so);
     } catch (const std::exception& e) {  // port taken: any free one will do
@@ -171,6 +172,7 @@ int run_sweep(RunOptions o) {
     if (!o.quiet && dashboard->server().token_is_new())
       std::cerr << "write token (kept in " << dashboard->server().token_file()
                 << "): " << dashboard->server().token() << "\n";
+    if (!o.quiet) std::cerr << "browsers join at " << dashboard->server().join_url() << "\n";
   }
 
   struct sigaction sa {};

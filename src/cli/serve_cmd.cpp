@@ -48,6 +48,7 @@ int run_serve(ServeOptions& o) {
   std::cout << "dnnlab serving " << srv.url() << "/ (store " << o.server.store_url << ")\n";
   if (srv.token_is_new())
     std::cout << "write token (kept in " << srv.token_file() << "): " << srv.token() << "\n";
+  std::cout << "browsers join at " << srv.join_url() << "\n";
   if (o.server.web_root.empty())
     std::cout << "dashboard not built: see " << srv.url() << "/ for how to build it\n";
   std::cout.flush();
@@ -87,6 +88,18 @@ Command add_serve(CLI::App& app) {
        "--read-threads", o->server.read_threads,
        "Threads (each with its own store connection) answering trial lists; 0: the io thread")
       ->capture_default_str();
+  c->add_option("--data", o->server.data_dir,
+                "Data set directory for browser shards and re-runs (default: the usual places)");
+  c->add_option("--verify-fraction", o->server.verify_fraction,
+                "Fraction of browser results re-run natively and compared (0..1)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  c->add_option("--browser-lease", o->server.browser_lease_seconds,
+                "Seconds a browser's ticket stays leased without a heartbeat")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--join-token-file", o->server.join_token_file,
+                "Where the join token is kept (default: dnnlab.join-token beside the token)");
   c->add_flag("!--no-coordinators", o->server.run_coordinators,
               "Do not drive running experiments (another process does)");
   return [o] { return run_serve(*o); };

@@ -13,13 +13,16 @@
 #include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <deque>
+#include <filesystem>
 #include <iostream>
 #include <map>
 
 #include "queue/task_queue.hpp"
 #include "server/api.hpp"
 #include "server/experiment_runner.hpp"
+#include "server/gateway.hpp"
 #include "server/metrics.hpp"
+#include "server/static_files.hpp"
 #include "server/token.hpp"
 #include "store/result_store.hpp"
 
@@ -71,6 +74,7 @@ std::pair<std::string, unsigned short> parse_listen(const std::string& listen,
 
 class HttpSession;
 class EventSession;
+class JoinSession;
 
 struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Impl(asio::io_context& io, ServerOptions o)
@@ -99,6 +103,9 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Clock::time_point last_throughput{};
   std::map<HttpSession*, std::weak_ptr<HttpSession>> http_sessions;
   std::map<EventSession*, std::weak_ptr<EventSession>> event_sessions;
+  LoadedToken join_token;
+  std::unique_ptr<Gateway> gateway;
+  std::map<Gateway::ClientId, std::weak_ptr<JoinSession>> join_sessions;
   std::unique_ptr<asio::thread_pool> pool;  // reader threads; null when read_threads is 0
 };
 
@@ -206,6 +213,111 @@ class EventSession : public std::enable_shared_from_this<EventSession> {
   bool open_ = false, writing_ = false, closed_ = false;
 };
 
+// One browser worker on /join: frames go to the gateway, its replies come back.
+class JoinSession : public std::enable_shared_from_this<JoinSession> {
+ public:
+  JoinSession(tcp::socket socket, std::shared_ptr<Server::Impl> impl)
+      : ws_(std::move(socket)), impl_(std::move(impl)) {}
+
+  void run(http::request<http::string_body> req) {
+    beast::error_code ec;
+    auto ep = beast::get_lowest_layer(ws_).socket().remote_endpoint(ec);
+    id_ =
+        impl_->gateway->open(ec ? "?" : ep.address().to_string() + ":" + std::to_string(ep.port()));
+    impl_->join_sessions[id_] = weak_from_this();
+    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    ws_.set_option(websocket::stream_base::decorator(
+        [](websocket::response_type& res) { res.set(http::field::server, "dnnlab"); }));
+    ws_.read_message_max(impl_->opt.max_join_frame);
+    ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) return self->finish();
+      self->open_ = true;
+      self->read();
+    });
+  }
+
+  // Sends the reply's frames, then closes if it says so.
+  void apply(GatewayReply r) {
+    for (auto& f : r.frames) out_.push_back(std::move(f));
+    if (r.close && !closing_) {
+      closing_ = true;
+      reason_.code = r.close_code;
+      reason_.reason = r.reason;
+    }
+    flush();
+  }
+
+  void abort() {
+    beast::error_code ec;
+    beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ec);
+    beast::get_lowest_layer(ws_).socket().close(ec);
+    finish();
+  }
+
+  ~JoinSession() { finish(); }
+
+ private:
+  void finish() {
+    if (finished_ || !impl_) return;
+    finished_ = true;
+    impl_->join_sessions.erase(id_);
+    if (impl_->gateway) impl_->gateway->close(id_);
+  }
+
+  void read() {
+    ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec == websocket::error::message_too_big) {
+        // Beast has already sent close 1009; end the session.
+        return self->finish();
+      }
+      if (ec) return self->abort();
+      if (self->closing_) return;
+      try {
+        const std::string frame = beast::buffers_to_string(self->in_.data());
+        self->in_.consume(self->in_.size());
+        self->apply(self->ws_.got_binary() ? self->impl_->gateway->on_binary(self->id_, frame)
+                                           : self->impl_->gateway->on_text(self->id_, frame));
+      } catch (const std::exception& e) {
+        log_error("join", e.what());
+        return self->abort();
+      }
+      if (!self->closing_) self->read();
+    });
+  }
+
+  void flush() {
+    if (!open_ || writing_ || finished_) return;
+    if (out_.empty()) {
+      if (closing_ && !close_sent_) {
+        close_sent_ = true;
+        writing_ = true;
+        ws_.async_close(reason_, [self = shared_from_this()](beast::error_code) {
+          self->writing_ = false;
+          self->finish();
+        });
+      }
+      return;
+    }
+    writing_ = true;
+    ws_.text(true);
+    ws_.async_write(asio::buffer(out_.front()),
+                    [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                      self->writing_ = false;
+                      if (ec) return self->abort();
+                      self->out_.pop_front();
+                      self->flush();
+                    });
+  }
+
+  websocket::stream<beast::tcp_stream> ws_;
+  std::shared_ptr<Server::Impl> impl_;
+  Gateway::ClientId id_ = 0;
+  beast::flat_buffer in_;
+  std::deque<std::string> out_;
+  websocket::close_reason reason_;
+  bool open_ = false, writing_ = false, closing_ = false, close_sent_ = false, finished_ = false;
+};
+
 // One HTTP/1.1 connection: read a request, answer it, repeat while keep-alive.
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
@@ -262,10 +374,17 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     auto req = parser_->release();
     std::string_view target(req.target().data(), req.target().size());
     std::string_view path = target.substr(0, target.find('?'));
+    if (websocket::is_upgrade(req) && path == "/join") {
+      // The join token travels in hello; /join gives nothing without it.
+      impl_->metrics.observe("GET", "/join (websocket)", 101, 0.0);
+      stream_.expires_never();
+      std::make_shared<JoinSession>(stream_.release_socket(), impl_)->run(std::move(req));
+      return;
+    }
     if (websocket::is_upgrade(req)) {
       if (path != "/api/events")
         return reply_error_and_close(http::status::not_found,
-                                     "WebSocket is only offered on /api/events", "path");
+                                     "WebSocket is only offered on /api/events and /join", "path");
       std::string query_token;
       if (auto q = target.find('?'); q != std::string_view::npos) {
         try {
@@ -286,6 +405,34 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
 
     const auto t0 = Clock::now();
+    if (req.method() == http::verb::get || req.method() == http::verb::head) {
+      // The browser workers' files: the join page, the core, data shards.
+      std::optional<ApiResponse> g;
+      if (path == "/join") {
+        StaticReply st = serve_static(impl_->opt.web_root, "/join.html");
+        g.emplace();
+        g->status = st.status;
+        g->content_type = st.content_type;
+        g->body = std::move(st.body);
+        g->route = "/join";
+      } else if (path.rfind("/core/", 0) == 0 || path.rfind("/shards/", 0) == 0) {
+        g.emplace();
+        g->route = path.rfind("/core/", 0) == 0 ? "/core/{file}" : "/shards/{file}";
+        if (auto asset = impl_->gateway->asset(path)) {
+          g->content_type = asset->content_type;
+          g->body = *asset->body;
+          g->immutable = true;
+        } else {
+          g->status = 404;
+          g->body = json{{"error", "no such file: " + std::string(path)}, {"field", "path"}}.dump();
+        }
+      }
+      if (g) {
+        Reply reply{req.version(), req.keep_alive(), req.method() == http::verb::head,
+                    std::string(req.method_string()), t0};
+        return respond(std::move(*g), reply);
+      }
+    }
     ApiRequest a;
     a.method = std::string(req.method_string());
     a.target = std::string(target);
@@ -452,6 +599,11 @@ void Server::Impl::on_event_poll() {
       }
       if (events.size() < 1000) break;
     }
+    for (auto& [id, reply] : gateway->poll()) {
+      auto it = join_sessions.find(id);
+      if (it != join_sessions.end())
+        if (auto js = it->second.lock()) js->apply(std::move(reply));
+    }
     auto now = Clock::now();
     if (now - last_throughput >= std::chrono::seconds(1)) {
       last_throughput = now;
@@ -499,6 +651,20 @@ Server::Server(asio::io_context& io, ServerOptions options)
   s.token = load_or_create_token(s.opt.token_file);
   s.api = std::make_unique<Api>(*s.store, *s.runner, s.metrics,
                                 ApiConfig{s.token.token, s.opt.public_reads, s.opt.web_root});
+  if (s.opt.join_token_file.empty())
+    s.opt.join_token_file =
+        (std::filesystem::path(s.opt.token_file).parent_path() / "dnnlab.join-token").string();
+  s.join_token = load_or_create_token(s.opt.join_token_file);
+  GatewayOptions go;
+  go.join_token = s.join_token.token;
+  go.web_root = s.opt.web_root;
+  go.data_dir = s.opt.data_dir;
+  go.store_url = s.opt.store_url;
+  go.broker_url = s.opt.broker_url;
+  go.lease_seconds = s.opt.browser_lease_seconds;
+  go.verify_fraction = s.opt.verify_fraction;
+  go.max_binary_bytes = s.opt.max_join_frame;
+  s.gateway = std::make_unique<Gateway>(*s.store, *s.queue, go);
 
   tcp::endpoint ep(asio::ip::make_address(host), port);
   s.acceptor.open(ep.protocol());
@@ -538,6 +704,15 @@ bool Server::token_is_new() const {
 const std::string& Server::token_file() const {
   return impl_->opt.token_file;
 }
+const std::string& Server::join_token() const {
+  return impl_->join_token.token;
+}
+bool Server::join_token_is_new() const {
+  return impl_->join_token.created;
+}
+std::string Server::join_url() const {
+  return url() + "/join?token=" + impl_->join_token.token;
+}
 
 void Server::start() {
   Impl& s = *impl_;
@@ -564,6 +739,10 @@ void Server::stop() {
   for (auto& [p, w] : s.event_sessions)
     if (auto e = w.lock()) wss.push_back(std::move(e));
   for (auto& e : wss) e->close();
+  std::vector<std::shared_ptr<JoinSession>> joins;
+  for (auto& [id, w] : s.join_sessions)
+    if (auto j = w.lock()) joins.push_back(std::move(j));
+  for (auto& j : joins) j->abort();  // their tickets go back to the queue
 }
 
 void Server::adopt(std::int64_t experiment_id) {

@@ -1,6 +1,7 @@
 // Server: the HTTP side of dnnlab — the REST API (docs/openapi.yaml), the
 // WebSocket event stream, Prometheus /metrics and the static dashboard — on
-// Boost.Beast, all on one io_context thread. It also drives the coordinators
+// Boost.Beast, all on one io_context thread, and the browser gateway on
+// /join (server/gateway.hpp). It also drives the coordinators
 // of running experiments with a timer on that thread.
 //
 //   boost::asio::io_context io;
@@ -36,6 +37,12 @@ struct ServerOptions {
   std::size_t max_body = 1 << 20;         // larger request bodies get 413
   bool run_coordinators = true;           // tick coordinators of running experiments
   unsigned read_threads = 2;  // threads (each with its own store) for trial lists; 0: none
+  // Browser workers on /join (docs/protocol.md).
+  std::string join_token_file;   // default: dnnlab.join-token beside token_file
+  std::string data_dir;          // where data sets are, for shards and re-runs
+  double verify_fraction = 0.1;  // of browser results re-run natively
+  double browser_lease_seconds = 30;
+  std::size_t max_join_frame = 64u << 20;  // larger /join frames close the connection (1009)
 };
 
 class Server {
@@ -53,6 +60,10 @@ class Server {
   const std::string& token() const;
   bool token_is_new() const;  // made by this start: print it once
   const std::string& token_file() const;
+  // The join token: takes tickets on /join and nothing else.
+  const std::string& join_token() const;
+  bool join_token_is_new() const;
+  std::string join_url() const;  // url() + "/join?token=..."
 
   // Starts accepting, polling events and (if asked) ticking coordinators.
   void start();

@@ -1,0 +1,104 @@
+// Gateway: the server side of worker protocol v1 (docs/protocol.md) for
+// browser workers on /join. It leases trials from the queue on each client's
+// behalf, turns them into tickets (a JSON spec + a content-hashed data shard),
+// streams the client's epochs into the store, asks the experiment's scheduler
+// (ASHA, median) for a verdict after each one, checks results before they
+// count (finite values, parameter count, a fraction re-run natively) and
+// quarantines clients whose results disagree.
+//
+// It is socket-free: the server's JoinSession feeds it frames and sends what
+// it answers, so the protocol is tested without a network. Everything but the
+// verifier runs on the server's io thread with the server's store and queue;
+// the verifier re-runs trials on its own thread with its own connections.
+//
+//   Gateway gw(store, queue, options);
+//   auto id = gw.open("127.0.0.1:5123");
+//   GatewayReply r = gw.on_text(id, R"({"v":1,"type":"hello",...})");
+//   for (auto& f : r.frames) send(f);
+//   if (r.close) close_with(r.close_code, r.reason);
+//   gw.close(id);  // the connection ended: its ticket goes back to the queue
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nn/spec.hpp"
+#include "queue/task_queue.hpp"
+#include "store/result_store.hpp"
+
+namespace dnnlab::server {
+
+struct GatewayOptions {
+  std::string join_token;  // required: hello must carry it
+  std::string web_root;    // <web_root>/core/* is served under content-hashed names
+  std::string data_dir;    // where the data sets are (empty: the default)
+  // The verifier opens its own connections with these.
+  std::string store_url, broker_url;
+  double lease_seconds = 30;
+  double heartbeat_seconds = 10;
+  double verify_fraction = 0.1;  // of browser results re-run natively, by trial id hash
+  std::size_t max_text_bytes = 64 * 1024;
+  std::size_t max_binary_bytes = 64u << 20;
+};
+
+// What to do after a frame: send `frames` (text) in order, then close if asked.
+struct GatewayReply {
+  std::vector<std::string> frames;
+  bool close = false;
+  unsigned short close_code = 1000;  // 1002 protocol, 1008 policy, 1009 too big
+  std::string reason;                // at most 123 bytes (a WebSocket close reason)
+};
+
+// A file served over HTTP by the gateway (core modules, data shards).
+struct GatewayAsset {
+  std::string content_type;
+  std::shared_ptr<const std::string> body;
+};
+
+class Gateway {
+ public:
+  using ClientId = std::uint64_t;
+
+  Gateway(store::ResultStore& store, queue::TaskQueue& queue, GatewayOptions options);
+  ~Gateway();  // stops the verifier (a running re-run finishes first)
+  Gateway(const Gateway&) = delete;
+  Gateway& operator=(const Gateway&) = delete;
+
+  ClientId open(std::string remote_address);
+  GatewayReply on_text(ClientId id, std::string_view frame);
+  GatewayReply on_binary(ClientId id, std::string_view frame);
+  // The connection ended (or is being closed): its ticket, if any, is
+  // released to the queue at once and the worker marked gone.
+  void close(ClientId id);
+
+  // Clients to disconnect now (quarantined by the verifier), with the reply
+  // to send them. Call periodically on the io thread.
+  std::vector<std::pair<ClientId, GatewayReply>> poll();
+
+  // GET /core/<stem>.<hash>.<ext> and /shards/<sha256>.safetensors.
+  std::optional<GatewayAsset> asset(std::string_view path);
+  // The content-hashed URLs of the wasm core ({"js":..., "wasm":...}; empty
+  // strings when the core was not built).
+  nlohmann::json core_urls() const;
+
+  std::size_t clients() const;
+  // Re-runs queued or running on the verifier (for tests: wait until 0).
+  std::size_t verifications_pending() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The spec of one trial as the wasm core's dnnlab_model_create() reads it
+// (see src/wasm/dnnlab_wasm.h), given the data set's sample shape and class count.
+nlohmann::json core_spec_json(const nn::RunSpec& spec, const std::vector<std::int64_t>& input,
+                              int classes);
+
+}  // namespace dnnlab::server

@@ -1,0 +1,627 @@
+// The browser gateway (protocol v1, docs/protocol.md) driven by scripted
+// clients: honest ones that train natively on the shard they are sent, liars,
+// and every malformed input the protocol names. Real SQLite, real training.
+#include "server/gateway.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/websocket.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "data/shard.hpp"
+#include "experiment/coordinator.hpp"
+#include "experiment/task.hpp"
+#include "nn/model.hpp"
+#include "server_fixture.hpp"
+#include "sweep/sweep_spec.hpp"
+#include "worker/training_run.hpp"
+
+namespace dnnlab::server::testing {
+namespace {
+
+namespace beast = boost::beast;
+namespace websocket = beast::websocket;
+
+constexpr const char* kSweep = R"(name: tiny
+template:
+  data: {dataset: synthetic, limit_train: 128, validation: 32}
+  model:
+    layers:
+      - dense: 16
+        activation: relu
+      - dense: 10
+  train:
+    epochs: 2
+    batch_size: 32
+    optimizer: {type: sgd, lr: ${lr}, momentum: 0.9}
+search:
+  method: grid
+  metric: val_acc
+  parameters:
+    lr: [0.05, 0.1, 0.2]
+scheduler:
+  type: fifo
+)";
+
+json parse_frame(const std::string& f) {
+  json j = json::parse(f, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << f;
+  return j;
+}
+
+std::string weights_frame(const std::string& ticket, const std::vector<float>& w) {
+  const std::string head = json{
+      {"v", 1},
+      {"ticket", ticket},
+      {"tensor", "weights"},
+      {"dtype", "F32"},
+      {"count", w.size()}}.dump();
+  std::string out(4, '\0');
+  const auto h = static_cast<std::uint32_t>(head.size());
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(h >> (8 * i) & 0xFF);
+  out += head;
+  out.append(reinterpret_cast<const char*>(w.data()), w.size() * 4);
+  return out;
+}
+
+class GatewayTest : public ::testing::Test {
+ protected:
+  void SetUp() override { start(0.0); }
+
+  void start(double verify_fraction) {
+    gw.reset();
+    url = "sqlite:" + dir.file("dnnlab.db");
+    st = store::open_result_store(url);
+    queue::TaskQueueOptions qo;
+    qo.max_attempts = 100;  // the malformed-input test gives trials back many times
+    q = queue::open_task_queue(url, qo);
+    exp = experiment::Coordinator::submit(*st, *q, kSweep, "tiny.yaml");
+    experiment::Coordinator(*st, *q, exp).tick(100);
+    sweep = std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(kSweep, "tiny.yaml"));
+    GatewayOptions o;
+    o.join_token = "join-secret";
+    o.store_url = url;
+    o.broker_url = url;
+    o.verify_fraction = verify_fraction;
+    o.max_text_bytes = 4096;
+    gw = std::make_unique<Gateway>(*st, *q, o);
+  }
+
+  GatewayReply send(Gateway::ClientId id, const json& msg) { return gw->on_text(id, msg.dump()); }
+
+  // A connected client that said hello; returns its id and worker id.
+  std::pair<Gateway::ClientId, std::string> join(const std::string& key) {
+    auto id = gw->open("127.0.0.1:1");
+    auto r = send(id, {{"v", 1},
+                       {"type", "hello"},
+                       {"token", "join-secret"},
+                       {"client", key},
+                       {"capabilities", {{"simd", true}}}});
+    EXPECT_FALSE(r.close) << r.reason;
+    EXPECT_EQ(r.frames.size(), 1u);
+    json w = parse_frame(r.frames.at(0));
+    EXPECT_EQ(w["type"], "welcome");
+    EXPECT_EQ(w["v"], 1);
+    return {id, w["worker"].get<std::string>()};
+  }
+
+  std::optional<json> request(Gateway::ClientId id) {
+    auto r = send(id, {{"v", 1}, {"type", "request"}});
+    EXPECT_FALSE(r.close) << r.reason;
+    json t = parse_frame(r.frames.at(0));
+    if (t["type"] == "idle") return std::nullopt;
+    EXPECT_EQ(t["type"], "ticket");
+    return t;
+  }
+
+  // Trains the ticket's trial natively on the shard the gateway serves and
+  // reports it; `lie` shifts the losses it reports. Returns the last reply.
+  GatewayReply work(Gateway::ClientId id, const json& ticket, double lie = 0) {
+    auto asset = gw->asset(ticket["data"]["url"].get<std::string>());
+    EXPECT_TRUE(asset.has_value());
+    data::Dataset ds = data::decode_shard(*asset->body);
+    auto trial = st->trial(ticket["trial"]["id"].get<std::int64_t>());
+    nn::RunSpec run =
+        sweep->materialize({trial->index, json::parse(trial->config_json), trial->seed});
+    std::vector<std::int64_t> shape(ds.sample_shape.d.begin(),
+                                    ds.sample_shape.d.begin() + ds.sample_shape.rank);
+    EXPECT_EQ(ticket["spec"], core_spec_json(run, shape, ds.num_classes));
+    nn::Model model = nn::Model::build(run.model, ds.sample_shape, ds.num_classes, 1);
+    worker::RunResult res = worker::train_run(run, ds, nullptr, &model);
+    const std::string tid = ticket["ticket"];
+    for (const auto& e : res.curve) {
+      auto r = send(id, {{"v", 1},
+                         {"type", "progress"},
+                         {"ticket", tid},
+                         {"epoch", e.epoch},
+                         {"train_loss", e.train_loss + lie},
+                         {"train_acc", e.train_acc},
+                         {"val_loss", e.val_loss + lie},
+                         {"val_acc", e.val_acc},
+                         {"seconds", e.seconds},
+                         {"samples_per_second", e.samples_per_second},
+                         {"lr", e.lr}});
+      EXPECT_FALSE(r.close) << r.reason;
+      json v = parse_frame(r.frames.at(0));
+      EXPECT_EQ(v["type"], "verdict");
+      EXPECT_TRUE(v["continue"].get<bool>());
+    }
+    const auto& last = res.curve.back();
+    auto r = send(id, {{"v", 1},
+                       {"type", "result"},
+                       {"ticket", tid},
+                       {"status", "finished"},
+                       {"metrics",
+                        {{"train_loss", last.train_loss + lie},
+                         {"train_acc", last.train_acc},
+                         {"val_loss", last.val_loss + lie},
+                         {"val_acc", last.val_acc},
+                         {"test_loss", res.test_loss},
+                         {"test_acc", res.test_acc},
+                         {"epochs_done", res.curve.size()},
+                         {"seconds", res.train_seconds}}}});
+    EXPECT_TRUE(r.frames.empty());
+    EXPECT_FALSE(r.close) << r.reason;
+    std::vector<float> w;
+    for (nn::Param* p : model.params())
+      w.insert(w.end(), p->value.data(), p->value.data() + p->value.numel());
+    return gw->on_binary(id, weights_frame(tid, w));
+  }
+
+  std::vector<store::EventRecord> events(const std::string& type) {
+    std::vector<store::EventRecord> out;
+    for (auto& e : st->events_since(0, 10000))
+      if (e.type == type) out.push_back(e);
+    return out;
+  }
+
+  TempDir dir;
+  std::string url;
+  std::unique_ptr<store::ResultStore> st;
+  std::unique_ptr<queue::TaskQueue> q;
+  std::int64_t exp = 0;
+  std::unique_ptr<sweep::SweepSpec> sweep;
+  std::unique_ptr<Gateway> gw;
+};
+
+// Waits until the verifier has decided everything, then returns poll()'s closes.
+std::vector<std::pair<Gateway::ClientId, GatewayReply>> settle(Gateway& gw) {
+  std::vector<std::pair<Gateway::ClientId, GatewayReply>> out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (auto& x : gw.poll()) out.push_back(std::move(x));
+    if (gw.verifications_pending() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return out;
+}
+
+TEST_F(GatewayTest, TwoHonestClientsFinishEveryTrialOnceAndAgreeWithNativeReruns) {
+  start(1.0);  // re-run every result natively
+  auto [a, wa] = join("tab-a");
+  auto [b, wb] = join("tab-b");
+  EXPECT_NE(wa, wb);
+  int done = 0;
+  for (int round = 0; round < 10 && done < 3; ++round)
+    for (auto id : {a, b})
+      if (auto t = request(id)) {
+        EXPECT_EQ(t->at("trial")["attempt"], 1);
+        auto r = work(id, *t);
+        ASSERT_FALSE(r.close) << r.reason;
+        json acc = parse_frame(r.frames.at(0));
+        EXPECT_EQ(acc["type"], "accepted");
+        EXPECT_TRUE(acc["counted"].get<bool>());
+        ++done;
+      }
+  EXPECT_EQ(done, 3);
+  EXPECT_FALSE(request(a).has_value());  // idle: nothing left
+
+  auto closes = settle(*gw);
+  EXPECT_TRUE(closes.empty());
+  auto verified = events("trial.verified");
+  ASSERT_EQ(verified.size(), 3u);
+  for (const auto& e : verified) EXPECT_TRUE(e.data["agree"].get<bool>()) << e.data.dump();
+  EXPECT_TRUE(events("worker.quarantined").empty());
+
+  store::TrialQuery all;
+  auto trials = st->trials(exp, all);
+  ASSERT_EQ(trials.size(), 3u);
+  for (const auto& t : trials) {
+    EXPECT_EQ(t.status, store::TrialStatus::finished);
+    EXPECT_EQ(t.attempt, 1);
+    EXPECT_TRUE(t.worker == wa || t.worker == wb) << t.worker;
+    EXPECT_EQ(t.metrics.epochs_done, 2);
+    EXPECT_EQ(t.provenance["worker_kind"], "browser");
+  }
+  int browsers = 0;
+  for (const auto& w : st->workers()) browsers += w.kind == store::WorkerKind::browser;
+  EXPECT_EQ(browsers, 2);
+  EXPECT_EQ(q->counts(experiment::queue_name(exp)).done, 3);
+}
+
+TEST_F(GatewayTest, ALiarIsQuarantinedAndItsTrialsAreTrainedAgain) {
+  start(1.0);
+  auto [liar, wl] = join("liar");
+  auto t = request(liar);
+  ASSERT_TRUE(t);
+  auto r = work(liar, *t, /*lie=*/0.25);
+  ASSERT_FALSE(r.close) << r.reason;  // plausible numbers pass the cheap checks
+  const std::int64_t trial = t->at("trial")["id"];
+
+  auto closes = settle(*gw);
+  ASSERT_EQ(closes.size(), 1u);
+  EXPECT_EQ(closes[0].first, liar);
+  EXPECT_TRUE(closes[0].second.close);
+  EXPECT_EQ(closes[0].second.close_code, 1008);
+  EXPECT_NE(closes[0].second.reason.find("quarantined"), std::string::npos);
+  ASSERT_EQ(events("worker.quarantined").size(), 1u);
+  EXPECT_EQ(events("worker.quarantined")[0].data["worker"], wl);
+  gw->close(liar);
+
+  // Its trial is open again, and the liar cannot come back.
+  EXPECT_EQ(st->trial(trial)->status, store::TrialStatus::queued);
+  auto again = gw->open("127.0.0.1:2");
+  auto refused =
+      send(again, {{"v", 1}, {"type", "hello"}, {"token", "join-secret"}, {"client", "liar"}});
+  EXPECT_TRUE(refused.close);
+  EXPECT_NE(refused.reason.find("quarantined"), std::string::npos);
+
+  // An honest client trains all three, the reopened one as a newer attempt.
+  auto [honest, wh] = join("honest");
+  int done = 0;
+  while (auto tk = request(honest)) {
+    ASSERT_FALSE(work(honest, *tk).close);
+    ++done;
+  }
+  EXPECT_EQ(done, 3);
+  settle(*gw);
+  auto rec = st->trial(trial);
+  EXPECT_EQ(rec->status, store::TrialStatus::finished);
+  EXPECT_EQ(rec->worker, wh);
+  EXPECT_EQ(rec->attempt, 2);
+  EXPECT_EQ(rec->curve.size(), 2u);  // the newest attempt's epochs only
+  EXPECT_EQ(st->trial_counts(exp).finished, 3);
+}
+
+TEST_F(GatewayTest, AClosedConnectionPutsItsTrialBackAtOnce) {
+  auto [a, wa] = join("a");
+  auto t = request(a);
+  ASSERT_TRUE(t);
+  const std::int64_t trial = t->at("trial")["id"];
+  EXPECT_EQ(st->trial(trial)->status, store::TrialStatus::running);
+  gw->close(a);  // the tab was closed mid-trial
+  EXPECT_EQ(st->trial(trial)->status, store::TrialStatus::queued);
+
+  auto [b, wb] = join("b");
+  std::set<std::int64_t> seen;
+  while (auto tk = request(b)) {
+    if (tk->at("trial")["id"] == trial) EXPECT_EQ(tk->at("trial")["attempt"], 2);
+    seen.insert(tk->at("trial")["id"].get<std::int64_t>());
+    ASSERT_FALSE(work(b, *tk).close);
+  }
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_EQ(st->trial_counts(exp).finished, 3);
+  EXPECT_EQ(st->trial(trial)->worker, wb);
+}
+
+// Each malformed input closes that client with a reason; the gateway goes on.
+TEST_F(GatewayTest, MalformedInputClosesTheClientWithAReason) {
+  struct Case {
+    const char* name;
+    std::string frame;
+    bool binary;
+    unsigned short code;
+    const char* reason;
+  };
+  const std::string big(5000, ' ');
+  const std::vector<Case> before_hello = {
+      {"malformed JSON", "{\"v\":1,\"type\":", false, 1008, "malformed JSON at byte"},
+      {"not an object", "[1,2]", false, 1008, "JSON object"},
+      {"wrong version", R"({"v":2,"type":"hello"})", false, 1002, "unsupported protocol version 2"},
+      {"missing version", R"({"type":"hello"})", false, 1002, "missing 'v'"},
+      {"before hello", R"({"v":1,"type":"request"})", false, 1008, "first message must be hello"},
+      {"binary before hello", std::string("\x02\0\0\0{}", 6), true, 1008, "hello"},
+      {"bad token", R"({"v":1,"type":"hello","token":"nope","client":"x"})", false, 1008,
+       "join token is wrong"},
+      {"oversized text", "{\"v\":1,\"type\":\"hello\",\"pad\":\"" + big + "\"}", false, 1009,
+       "frame too big"},
+  };
+  for (const auto& c : before_hello) {
+    auto id = gw->open("127.0.0.1:9");
+    auto r = c.binary ? gw->on_binary(id, c.frame) : gw->on_text(id, c.frame);
+    EXPECT_TRUE(r.close) << c.name;
+    EXPECT_EQ(r.close_code, c.code) << c.name;
+    EXPECT_NE(r.reason.find(c.reason), std::string::npos) << c.name << ": " << r.reason;
+    EXPECT_LE(r.reason.size(), 123u);
+    ASSERT_EQ(r.frames.size(), 1u) << c.name;
+    EXPECT_EQ(parse_frame(r.frames[0])["type"], "error");
+    gw->close(id);
+  }
+
+  // After hello, holding a ticket.
+  struct Held {
+    const char* name;
+    std::function<GatewayReply(Gateway::ClientId, const std::string& ticket)> send;
+    const char* reason;
+    bool released;  // the trial went back to the queue
+  };
+  auto prog = [&](const std::string& tid, double loss) {
+    return json{{"v", 1},          {"type", "progress"}, {"ticket", tid},
+                {"epoch", 1},      {"train_loss", loss}, {"train_acc", 0.5},
+                {"val_loss", 1.0}, {"val_acc", 0.5},     {"seconds", 0.1}};
+  };
+  const std::vector<Held> held = {
+      {"unknown type",
+       [&](auto id, auto&) {
+         return send(id, {{"v", 1}, {"type", "teleport"}});
+       },
+       "unknown message type 'teleport'", true},
+      {"progress for a ticket not held",
+       [&](auto id, auto&) { return send(id, prog("t-999-1", 1.0)); },
+       "ticket \"t-999-1\" is not held by this client", true},
+      {"result for a ticket not held",
+       [&](auto id, auto&) {
+         return send(id, {{"v", 1}, {"type", "result"}, {"ticket", "t-5-5"}, {"status", "failed"}});
+       },
+       "result: ticket \"t-5-5\" is not held", true},
+      {"NaN loss (JSON.stringify writes null)",
+       [&](auto id, auto& tid) {
+         json p = prog(tid, 1.0);
+         p["train_loss"] = nullptr;
+         return send(id, p);
+       },
+       "non-finite result ('train_loss' is null)", true},
+      {"infinite loss",
+       [&](auto id, auto& tid) {
+         std::string f = prog(tid, 1.0).dump();
+         f.replace(f.find("\"val_loss\":1.0"), 14, "\"val_loss\":1e999");
+         return gw->on_text(id, f);
+       },
+       "non-finite result: [json.exception.out_of_range.406] number overflow parsing '1e999'",
+       true},
+      {"a field of the wrong type",
+       [&](auto id, auto& tid) {
+         json p = prog(tid, 1.0);
+         p["val_acc"] = "high";
+         return send(id, p);
+       },
+       "progress: 'val_acc' must be a number", true},
+      {"skipped epoch",
+       [&](auto id, auto& tid) {
+         json p = prog(tid, 1.0);
+         p["epoch"] = 2;
+         return send(id, p);
+       },
+       "expected epoch 1", true},
+      {"second request while holding",
+       [&](auto id, auto&) {
+         return send(id, {{"v", 1}, {"type", "request"}});
+       },
+       "is still held", true},
+      {"binary header length past the end",
+       [&](auto id, auto&) { return gw->on_binary(id, std::string("\xff\x00\x00\x00{}", 6)); },
+       "header length 255 at offset 0", true},
+      {"weights before the result",
+       [&](auto id, auto& tid) {
+         return gw->on_binary(id, weights_frame(tid, {1.f, 2.f}));
+       },
+       "weights before the result", true},
+  };
+  for (const auto& c : held) {
+    auto [id, w] = join(std::string("client-") + std::to_string(&c - held.data()));
+    auto t = request(id);
+    ASSERT_TRUE(t) << c.name;
+    const std::int64_t trial = t->at("trial")["id"];
+    auto r = c.send(id, t->at("ticket").get<std::string>());
+    EXPECT_TRUE(r.close) << c.name;
+    EXPECT_NE(r.reason.find(c.reason), std::string::npos) << c.name << ": " << r.reason;
+    gw->close(id);  // what the session does after the close frame
+    if (c.released) EXPECT_EQ(st->trial(trial)->status, store::TrialStatus::queued) << c.name;
+  }
+
+  // Wrong weight counts and non-finite weights, after a proper result.
+  auto [id, w] = join("weights");
+  auto t = request(id);
+  ASSERT_TRUE(t);
+  const std::string tid = t->at("ticket");
+  for (int e = 1; e <= 2; ++e) {
+    json p = prog(tid, 1.0);
+    p["epoch"] = e;
+    ASSERT_FALSE(send(id, p).close);
+  }
+  ASSERT_FALSE(send(id, {{"v", 1},
+                         {"type", "result"},
+                         {"ticket", tid},
+                         {"status", "finished"},
+                         {"metrics",
+                          {{"train_loss", 1.0},
+                           {"train_acc", 0.5},
+                           {"val_loss", 1.0},
+                           {"val_acc", 0.5},
+                           {"test_loss", 1.0},
+                           {"test_acc", 0.5},
+                           {"epochs_done", 2},
+                           {"seconds", 0.2}}}})
+                   .close);
+  auto r = gw->on_binary(id, weights_frame(tid, {1.f, 2.f, 3.f}));
+  EXPECT_TRUE(r.close);
+  EXPECT_NE(r.reason.find("float32 weights, got 3"), std::string::npos) << r.reason;
+  gw->close(id);
+
+  // The gateway still serves an honest client to the end.
+  auto [ok, wok] = join("still-fine");
+  int done = 0;
+  while (auto tk = request(ok)) {
+    ASSERT_FALSE(work(ok, *tk).close);
+    ++done;
+  }
+  EXPECT_EQ(done, 3);
+  EXPECT_EQ(st->trial_counts(exp).finished, 3);
+}
+
+TEST_F(GatewayTest, NonFiniteWeightsAreRejected) {
+  auto [id, w] = join("nan-weights");
+  auto t = request(id);
+  ASSERT_TRUE(t);
+  // Report honestly, then corrupt one weight.
+  auto asset = gw->asset(t->at("data")["url"].get<std::string>());
+  data::Dataset ds = data::decode_shard(*asset->body);
+  auto trial = st->trial(t->at("trial")["id"].get<std::int64_t>());
+  nn::RunSpec run =
+      sweep->materialize({trial->index, json::parse(trial->config_json), trial->seed});
+  nn::Model model = nn::Model::build(run.model, ds.sample_shape, ds.num_classes, 1);
+  auto res = worker::train_run(run, ds, nullptr, &model);
+  const std::string tid = t->at("ticket");
+  for (const auto& e : res.curve)
+    ASSERT_FALSE(send(id, {{"v", 1},
+                           {"type", "progress"},
+                           {"ticket", tid},
+                           {"epoch", e.epoch},
+                           {"train_loss", e.train_loss},
+                           {"train_acc", e.train_acc},
+                           {"val_loss", e.val_loss},
+                           {"val_acc", e.val_acc},
+                           {"seconds", e.seconds}})
+                     .close);
+  const auto& last = res.curve.back();
+  ASSERT_FALSE(send(id, {{"v", 1},
+                         {"type", "result"},
+                         {"ticket", tid},
+                         {"status", "finished"},
+                         {"metrics",
+                          {{"train_loss", last.train_loss},
+                           {"train_acc", last.train_acc},
+                           {"val_loss", last.val_loss},
+                           {"val_acc", last.val_acc},
+                           {"test_loss", res.test_loss},
+                           {"test_acc", res.test_acc},
+                           {"epochs_done", 2},
+                           {"seconds", 0.1}}}})
+                   .close);
+  std::vector<float> wts;
+  for (nn::Param* p : model.params())
+    wts.insert(wts.end(), p->value.data(), p->value.data() + p->value.numel());
+  wts[7] = std::nanf("");
+  auto r = gw->on_binary(id, weights_frame(tid, wts));
+  EXPECT_TRUE(r.close);
+  EXPECT_NE(r.reason.find("non-finite result (weight 7"), std::string::npos) << r.reason;
+  EXPECT_EQ(st->trial(trial->id)->status, store::TrialStatus::queued);  // not counted
+}
+
+// Over a real socket: the close frame carries the code and reason, oversized
+// frames are cut off, the files are served content-hashed and immutable, and
+// the join token opens nothing else.
+TEST(GatewaySocket, ClosesWithReasonsAndKeepsServing) {
+  TempDir dir;
+  ServerOptions o;
+  o.store_url = "sqlite:" + dir.file("dnnlab.db");
+  o.max_join_frame = 2048;
+  RunningServer s(o);
+  const std::string jt = s.server().join_token();
+  ASSERT_EQ(jt.size(), 64u);
+  EXPECT_NE(jt, s.token());
+  EXPECT_NE(s.server().join_url().find("/join?token=" + jt), std::string::npos);
+
+  auto connect = [&](websocket::stream<asio::ip::tcp::socket>& ws) {
+    ws.next_layer().connect({asio::ip::make_address("127.0.0.1"), s.port()});
+    timeval tv{5, 0};
+    setsockopt(ws.next_layer().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ws.handshake("127.0.0.1", "/join");
+  };
+  auto read_until_close = [](websocket::stream<asio::ip::tcp::socket>& ws) {
+    beast::flat_buffer buf;
+    beast::error_code ec;
+    std::vector<json> frames;
+    for (;;) {
+      buf.clear();
+      ws.read(buf, ec);
+      if (ec) break;
+      frames.push_back(json::parse(beast::buffers_to_string(buf.data()), nullptr, false));
+    }
+    return std::pair{ec, frames};
+  };
+  {
+    asio::io_context io;
+    websocket::stream<asio::ip::tcp::socket> ws(io);
+    connect(ws);
+    ws.write(asio::buffer(std::string(R"({"v":7,"type":"hello"})")));
+    auto [ec, frames] = read_until_close(ws);
+    EXPECT_EQ(ec, websocket::error::closed);
+    EXPECT_EQ(ws.reason().code, 1002);
+    EXPECT_NE(std::string(ws.reason().reason.c_str()).find("unsupported protocol version 7"),
+              std::string::npos);
+    ASSERT_EQ(frames.size(), 1u);
+    EXPECT_EQ(frames[0]["code"], "bad_version");
+  }
+  {
+    asio::io_context io;
+    websocket::stream<asio::ip::tcp::socket> ws(io);
+    connect(ws);
+    ws.binary(true);
+    ws.write(asio::buffer(std::string(4096, 'x')));
+    auto [ec, frames] = read_until_close(ws);
+    // Closed, or a broken pipe answering the close frame of a server already gone.
+    EXPECT_TRUE(ec == websocket::error::closed || ec == asio::error::broken_pipe) << ec.message();
+    EXPECT_EQ(ws.reason().code, 1009);
+  }
+  {
+    asio::io_context io;
+    websocket::stream<asio::ip::tcp::socket> ws(io);
+    connect(ws);
+    ws.write(
+        asio::buffer(json{{"v", 1}, {"type", "hello"}, {"token", jt}, {"client", "sock"}}.dump()));
+    beast::flat_buffer buf;
+    ws.read(buf);
+    json w = json::parse(beast::buffers_to_string(buf.data()));
+    EXPECT_EQ(w["type"], "welcome");
+    EXPECT_EQ(w["worker"], "browser-sock");
+    ws.write(asio::buffer(json{{"v", 1}, {"type", "heartbeat"}, {"ticket", nullptr}}.dump()));
+    buf.clear();
+    ws.read(buf);
+    EXPECT_EQ(json::parse(beast::buffers_to_string(buf.data()))["type"], "heartbeat");
+    ws.close(websocket::close_code::normal);
+  }
+  // The join token is not the write token.
+  EXPECT_EQ(s.post("/api/experiments", R"({"spec":"x"})", jt).status, 401u);
+  EXPECT_EQ(s.get("/core/nothing.0123456789abcdef.wasm").status, 404u);
+  EXPECT_EQ(s.get("/shards/" + std::string(64, 'a') + ".safetensors").status, 404u);
+  EXPECT_EQ(s.get("/api/stats").status, 200u);
+}
+
+TEST(GatewaySocket, ServesTheCoreUnderContentHashedNames) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() / "web" / "core");
+  {
+    std::ofstream(dir.path() / "web" / "core" / "dnnlab_core.wasm") << "\0asm-bytes";
+    std::ofstream(dir.path() / "web" / "core" / "dnnlab_core.mjs") << "export default 1;";
+  }
+  store::open_result_store("sqlite:" + dir.file("dnnlab.db"));
+  auto st = store::open_result_store("sqlite:" + dir.file("dnnlab.db"));
+  auto q = queue::open_task_queue("sqlite:" + dir.file("dnnlab.db"));
+  GatewayOptions o;
+  o.join_token = "t";
+  o.web_root = (dir.path() / "web").string();
+  Gateway gw(*st, *q, o);
+  json urls = gw.core_urls();
+  const std::string wasm = urls["wasm"], js = urls["js"];
+  EXPECT_EQ(wasm.rfind("/core/dnnlab_core.", 0), 0u) << wasm;
+  EXPECT_EQ(wasm.size(), std::string("/core/dnnlab_core.0123456789abcdef.wasm").size());
+  auto a = gw.asset(wasm);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->content_type, "application/wasm");
+  auto b = gw.asset(js);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(*b->body, "export default 1;");
+  EXPECT_NE(b->content_type.find("javascript"), std::string::npos);
+  EXPECT_FALSE(gw.asset("/core/dnnlab_core.wasm"));  // only the hashed name
+  EXPECT_FALSE(gw.asset("/core/../dnnlab.db"));
+}
+
+}  // namespace
+}  // namespace dnnlab::server::testing
