@@ -74,16 +74,16 @@ class GatewayTest : public ::testing::Test {
  protected:
   void SetUp() override { start(0.0); }
 
-  void start(double verify_fraction) {
+  void start(double verify_fraction, const char* sweep_text = kSweep) {
     gw.reset();
     url = "sqlite:" + dir.file("dnnlab.db");
     st = store::open_result_store(url);
     queue::TaskQueueOptions qo;
     qo.max_attempts = 100;  // the malformed-input test gives trials back many times
     q = queue::open_task_queue(url, qo);
-    exp = experiment::Coordinator::submit(*st, *q, kSweep, "tiny.yaml");
+    exp = experiment::Coordinator::submit(*st, *q, sweep_text, "tiny.yaml");
     experiment::Coordinator(*st, *q, exp).tick(100);
-    sweep = std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(kSweep, "tiny.yaml"));
+    sweep = std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(sweep_text, "tiny.yaml"));
     GatewayOptions o;
     o.join_token = "join-secret";
     o.store_url = url;
@@ -308,6 +308,71 @@ TEST_F(GatewayTest, AClosedConnectionPutsItsTrialBackAtOnce) {
   EXPECT_EQ(seen.size(), 3u);
   EXPECT_EQ(st->trial_counts(exp).finished, 3);
   EXPECT_EQ(st->trial(trial)->worker, wb);
+}
+
+// ASHA (eta 3, first rung at epoch 1): the verdict after a browser's epoch
+// is the scheduler's, fed with what other clients reported.
+TEST_F(GatewayTest, VerdictsComeFromTheExperimentsScheduler) {
+  std::string asha = kSweep;
+  asha.replace(asha.find("epochs: 2"), 9, "epochs: 3");
+  asha.replace(asha.find("type: fifo"), 10, "type: asha\n  min_epochs: 1\n  reduction_factor: 3");
+  start(0.0, asha.c_str());
+  auto [a, wa] = join("a");
+  auto [b, wb] = join("b");
+  auto ta = request(a), tb = request(b);
+  ASSERT_TRUE(ta && tb);
+  auto progress = [&](Gateway::ClientId id, const json& t, int epoch, double acc) {
+    auto r = send(id, {{"v", 1},
+                       {"type", "progress"},
+                       {"ticket", t["ticket"]},
+                       {"epoch", epoch},
+                       {"train_loss", 1.0},
+                       {"train_acc", acc},
+                       {"val_loss", 1.0},
+                       {"val_acc", acc},
+                       {"seconds", 0.1}});
+    EXPECT_FALSE(r.close) << r.reason;
+    return parse_frame(r.frames.at(0));
+  };
+  EXPECT_TRUE(progress(a, *ta, 1, 0.9)["continue"].get<bool>());  // the best always passes
+  json v = progress(b, *tb, 1, 0.1);                              // not in the top third
+  EXPECT_FALSE(v["continue"].get<bool>());
+  EXPECT_EQ(v["reason"], "pruned");
+  // A stopped trial cannot go on, and ends as pruned with its weights.
+  auto trial = st->trial(tb->at("trial")["id"].get<std::int64_t>());
+  nn::RunSpec run =
+      sweep->materialize({trial->index, json::parse(trial->config_json), trial->seed});
+  const auto n = nn::Model::build(run.model, nn::Shape{784}, 10, 1).num_params();
+  auto r = send(b, {{"v", 1},
+                    {"type", "result"},
+                    {"ticket", tb->at("ticket")},
+                    {"status", "pruned"},
+                    {"metrics",
+                     {{"train_loss", 1.0},
+                      {"train_acc", 0.1},
+                      {"val_loss", 1.0},
+                      {"val_acc", 0.1},
+                      {"test_loss", 1.0},
+                      {"test_acc", 0.1},
+                      {"epochs_done", 1},
+                      {"seconds", 0.1}}}});
+  ASSERT_FALSE(r.close) << r.reason;
+  r = gw->on_binary(b, weights_frame(tb->at("ticket"), std::vector<float>(n, 0.5f)));
+  ASSERT_FALSE(r.close) << r.reason;
+  EXPECT_EQ(parse_frame(r.frames.at(0))["type"], "accepted");
+  EXPECT_EQ(st->trial(trial->id)->status, store::TrialStatus::pruned);
+  EXPECT_EQ(st->trial(trial->id)->curve.size(), 1u);
+  // Finishing after a stop verdict is refused.
+  auto tc = request(b);
+  ASSERT_TRUE(tc);
+  EXPECT_FALSE(progress(b, *tc, 1, 0.05)["continue"].get<bool>());
+  r = send(b, {{"v", 1},
+               {"type", "result"},
+               {"ticket", tc->at("ticket")},
+               {"status", "finished"},
+               {"metrics", json::object()}});
+  EXPECT_TRUE(r.close);
+  EXPECT_NE(r.reason.find("finished after a stop verdict"), std::string::npos) << r.reason;
 }
 
 // Each malformed input closes that client with a reason; the gateway goes on.
