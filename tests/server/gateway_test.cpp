@@ -21,6 +21,7 @@
 #include "server_fixture.hpp"
 #include "sweep/sweep_spec.hpp"
 #include "worker/training_run.hpp"
+#include "worker/worker_loop.hpp"
 
 namespace dnnlab::server::testing {
 namespace {
@@ -657,6 +658,141 @@ TEST(GatewaySocket, ClosesWithReasonsAndKeepsServing) {
   EXPECT_EQ(s.get("/core/nothing.0123456789abcdef.wasm").status, 404u);
   EXPECT_EQ(s.get("/shards/" + std::string(64, 'a') + ".safetensors").status, 404u);
   EXPECT_EQ(s.get("/api/stats").status, 200u);
+}
+
+// A native worker process-alike and a browser (scripted, over the socket,
+// fetching its shard over HTTP) serve one experiment at once; the workers
+// list shows both kinds and every trial ends once.
+TEST(GatewaySocket, BrowserAndNativeWorkersShareAnExperiment) {
+  TempDir dir;
+  ServerOptions o;
+  o.store_url = "sqlite:" + dir.file("dnnlab.db");
+  o.verify_fraction = 1.0;
+  RunningServer s(o);
+  std::string text = kSweep;
+  text.replace(text.find("[0.05, 0.1, 0.2]"), 16, "[0.01, 0.02, 0.05, 0.1, 0.15, 0.2]");
+  auto posted =
+      s.post("/api/experiments", json{{"spec", text}, {"name", "both.yaml"}}.dump(), s.token());
+  ASSERT_EQ(posted.status, 202u) << posted.body;
+  const std::int64_t id = parse(posted)["id"];
+  auto st = store::open_result_store(o.store_url);
+  auto sw = sweep::parse_sweep(text, "both.yaml");
+
+  asio::io_context io;
+  websocket::stream<asio::ip::tcp::socket> ws(io);
+  ws.next_layer().connect({asio::ip::make_address("127.0.0.1"), s.port()});
+  timeval tv{30, 0};
+  setsockopt(ws.next_layer().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ws.handshake("127.0.0.1", "/join");
+  beast::flat_buffer buf;
+  auto call = [&](const json& msg) {
+    ws.text(true);
+    ws.write(asio::buffer(msg.dump()));
+    buf.clear();
+    ws.read(buf);
+    return json::parse(beast::buffers_to_string(buf.data()));
+  };
+  json welcome =
+      call({{"v", 1}, {"type", "hello"}, {"token", s.server().join_token()}, {"client", "tab"}});
+  ASSERT_EQ(welcome["type"], "welcome");
+
+  std::thread native;
+  volatile std::sig_atomic_t stop = 0;
+  int browser_trials = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    json t = call({{"v", 1}, {"type", "request"}});
+    if (t["type"] == "idle") {
+      if (st->experiment(id)->status != store::ExperimentStatus::running) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    ASSERT_EQ(t["type"], "ticket") << t.dump();
+    HttpReply shard = s.get(t["data"]["url"].get<std::string>());
+    ASSERT_EQ(shard.status, 200u);
+    data::Dataset ds = data::decode_shard(shard.body);
+    auto trial = st->trial(t["trial"]["id"].get<std::int64_t>());
+    nn::RunSpec run = sw.materialize({trial->index, json::parse(trial->config_json), trial->seed});
+    nn::Model model = nn::Model::build(run.model, ds.sample_shape, ds.num_classes, 1);
+    auto res = worker::train_run(run, ds, nullptr, &model);
+    for (const auto& e : res.curve) {
+      json v = call({{"v", 1},
+                     {"type", "progress"},
+                     {"ticket", t["ticket"]},
+                     {"epoch", e.epoch},
+                     {"train_loss", e.train_loss},
+                     {"train_acc", e.train_acc},
+                     {"val_loss", e.val_loss},
+                     {"val_acc", e.val_acc},
+                     {"seconds", e.seconds}});
+      ASSERT_TRUE(v["continue"].get<bool>()) << v.dump();
+    }
+    const auto& last = res.curve.back();
+    ws.write(asio::buffer(json{{"v", 1},
+                               {"type", "result"},
+                               {"ticket", t["ticket"]},
+                               {"status", "finished"},
+                               {"metrics",
+                                {{"train_loss", last.train_loss},
+                                 {"train_acc", last.train_acc},
+                                 {"val_loss", last.val_loss},
+                                 {"val_acc", last.val_acc},
+                                 {"test_loss", res.test_loss},
+                                 {"test_acc", res.test_acc},
+                                 {"epochs_done", res.curve.size()},
+                                 {"seconds", res.train_seconds}}}}
+                              .dump()));
+    std::vector<float> w;
+    for (nn::Param* p : model.params())
+      w.insert(w.end(), p->value.data(), p->value.data() + p->value.numel());
+    ws.binary(true);
+    ws.write(asio::buffer(weights_frame(t["ticket"], w)));
+    buf.clear();
+    ws.read(buf);
+    json acc = json::parse(beast::buffers_to_string(buf.data()));
+    ASSERT_EQ(acc["type"], "accepted") << acc.dump();
+    EXPECT_TRUE(acc["counted"].get<bool>());
+    ++browser_trials;
+    if (!native.joinable()) {
+      // The first browser trial is in; now a native worker joins the same experiment.
+      native = std::thread([&] {
+        worker::WorkerOptions wo;
+        wo.broker_url = wo.store_url = o.store_url;
+        wo.worker_id = "native-1";
+        wo.experiment = id;
+        wo.idle_exit_seconds = 3;
+        wo.stop = &stop;
+        worker::run_worker(wo);
+      });
+      // Let it take one before going on.
+      while (std::chrono::steady_clock::now() < deadline) {
+        store::TrialQuery q;
+        q.worker = "native-1";
+        if (!st->trials(id, q).empty()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  }
+  stop = 1;
+  if (native.joinable()) native.join();
+  ws.close(websocket::close_code::normal);
+
+  store::TrialQuery all;
+  all.limit = 0;
+  auto trials = st->trials(id, all);
+  ASSERT_EQ(trials.size(), 6u);
+  std::set<std::string> kinds;
+  for (const auto& t : trials) {
+    EXPECT_EQ(t.status, store::TrialStatus::finished) << t.id;
+    EXPECT_EQ(t.attempt, 1);
+    kinds.insert(t.worker.rfind("browser-", 0) == 0 ? "browser" : t.worker);
+  }
+  EXPECT_EQ(kinds, (std::set<std::string>{"browser", "native-1"}));
+  EXPECT_GE(browser_trials, 1);
+  json workers = parse(s.get("/api/workers"));
+  std::set<std::string> listed;
+  for (const auto& w : workers["workers"]) listed.insert(w["kind"].get<std::string>());
+  EXPECT_EQ(listed, (std::set<std::string>{"browser", "native"}));
 }
 
 TEST(GatewaySocket, ServesTheCoreUnderContentHashedNames) {
