@@ -12,7 +12,7 @@
 namespace dnnlab::store {
 namespace {
 
-constexpr std::array<sqlite::Migration, 2> kMigrations{{
+constexpr std::array<sqlite::Migration, 3> kMigrations{{
     {1, R"sql(
 CREATE TABLE experiments (
   id         INTEGER PRIMARY KEY,
@@ -118,6 +118,34 @@ BEGIN
            json_object('experiment', t.experiment_id, 'trial', NEW.trial_id, 'epoch', NEW.epoch,
                        'val_acc', NEW.val_acc, 'train_loss', NEW.train_loss)
     FROM trials t WHERE t.id = NEW.trial_id;
+END;
+)sql"},
+    // Trial counts kept by triggers: the coordinator and the dashboard ask
+    // several times a second, and counting 100,000 trials took 10-50 ms.
+    {3, R"sql(
+CREATE TABLE trial_counts (
+  experiment_id INTEGER NOT NULL,
+  status        TEXT    NOT NULL,
+  n             INTEGER NOT NULL,
+  PRIMARY KEY (experiment_id, status)
+) WITHOUT ROWID;
+INSERT INTO trial_counts (experiment_id, status, n)
+  SELECT experiment_id, status, count(*) FROM trials GROUP BY experiment_id, status;
+CREATE TRIGGER trial_counted AFTER INSERT ON trials
+BEGIN
+  INSERT INTO trial_counts (experiment_id, status, n) VALUES (NEW.experiment_id, NEW.status, 1)
+    ON CONFLICT (experiment_id, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER trial_recounted AFTER UPDATE OF status ON trials
+WHEN OLD.status <> NEW.status
+BEGIN
+  UPDATE trial_counts SET n = n - 1 WHERE experiment_id = OLD.experiment_id AND status = OLD.status;
+  INSERT INTO trial_counts (experiment_id, status, n) VALUES (NEW.experiment_id, NEW.status, 1)
+    ON CONFLICT (experiment_id, status) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER trial_uncounted AFTER DELETE ON trials
+BEGIN
+  UPDATE trial_counts SET n = n - 1 WHERE experiment_id = OLD.experiment_id AND status = OLD.status;
 END;
 )sql"},
 }};
@@ -525,8 +553,7 @@ std::optional<TrialRecord> SqliteResultStore::trial(std::int64_t trial_id) {
 
 TrialCounts SqliteResultStore::trial_counts(std::int64_t experiment_id) {
   check_id(experiment_id, "experiment_id");
-  auto s =
-      db_->prepare("SELECT status, count(*) FROM trials WHERE experiment_id = ?1 GROUP BY status");
+  auto s = db_->prepare("SELECT status, n FROM trial_counts WHERE experiment_id = ?1");
   s.bind_int(1, experiment_id);
   TrialCounts c;
   while (s.step()) {

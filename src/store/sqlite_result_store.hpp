@@ -49,7 +49,7 @@ class SqliteResultStore final : public ResultStore {
   std::int64_t append_event(std::string_view type, const nlohmann::json& data) override;
   std::vector<EventRecord> events_since(std::int64_t after_id, std::int64_t limit) override;
 
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
  private:
   void require_experiment(std::int64_t experiment_id);

@@ -344,6 +344,37 @@ TEST(ResultStoreMigrations, SharesTheFileWithTheQueueAndRejectsNewerSchemas) {
   }
 }
 
+TEST_F(ResultStoreTest, CountsOfAVersion2FileAreRebuiltOnOpen) {
+  auto ids = add(5);
+  finish(ids[0], 0.5);
+  finish(ids[1], 0.6, TrialStatus::pruned);
+  ASSERT_TRUE(store_->mark_running(ids[2], 1, "w"));
+  store_.reset();
+  {
+    // What a file written before the counts table looks like.
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(dir_.file("r.db").c_str(), &raw), SQLITE_OK);
+    std::unique_ptr<sqlite3, decltype(&sqlite3_close)> db(raw, &sqlite3_close);
+    ASSERT_EQ(sqlite3_exec(db.get(),
+                           "DROP TRIGGER trial_counted; DROP TRIGGER trial_recounted; "
+                           "DROP TRIGGER trial_uncounted; DROP TABLE trial_counts; "
+                           "UPDATE schema_version SET version = 2 WHERE component = 'store'",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+  }
+  store_ = open_result_store(dir_.url("r.db"));
+  auto c = store_->trial_counts(exp_);
+  EXPECT_EQ(c.finished, 1);
+  EXPECT_EQ(c.pruned, 1);
+  EXPECT_EQ(c.running, 1);
+  EXPECT_EQ(c.queued, 2);
+  EXPECT_EQ(store_->cancel_trials(exp_), 3);
+  c = store_->trial_counts(exp_);
+  EXPECT_EQ(c.cancelled, 3);
+  EXPECT_EQ(c.queued + c.running, 0);
+  EXPECT_EQ(c.total(), 5);
+}
+
 TEST_F(ResultStoreTest, ReleaseGivesARunningTrialBackAndTriggersLogEvents) {
   auto id = add(1)[0];
   store_->upsert_worker({"w1", WorkerKind::native, "h", 1, 0.0});
