@@ -96,14 +96,15 @@ YAML
     run_once "$tmp/real.yaml" 2 "$trials" >>"$tmp/w2"
   done
   echo
-  echo "| real Fashion-MNIST trials | workers | wall s | trials/hour (wall) | trials/hour (steady) | runs (wall s) |"
-  echo "|---:|---:|---:|---:|---:|---|"
+  echo "| real Fashion-MNIST trials | workers | wall s | trials/hour (wall) | trials/hour (steady) | CPU s/trial | runs (wall s) |"
+  echo "|---:|---:|---:|---:|---:|---:|---|"
   for w in 1 2; do
     wall=$(awk '{ print $1 }' "$tmp/w$w" | median)
     steady=$(awk '{ print $3 }' "$tmp/w$w" | median)
+    cpu=$(awk '{ print $2 }' "$tmp/w$w" | median)
     runs=$(awk '{ printf "%s%.1f", (NR > 1 ? ", " : ""), $1 }' "$tmp/w$w")
-    awk -v n="$trials" -v w="$w" -v t="$wall" -v s="$steady" -v runs="$runs" \
-      'BEGIN { printf "| %d | %d | %.1f | %.0f | %.0f | %s |\n", n, w, t, n * 3600 / t, n * 3600 / s, runs }'
+    awk -v n="$trials" -v w="$w" -v t="$wall" -v s="$steady" -v c="$cpu" -v runs="$runs" \
+      'BEGIN { printf "| %d | %d | %.1f | %.0f | %.0f | %.2f | %s |\n", n, w, t, n * 3600 / t, n * 3600 / s, c / n, runs }'
   done
   w1=$(awk '{ print $1 }' "$tmp/w1" | median)
   w2=$(awk '{ print $1 }' "$tmp/w2" | median)
