@@ -218,6 +218,10 @@ std::int64_t SqliteTaskQueue::cancel(std::string_view queue) {
 }
 
 void SqliteTaskQueue::write_together(const std::function<void()>& work) {
+  // Only a store opened with this queue shares the connection; holding the
+  // write lock here while a separately opened store waits for it would
+  // deadlock (until the busy timeout).
+  if (db_.use_count() < 2) return work();
   sqlite::WriteTransaction tx(*db_);
   work();
   tx.commit();
