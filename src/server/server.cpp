@@ -644,8 +644,9 @@ Server::Server(asio::io_context& io, ServerOptions options)
   if (s.opt.broker_url.empty()) s.opt.broker_url = s.opt.store_url;
   auto [host, port] = parse_listen(s.opt.listen);
   s.host = host;
-  s.store = store::open_result_store(s.opt.store_url);
   s.queue = queue::open_task_queue(s.opt.broker_url);
+  // One connection when both are the same embedded file.
+  s.store = store::open_result_store(s.opt.store_url, *s.queue);
   s.runner = std::make_unique<ExperimentRunner>(*s.store, *s.queue, s.opt.run_coordinators);
   if (s.opt.token_file.empty()) s.opt.token_file = default_token_file(s.opt.store_url);
   s.token = load_or_create_token(s.opt.token_file);
