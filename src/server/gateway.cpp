@@ -179,7 +179,7 @@ json core_spec_json(const nn::RunSpec& spec, const std::vector<std::int64_t>& in
           {"optimizer", std::move(opt)},
           {"schedule", std::move(sched)},
           {"batch_size", t.batch_size},
-          {"seed", t.seed},
+          {"seed", std::to_string(t.seed)},  // as text: JSON.parse rounds above 2^53
           {"epochs", t.epochs}};
 }
 

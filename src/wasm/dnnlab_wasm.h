@@ -28,7 +28,8 @@
  *
  * The spec (JSON): input [dims], classes, layers [{type, units, alpha, init,
  * bias}], init, loss, optimizer {type, lr, momentum, nesterov, weight_decay,
- * beta1, beta2, eps}, batch_size, seed, epochs, schedule {type, step_epochs,
+ * beta1, beta2, eps}, batch_size, seed (a number up to 2^53, or decimal digits
+ * as a string for any 64-bit seed), epochs, schedule {type, step_epochs,
  * gamma, min_lr, warmup_epochs}. Unknown keys are errors (typos fail loudly).
  */
 #ifndef DNNLAB_WASM_H

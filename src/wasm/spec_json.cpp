@@ -56,6 +56,27 @@ class Fields {
     if (v && d != std::floor(d)) fail(v->offset, name(key), "expected an integer");
     return static_cast<int64_t>(d);
   }
+  // A 64-bit seed: a number up to 2^53 (exact in JS), or a string of decimal
+  // digits for any uint64 (what the server sends: JSON.parse would round it).
+  uint64_t seed(const char* key, uint64_t def) {
+    const Json* v = find(key);
+    if (!v) return def;
+    if (v->kind == Json::kString) {
+      const std::string& t = v->str;
+      uint64_t x = 0;
+      bool ok = !t.empty() && t.size() <= 20;
+      for (char c : t) {
+        if (c < '0' || c > '9' || x > (UINT64_MAX - (c - '0')) / 10) {
+          ok = false;
+          break;
+        }
+        x = x * 10 + static_cast<uint64_t>(c - '0');
+      }
+      if (!ok) fail(v->offset, name(key), "expected decimal digits of an unsigned 64-bit integer");
+      return x;
+    }
+    return static_cast<uint64_t>(integer(key, 0, 0, int64_t{1} << 53));
+  }
   bool boolean(const char* key, bool def) {
     const Json* v = find(key);
     if (!v) return def;
@@ -156,7 +177,7 @@ CoreSpec parse_core_spec(const std::string& text) {
     sf.finish();
   }
   ts.batch_size = static_cast<int>(f.integer("batch_size", ts.batch_size, 1, 1 << 20));
-  ts.seed = static_cast<uint64_t>(f.integer("seed", 1, 0, (int64_t{1} << 53)));
+  ts.seed = f.seed("seed", 1);
   ts.epochs = static_cast<int>(f.integer("epochs", 1, 1, 1 << 20));
   f.finish();
   return out;
