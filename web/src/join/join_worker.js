@@ -108,7 +108,10 @@ function loadCore(urls) {
 async function shardFor(core, data) {
   if (openShard?.url === data.url) return openShard.shard;
   let bytes = await cachedBytes(data.url);
-  if (data.sha256 && (await sha256Hex(bytes)) !== data.sha256) {
+  // crypto.subtle (like the Cache API) exists only in secure contexts (https,
+  // localhost); over plain http on a LAN the shard goes unverified.
+  const canHash = typeof crypto !== 'undefined' && !!crypto.subtle;
+  if (data.sha256 && canHash && (await sha256Hex(bytes)) !== data.sha256) {
     await forget(data.url); // a damaged copy: fetch once more
     bytes = await cachedBytes(data.url);
     const got = await sha256Hex(bytes);
