@@ -39,7 +39,7 @@ struct GatewayOptions {
   std::string data_dir;    // where the data sets are (empty: the default)
   // The verifier opens its own connections with these.
   std::string store_url, broker_url;
-  double lease_seconds = 30;
+  double lease_seconds = 120;
   double heartbeat_seconds = 10;
   double verify_fraction = 0.1;  // of browser results re-run natively, by trial id hash
   std::size_t max_text_bytes = 64 * 1024;

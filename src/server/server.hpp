@@ -41,7 +41,7 @@ struct ServerOptions {
   std::string join_token_file;   // default: dnnlab.join-token beside token_file
   std::string data_dir;          // where data sets are, for shards and re-runs
   double verify_fraction = 0.1;  // of browser results re-run natively
-  double browser_lease_seconds = 30;
+  double browser_lease_seconds = 120;  // a closed tab gives its trial back at once anyway
   std::size_t max_join_frame = 64u << 20;  // larger /join frames close the connection (1009)
 };
 
