@@ -82,7 +82,9 @@ class TaskQueue {
   // url, queue) on the same embedded file): one commit instead of one per
   // call, for short trials. An exception from `work` undoes what shares the
   // transaction. Other backends run `work` as it is, each call committing on
-  // its own, so `work` must be correct either way.
+  // its own, so `work` must be correct either way. A queue no store shares
+  // a connection with just runs `work` (a store opened separately on the same
+  // file would otherwise wait for this queue's write lock).
   virtual void write_together(const std::function<void()>& work) { work(); }
 
   virtual QueueCounts counts(std::string_view queue) = 0;

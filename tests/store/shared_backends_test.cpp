@@ -97,5 +97,21 @@ TEST(SharedBackends, SeparateFilesCommitEachWriteByItself) {
       << "the store's write was not part of the queue's transaction";
 }
 
+TEST(SharedBackends, SeparatelyOpenedOnOneFileDoNotWaitForEachOther) {
+  testing::TempDir dir;
+  const std::string url = dir.url("one.db");
+  auto queue = queue::open_task_queue(url, {.busy_timeout_seconds = 2});
+  auto store = store::open_result_store(url);  // its own connection, as in the server
+  store::ExperimentRecord e;
+  e.name = "separate";
+  const auto exp = store->create_experiment(e);
+  queue->write_together([&] {
+    auto ids = store->add_trials(exp, {{0, "{}", 1}});
+    queue->publish("q", std::to_string(ids.at(0)));
+  });
+  EXPECT_EQ(store->trial_counts(exp).queued, 1);
+  EXPECT_EQ(queue->counts("q").queued, 1);
+}
+
 }  // namespace
 }  // namespace dnnlab
