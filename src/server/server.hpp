@@ -38,10 +38,10 @@ struct ServerOptions {
   bool run_coordinators = true;           // tick coordinators of running experiments
   unsigned read_threads = 2;  // threads (each with its own store) for trial lists; 0: none
   // Browser workers on /join (docs/protocol.md).
-  std::string join_token_file;   // default: dnnlab.join-token beside token_file
-  std::string data_dir;          // where data sets are, for shards and re-runs
-  double verify_fraction = 0.1;  // of browser results re-run natively
-  double browser_lease_seconds = 120;  // a closed tab gives its trial back at once anyway
+  std::string join_token_file;             // default: dnnlab.join-token beside token_file
+  std::string data_dir;                    // where data sets are, for shards and re-runs
+  double verify_fraction = 0.1;            // of browser results re-run natively
+  double browser_lease_seconds = 120;      // a closed tab gives its trial back at once anyway
   std::size_t max_join_frame = 64u << 20;  // larger /join frames close the connection (1009)
 };
 
