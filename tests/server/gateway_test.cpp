@@ -71,6 +71,45 @@ std::string weights_frame(const std::string& ticket, const std::vector<float>& w
   return out;
 }
 
+// What an honest client reports: an epoch, the end of a run, its weights.
+json progress_msg(const std::string& ticket, const nn::EpochResult& e, double lie = 0) {
+  return {{"v", 1},
+          {"type", "progress"},
+          {"ticket", ticket},
+          {"epoch", e.epoch},
+          {"train_loss", e.train_loss + lie},
+          {"train_acc", e.train_acc},
+          {"val_loss", e.val_loss + lie},
+          {"val_acc", e.val_acc},
+          {"seconds", e.seconds},
+          {"samples_per_second", e.samples_per_second},
+          {"lr", e.lr}};
+}
+
+json result_msg(const std::string& ticket, const worker::RunResult& res, double lie = 0) {
+  const auto& last = res.curve.back();
+  return {{"v", 1},
+          {"type", "result"},
+          {"ticket", ticket},
+          {"status", "finished"},
+          {"metrics",
+           {{"train_loss", last.train_loss + lie},
+            {"train_acc", last.train_acc},
+            {"val_loss", last.val_loss + lie},
+            {"val_acc", last.val_acc},
+            {"test_loss", res.test_loss},
+            {"test_acc", res.test_acc},
+            {"epochs_done", res.curve.size()},
+            {"seconds", res.train_seconds}}}};
+}
+
+std::vector<float> flat_weights(nn::Model& model) {
+  std::vector<float> w;
+  for (nn::Param* p : model.params())
+    w.insert(w.end(), p->value.data(), p->value.data() + p->value.numel());
+  return w;
+}
+
 class GatewayTest : public ::testing::Test {
  protected:
   void SetUp() override { start(0.0); }
@@ -137,41 +176,16 @@ class GatewayTest : public ::testing::Test {
     worker::RunResult res = worker::train_run(run, ds, nullptr, &model);
     const std::string tid = ticket["ticket"];
     for (const auto& e : res.curve) {
-      auto r = send(id, {{"v", 1},
-                         {"type", "progress"},
-                         {"ticket", tid},
-                         {"epoch", e.epoch},
-                         {"train_loss", e.train_loss + lie},
-                         {"train_acc", e.train_acc},
-                         {"val_loss", e.val_loss + lie},
-                         {"val_acc", e.val_acc},
-                         {"seconds", e.seconds},
-                         {"samples_per_second", e.samples_per_second},
-                         {"lr", e.lr}});
+      auto r = send(id, progress_msg(tid, e, lie));
       EXPECT_FALSE(r.close) << r.reason;
       json v = parse_frame(r.frames.at(0));
       EXPECT_EQ(v["type"], "verdict");
       EXPECT_TRUE(v["continue"].get<bool>());
     }
-    const auto& last = res.curve.back();
-    auto r = send(id, {{"v", 1},
-                       {"type", "result"},
-                       {"ticket", tid},
-                       {"status", "finished"},
-                       {"metrics",
-                        {{"train_loss", last.train_loss + lie},
-                         {"train_acc", last.train_acc},
-                         {"val_loss", last.val_loss + lie},
-                         {"val_acc", last.val_acc},
-                         {"test_loss", res.test_loss},
-                         {"test_acc", res.test_acc},
-                         {"epochs_done", res.curve.size()},
-                         {"seconds", res.train_seconds}}}});
+    auto r = send(id, result_msg(tid, res, lie));
     EXPECT_TRUE(r.frames.empty());
     EXPECT_FALSE(r.close) << r.reason;
-    std::vector<float> w;
-    for (nn::Param* p : model.params())
-      w.insert(w.end(), p->value.data(), p->value.data() + p->value.numel());
+    std::vector<float> w = flat_weights(model);
     return gw->on_binary(id, weights_frame(tid, w));
   }
 
@@ -544,35 +558,9 @@ TEST_F(GatewayTest, NonFiniteWeightsAreRejected) {
   nn::Model model = nn::Model::build(run.model, ds.sample_shape, ds.num_classes, 1);
   auto res = worker::train_run(run, ds, nullptr, &model);
   const std::string tid = t->at("ticket");
-  for (const auto& e : res.curve)
-    ASSERT_FALSE(send(id, {{"v", 1},
-                           {"type", "progress"},
-                           {"ticket", tid},
-                           {"epoch", e.epoch},
-                           {"train_loss", e.train_loss},
-                           {"train_acc", e.train_acc},
-                           {"val_loss", e.val_loss},
-                           {"val_acc", e.val_acc},
-                           {"seconds", e.seconds}})
-                     .close);
-  const auto& last = res.curve.back();
-  ASSERT_FALSE(send(id, {{"v", 1},
-                         {"type", "result"},
-                         {"ticket", tid},
-                         {"status", "finished"},
-                         {"metrics",
-                          {{"train_loss", last.train_loss},
-                           {"train_acc", last.train_acc},
-                           {"val_loss", last.val_loss},
-                           {"val_acc", last.val_acc},
-                           {"test_loss", res.test_loss},
-                           {"test_acc", res.test_acc},
-                           {"epochs_done", 2},
-                           {"seconds", 0.1}}}})
-                   .close);
-  std::vector<float> wts;
-  for (nn::Param* p : model.params())
-    wts.insert(wts.end(), p->value.data(), p->value.data() + p->value.numel());
+  for (const auto& e : res.curve) ASSERT_FALSE(send(id, progress_msg(tid, e)).close);
+  ASSERT_FALSE(send(id, result_msg(tid, res)).close);
+  std::vector<float> wts = flat_weights(model);
   wts[7] = std::nanf("");
   auto r = gw->on_binary(id, weights_frame(tid, wts));
   EXPECT_TRUE(r.close);
@@ -715,36 +703,13 @@ TEST(GatewaySocket, BrowserAndNativeWorkersShareAnExperiment) {
     nn::RunSpec run = sw.materialize({trial->index, json::parse(trial->config_json), trial->seed});
     nn::Model model = nn::Model::build(run.model, ds.sample_shape, ds.num_classes, 1);
     auto res = worker::train_run(run, ds, nullptr, &model);
+    const std::string tid = t["ticket"];
     for (const auto& e : res.curve) {
-      json v = call({{"v", 1},
-                     {"type", "progress"},
-                     {"ticket", t["ticket"]},
-                     {"epoch", e.epoch},
-                     {"train_loss", e.train_loss},
-                     {"train_acc", e.train_acc},
-                     {"val_loss", e.val_loss},
-                     {"val_acc", e.val_acc},
-                     {"seconds", e.seconds}});
+      json v = call(progress_msg(tid, e));
       ASSERT_TRUE(v["continue"].get<bool>()) << v.dump();
     }
-    const auto& last = res.curve.back();
-    ws.write(asio::buffer(json{{"v", 1},
-                               {"type", "result"},
-                               {"ticket", t["ticket"]},
-                               {"status", "finished"},
-                               {"metrics",
-                                {{"train_loss", last.train_loss},
-                                 {"train_acc", last.train_acc},
-                                 {"val_loss", last.val_loss},
-                                 {"val_acc", last.val_acc},
-                                 {"test_loss", res.test_loss},
-                                 {"test_acc", res.test_acc},
-                                 {"epochs_done", res.curve.size()},
-                                 {"seconds", res.train_seconds}}}}
-                              .dump()));
-    std::vector<float> w;
-    for (nn::Param* p : model.params())
-      w.insert(w.end(), p->value.data(), p->value.data() + p->value.numel());
+    ws.write(asio::buffer(result_msg(tid, res).dump()));
+    std::vector<float> w = flat_weights(model);
     ws.binary(true);
     ws.write(asio::buffer(weights_frame(t["ticket"], w)));
     buf.clear();
