@@ -2,6 +2,7 @@
 #include "nn/json.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace dnnlab::nn::json {
@@ -209,6 +210,24 @@ const Value* Value::get(std::string_view key) const {
 
 Value parse(std::string_view text, size_t base, int max_depth) {
   return Reader(text, base, max_depth).parse();
+}
+
+std::string escape(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x",
+                    static_cast<unsigned>(static_cast<unsigned char>(c)));
+      o += buf;
+    } else {
+      o += c;
+    }
+  }
+  return o;
 }
 
 }  // namespace dnnlab::nn::json

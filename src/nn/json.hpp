@@ -46,4 +46,8 @@ class SyntaxError : public std::runtime_error {
 // max_depth is an error: hostile input must not overflow the stack.
 Value parse(std::string_view text, size_t base = 0, int max_depth = 32);
 
+// `s` as the inside of a JSON string: quotes and backslashes escaped,
+// control characters as \u00XX.
+std::string escape(std::string_view s);
+
 }  // namespace dnnlab::nn::json

@@ -22,23 +22,6 @@ int64_t dtype_size(std::string_view dtype) {
   return 0;
 }
 
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      o += buf;
-    } else {
-      o += c;
-    }
-  }
-  return o;
-}
-
 }  // namespace
 
 int64_t SafetensorsTensor::numel() const {
@@ -181,7 +164,7 @@ std::string write_safetensors(const std::vector<SafetensorsInput>& tensors,
     h += "\"__metadata__\":{";
     bool first = true;
     for (auto& [k, v] : metadata) {
-      h += (first ? "\"" : ",\"") + json_escape(k) + "\":\"" + json_escape(v) + "\"";
+      h += (first ? "\"" : ",\"") + json::escape(k) + "\":\"" + json::escape(v) + "\"";
       first = false;
     }
     h += "}";
@@ -189,7 +172,7 @@ std::string write_safetensors(const std::vector<SafetensorsInput>& tensors,
   int64_t off = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     const SafetensorsInput& t = *order[i];
-    h += (i || !metadata.empty() ? ",\"" : "\"") + json_escape(t.name) + "\":{\"dtype\":\"" +
+    h += (i || !metadata.empty() ? ",\"" : "\"") + json::escape(t.name) + "\":{\"dtype\":\"" +
          t.dtype + "\",\"shape\":[";
     for (size_t d = 0; d < t.shape.size(); ++d) {
       if (d) h += ',';

@@ -12,6 +12,8 @@
 
 #include "data/shard.hpp"
 #include "dnnlab_wasm.h"
+#include "nn/json.hpp"
+#include "nn/json.hpp"
 #include "nn/kernels.hpp"
 #include "nn/model.hpp"
 #include "nn/rng.hpp"
@@ -169,19 +171,6 @@ nn::TensorView shard_view(const dnnlab_model* m, const dnnlab_shard* s, const da
                                     std::to_string(i) + " is outside the model's [0, " +
                                     std::to_string(m->spec.classes) + ")");
   return nn::TensorView(const_cast<float*>(sp.x.data()), batch_shape(m->input, sp.size()));
-}
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (static_cast<unsigned char>(c) >= 0x20) {
-      o += c;
-    }
-  }
-  return o;
 }
 
 }  // namespace
@@ -443,15 +432,15 @@ DNNLAB_API dnnlab_shard* dnnlab_shard_open(const uint8_t* bytes, int32_t len) {
     auto ds = std::make_shared<data::Dataset>(data::decode_shard(
         std::string_view(reinterpret_cast<const char*>(bytes), static_cast<size_t>(len)), "shard"));
     std::string& j = shard->info;
-    j = "{\"dataset\":\"" + json_escape(ds->name) +
+    j = "{\"dataset\":\"" + nn::json::escape(ds->name) +
         "\",\"classes\":" + std::to_string(ds->num_classes) + ",\"sample_shape\":[";
     for (int i = 0; i < ds->sample_shape.rank; ++i) {
       if (i) j += ',';
       j += std::to_string(ds->sample_shape[i]);
     }
     j += "],\"features\":" + std::to_string(ds->sample_shape.numel()) + ",\"normalize\":\"" +
-         json_escape(ds->normalize) + "\",\"dataset_sha256\":\"" + json_escape(ds->sha256) +
-         "\",\"train\":" + std::to_string(ds->train.size()) +
+         nn::json::escape(ds->normalize) + "\",\"dataset_sha256\":\"" +
+         nn::json::escape(ds->sha256) + "\",\"train\":" + std::to_string(ds->train.size()) +
          ",\"val\":" + std::to_string(ds->val.size()) +
          ",\"test\":" + std::to_string(ds->test.size()) + "}";
     shard->ds = std::move(ds);
