@@ -17,30 +17,27 @@ const outdir = resolve(value('--outdir', join(here, 'dist')));
 const dev = flag('--dev');
 
 await mkdir(outdir, { recursive: true });
-const result = await esbuild.build({
-  entryPoints: { app: join(here, 'src/main.js') },
+const common = {
   bundle: true,
-  format: 'iife',
   target: ['chrome100', 'firefox100', 'safari15'],
   minify: !dev,
   sourcemap: dev ? 'inline' : false,
   outdir,
   logLevel: 'warning',
   metafile: true,
+};
+const result = await esbuild.build({
+  ...common,
+  entryPoints: { app: join(here, 'src/main.js') },
+  format: 'iife',
 });
 await copyFile(join(here, 'src/index.html'), join(outdir, 'index.html'));
 // The join page: ES modules (a module Web Worker imports the wasm core's glue
 // dynamically); the core itself goes to dist/core/ (web/CMakeLists.txt).
 const joinResult = await esbuild.build({
+  ...common,
   entryPoints: { join: join(here, 'src/join/join.js'), join_worker: join(here, 'src/join/join_worker.js') },
-  bundle: true,
   format: 'esm',
-  target: ['chrome100', 'firefox100', 'safari15'],
-  minify: !dev,
-  sourcemap: dev ? 'inline' : false,
-  outdir,
-  logLevel: 'warning',
-  metafile: true,
 });
 await copyFile(join(here, 'src/join/join.html'), join(outdir, 'join.html'));
 const sizes = [...Object.entries(result.metafile.outputs), ...Object.entries(joinResult.metafile.outputs)]
