@@ -224,6 +224,7 @@ struct Client {
   std::string client_key;  // from hello
   std::string worker_id;
   bool greeted = false;
+  std::string kernels = "wasm-simd128";  // the core build it runs (provenance)
   std::optional<Ticket> ticket;
 };
 
@@ -359,6 +360,13 @@ struct Gateway::Impl {
       agent = msg["agent"].get<std::string>().substr(0, 200);
     if (msg.contains("capabilities") && !msg["capabilities"].is_object())
       violate("bad_message", "hello: 'capabilities' must be an object");
+    scan_core();
+    // A client whose engine has relaxed SIMD loads that build when offered;
+    // the trials it trains record which one.
+    if (msg.contains("capabilities") &&
+        msg["capabilities"].value("kernels", json()) == "wasm-relaxed-simd" &&
+        core_url_of.count("dnnlab_core_relaxed.wasm"))
+      c.kernels = "wasm-relaxed-simd";
     std::string id = "browser-" + sanitize(c.client_key);
     for (int n = 2;; ++n) {
       bool taken = false;
@@ -374,8 +382,9 @@ struct Gateway::Impl {
     w.host = c.remote;
     w.started_at = unix_now();
     store.upsert_worker(w);
-    store.append_event("worker.joined", {{"worker", id}, {"kind", "browser"}, {"agent", agent}});
-    scan_core();
+    store.append_event(
+        "worker.joined",
+        {{"worker", id}, {"kind", "browser"}, {"agent", agent}, {"kernels", c.kernels}});
     GatewayReply r;
     r.frames.push_back(frame({{"type", "welcome"},
                               {"worker", id},
@@ -391,7 +400,12 @@ struct Gateway::Impl {
       auto it = core_url_of.find(name);
       return it == core_url_of.end() ? std::string() : it->second;
     };
-    return {{"js", url("dnnlab_core.mjs")}, {"wasm", url("dnnlab_core.wasm")}};
+    json urls = {{"js", url("dnnlab_core.mjs")}, {"wasm", url("dnnlab_core.wasm")}};
+    // The relaxed-SIMD build shares the glue; engines that validate relaxed
+    // SIMD load it instead (faster GEMM), the others ignore it.
+    if (std::string relaxed = url("dnnlab_core_relaxed.wasm"); !relaxed.empty())
+      urls["relaxed_wasm"] = relaxed;
+    return urls;
   }
 
   // Leases the next trial for the client; nullopt when there is none.
@@ -439,7 +453,7 @@ struct Gateway::Impl {
       return std::nullopt;
     }
     json prov = sh->provenance;
-    prov["kernel_target"] = "wasm-simd128";
+    prov["kernel_target"] = c.kernels;
     prov["worker_kind"] = "browser";
     if (!store.mark_running(trial->id, attempt, c.worker_id, prov)) {
       queue.ack(lease);

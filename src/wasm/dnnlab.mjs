@@ -19,20 +19,31 @@
 //   const test = m.evaluateSplit(shard, 'test'); // { loss, accuracy }
 //   shard.free();
 import createDnnlabCore from './dnnlab_core.mjs';
-import { wrapCore } from './dnnlab_api.mjs';
+import { relaxedSimdSupported, wrapCore } from './dnnlab_api.mjs';
 
-export { DnnlabError, wrapCore } from './dnnlab_api.mjs';
+export { DnnlabError, relaxedSimdSupported, wrapCore } from './dnnlab_api.mjs';
 
 const isNode = typeof process === 'object' && typeof process.versions?.node === 'string';
 
 // options: passed to the emscripten factory (e.g. { wasmBinary } or
-// { locateFile }). Under node the .wasm beside this file is read directly.
+// { locateFile }), plus simd: 'auto' (default: relaxed SIMD where the engine
+// has it), 'relaxed' or 'simd128'. Both builds share this glue: they differ
+// only in the GEMM micro-kernel. Under node the .wasm beside this file is
+// read directly.
 export async function loadCore(options = {}) {
-  const opts = { ...options };
-  if (isNode && !opts.wasmBinary && !opts.locateFile) {
-    const { readFileSync } = await import('node:fs');
-    opts.wasmBinary = readFileSync(new URL('./dnnlab_core.wasm', import.meta.url));
+  const { simd = 'auto', ...opts } = options;
+  if (!['auto', 'relaxed', 'simd128'].includes(simd)) {
+    throw new Error(`loadCore: simd must be 'auto', 'relaxed' or 'simd128', not '${simd}'`);
+  }
+  const relaxed = simd === 'relaxed' || (simd === 'auto' && relaxedSimdSupported());
+  const file = new URL(relaxed ? './dnnlab_core_relaxed.wasm' : './dnnlab_core.wasm', import.meta.url);
+  if (!opts.wasmBinary && !opts.locateFile) {
+    if (isNode) {
+      const { readFileSync } = await import('node:fs');
+      opts.wasmBinary = readFileSync(file);
+    } else {
+      opts.locateFile = () => file.href;
+    }
   }
   return wrapCore(await createDnnlabCore(opts));
 }
-

@@ -17,6 +17,25 @@ export class DnnlabError extends Error {
   }
 }
 
+// Whether this engine runs relaxed SIMD (Chrome 114+; node 20 with
+// --experimental-wasm-relaxed-simd), i.e. can load dnnlab_core_relaxed.wasm:
+// validates a one-function module that uses f32x4.relaxed_madd.
+export function relaxedSimdSupported() {
+  const splat = [0xfd, 0x13];  // f32x4.splat
+  const body = [0x00, 0x20, 0, ...splat, 0x20, 1, ...splat, 0x20, 2, ...splat,
+    0xfd, 0x85, 0x02,          // f32x4.relaxed_madd
+    0xfd, 0x1f, 0, 0x0b];      // f32x4.extract_lane 0, end
+  const bytes = new Uint8Array([0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
+    1, 8, 1, 0x60, 3, 0x7d, 0x7d, 0x7d, 1, 0x7d,  // type (f32 f32 f32) -> f32
+    3, 2, 1, 0,                                   // one function of that type
+    10, body.length + 2, 1, body.length, ...body]);
+  try {
+    return WebAssembly.validate(bytes);
+  } catch {
+    return false;
+  }
+}
+
 // Wraps an instantiated emscripten module (what createDnnlabCore resolves to).
 export function wrapCore(mod) {
   return new Core(mod);

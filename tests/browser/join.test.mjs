@@ -129,6 +129,9 @@ test('browsers join, train a sweep, survive a closed tab, and reload from cache'
   }, 300_000);
   const [sb, sc] = [await b.state(), await c.state()];
   t.diagnostic(`tab B: ${sb.trialsDone} trials (${Math.round(sb.samplesPerSecond)} samples/s, ${sb.kernels}); tab C: ${sc.trialsDone} trials`);
+  // Chromium has had relaxed SIMD since 114: the page picks that build.
+  assert.equal(sb.kernels, 'wasm-relaxed-simd', 'tab B loaded the relaxed-SIMD core');
+  assert.ok(a.requests.some((u) => new URL(u).pathname.startsWith('/core/dnnlab_core_relaxed.')), 'tab A fetched the relaxed build');
   assert.equal(sb.trialsDone + sc.trialsDone, 6, 'the two tabs did the six trials');
   assert.ok(sb.trialsDone > 0 && sc.trialsDone > 0, 'both tabs took trials');
   assert.equal(new Set(done.map((x) => x.index)).size, 6);

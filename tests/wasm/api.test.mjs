@@ -15,7 +15,11 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 
 const coreDir = resolve(process.env.DNNLAB_CORE_DIR ?? 'build/wasm/src/wasm');
-const { loadCore, DnnlabError } = await import(pathToFileURL(join(coreDir, 'dnnlab.mjs')).href);
+const { loadCore, DnnlabError, relaxedSimdSupported } =
+  await import(pathToFileURL(join(coreDir, 'dnnlab.mjs')).href);
+// Which build to test: simd128 (dnnlab_core.wasm) or relaxed
+// (dnnlab_core_relaxed.wasm, node needs --experimental-wasm-relaxed-simd).
+const SIMD = process.env.DNNLAB_CORE_SIMD ?? 'simd128';
 
 // Float rounding differs between targets (vectorized exp/tanh, summation
 // order), so metrics agree to a relative 1e-3, as in compare.mjs.
@@ -52,13 +56,15 @@ function makeData(n, seed) {
 
 let core, tmp;
 before(async () => {
-  core = await loadCore();
+  core = await loadCore({ simd: SIMD });
   tmp = mkdtempSync(join(tmpdir(), 'dnnlab-api-'));
 });
 after(() => rmSync(tmp, { recursive: true, force: true }));
 
-test('uses the wasm SIMD kernels', () => {
-  assert.match(core.kernels, /wasm/);
+test(`uses the ${SIMD} build's kernels`, () => {
+  assert.equal(core.kernels, SIMD === 'relaxed' ? 'wasm-relaxed-simd' : 'wasm-simd128');
+  // The probe the join page uses agrees with what this engine just loaded.
+  if (SIMD === 'relaxed') assert.equal(relaxedSimdSupported(), true);
 });
 
 test('wasm training matches native training (same spec, same seed)', { skip: !process.env.DNNLAB_API_NATIVE && 'DNNLAB_API_NATIVE not set' }, async (t) => {

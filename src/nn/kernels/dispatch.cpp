@@ -24,13 +24,13 @@ bool supported(const Kernels& k) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }
 #endif
-  return true;  // scalar, and wasm-simd128 (an engine without SIMD rejects the module)
+  return true;  // scalar, and wasm (an engine without the SIMD it uses rejects the module)
 }
 
 // Best first.
 const Kernels* const kTables[] = {
 #if defined(__EMSCRIPTEN__)
-    &kernels_detail::kWasmSimd128Kernels,
+    &kernels_detail::kWasmKernels,
 #elif defined(DNNLAB_KERNELS_X86)
     &kernels_detail::kAvx512Kernels,
     &kernels_detail::kAvx2Kernels,

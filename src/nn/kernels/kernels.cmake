@@ -4,9 +4,17 @@
 set(_k ${CMAKE_CURRENT_LIST_DIR})
 target_sources(dnnlab_nn PRIVATE ${_k}/reference.cpp ${_k}/dispatch.cpp)
 if(EMSCRIPTEN)
-  target_sources(dnnlab_nn PRIVATE ${_k}/wasm_simd128.cpp)
-  set_source_files_properties(${_k}/wasm_simd128.cpp PROPERTIES
-    COMPILE_OPTIONS "-msimd128;-O3;-fno-math-errno")
+  # One wasm module holds one table: an engine rejects a whole module that
+  # uses an instruction it lacks. So the table is an object library that each
+  # module links: dnnlab_nn_wasm (SIMD128, every engine with SIMD) or
+  # dnnlab_nn_wasm_relaxed (relaxed SIMD, whose FMA src/wasm/relaxed_simd.mjs
+  # re-encodes after the link). dnnlab_nn itself leaves kWasmKernels undefined.
+  foreach(_v IN ITEMS wasm wasm_relaxed)
+    add_library(dnnlab_nn_${_v} OBJECT ${_k}/wasm_simd128.cpp)
+    target_include_directories(dnnlab_nn_${_v} PRIVATE ${CMAKE_SOURCE_DIR}/src)
+    target_compile_options(dnnlab_nn_${_v} PRIVATE -msimd128 -O3 -fno-math-errno -fwasm-exceptions)
+  endforeach()
+  target_compile_options(dnnlab_nn_wasm_relaxed PRIVATE -mrelaxed-simd)
 elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   target_sources(dnnlab_nn PRIVATE ${_k}/avx512.cpp ${_k}/avx2.cpp)
   # -ffp-contract=fast: ISO C++ mode turns FMA contraction off in GCC, and the

@@ -12,7 +12,8 @@ float ref_act_grad(Act act, float alpha, float y);
 
 extern const Kernels kScalarKernels;
 #if defined(__EMSCRIPTEN__)
-extern const Kernels kWasmSimd128Kernels;
+// Defined by whichever wasm kernel object the module links (see kernels.cmake).
+extern const Kernels kWasmKernels;
 #elif defined(__x86_64__) || defined(_M_X64)
 #define DNNLAB_KERNELS_X86 1
 extern const Kernels kAvx2Kernels;

@@ -3,7 +3,7 @@
 // Cache API, and trials trained epoch by epoch. It reports its state to the
 // page with {type: 'state', ...} messages; the page sends {type: 'start'} and
 // {type: 'pause', paused}.
-import { wrapCore, DnnlabError } from '../../../src/wasm/dnnlab_api.mjs';
+import { wrapCore, DnnlabError, relaxedSimdSupported } from '../../../src/wasm/dnnlab_api.mjs';
 import * as proto from './protocol.js';
 
 const CACHE_NAME = 'dnnlab-v1';
@@ -84,7 +84,10 @@ async function sha256Hex(bytes) {
 // The glue JS is imported from a Blob of the cached text (an import of the
 // URL itself would go to the network); the wasm bytes are handed over too,
 // with locateFile pointing at the hashed URL for completeness.
-function loadCore(urls) {
+function loadCore(offered) {
+  // The relaxed-SIMD build (FMA in the GEMM) where this engine has it.
+  const urls = { js: offered.js,
+    wasm: offered.relaxed_wasm && relaxedSimdSupported() ? offered.relaxed_wasm : offered.wasm };
   const key = `${urls.js} ${urls.wasm}`;
   if (corePromise && coreUrls === key) return corePromise;
   coreUrls = key;
@@ -161,7 +164,9 @@ function connect() {
   sock.binaryType = 'arraybuffer';
   sock.onopen = () => {
     send(proto.hello(cfg.token, cfg.client, cfg.agent, {
-      simd: simdSupported(), kernels: 'wasm-simd128', threads: 1,
+      // The build loadCore() picks when the server offers both.
+      simd: simdSupported(), kernels: relaxedSimdSupported() ? 'wasm-relaxed-simd' : 'wasm-simd128',
+      threads: 1,
     }));
   };
   sock.onmessage = (ev) => {
