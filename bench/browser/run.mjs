@@ -28,7 +28,9 @@ const NATIVE = resolve(process.env.NATIVE ?? join(root, 'build/bench-browser/ben
 const LOG = process.env.LOG ?? join(mkdtempSync(join(tmpdir(), 'browser-bench-')), 'bench.log');
 // NODE=1 adds the same wasm/JS workloads under node (bench/js/one.mjs), to
 // tell the browser's share of a difference from the library's.
-const IMPLS = (process.env.IMPLS ?? 'dnnlab-wasm dnnlab-native tfjs convnetjs' +
+// dnnlab-wasm is the core the join page loads (relaxed SIMD in Chromium),
+// dnnlab-wasm128 the plain SIMD128 build that engines without it get.
+const IMPLS = (process.env.IMPLS ?? 'dnnlab-wasm dnnlab-wasm128 dnnlab-native tfjs convnetjs' +
   (process.env.NODE === '1' ? ' node:dnnlab-wasm node:tfjs node:convnetjs' : '')).split(' ');
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }));
 
@@ -77,7 +79,8 @@ async function measureAll() {
                 env: { ...process.env, NODE_PATH: join(here, 'node_modules') } });
             line = out.split('\n').find((l) => l.startsWith('RESULT')).replace(/impl=(\S+)/, 'impl=node:$1');
           } else {
-            const job = { impl: impl === 'dnnlab-wasm' ? 'dnnlab' : impl, config: c, seconds: SECS, warmup: 0.5 };
+            const job = { impl: { 'dnnlab-wasm': 'dnnlab', 'dnnlab-wasm128': 'dnnlab128' }[impl] ?? impl,
+              config: c, seconds: SECS, warmup: 0.5 };
             ({ line } = await page.evaluate((j) => window.runCase(j), job));
           }
           line += ` round=${r}`;
@@ -154,6 +157,16 @@ function report() {
       console.log(`| ${c}: ${NAME[c]} | ${cell(c, w, key)} | ${cell(c, 'dnnlab-native', key)} | ${cell(c, 'tfjs', key)} | ` +
         `${cell(c, 'convnetjs', key)} | ${ratio(c, w, 'dnnlab-native', key)} | ${ratio(c, w, 'tfjs', key, 3)} | ` +
         `${ratio(c, w, 'convnetjs', key, 30)} | ${Object.keys(byRound(c, w, key)).length} |`);
+    }
+  }
+  if (rows.some((r) => r.impl === 'dnnlab-wasm128')) {
+    console.log('\nThe two wasm builds (dnnlab wasm above is the first), wall time:\n');
+    console.log('| config | dnnlab wasm | SIMD128 build | wasm / SIMD128 | SIMD128 / ConvNetJS |');
+    console.log('|---|---:|---:|---:|---:|');
+    for (const c of CONFIGS) {
+      const k = 'samples_per_s';
+      console.log(`| ${c} | ${cell(c, 'dnnlab-wasm', k)} | ${cell(c, 'dnnlab-wasm128', k)} | ` +
+        `${ratio(c, 'dnnlab-wasm', 'dnnlab-wasm128', k)} | ${ratio(c, 'dnnlab-wasm128', 'convnetjs', k)} |`);
     }
   }
   if (!rows.some((r) => r.impl.startsWith('node:'))) return;

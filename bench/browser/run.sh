@@ -19,7 +19,7 @@ if [ "${1:-}" != report ]; then
   quiet() { "$@" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }; }  # the build's output only if it fails
   quiet cmake -S "$root" -B "$wasm" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_TOOLCHAIN_FILE=/usr/share/emscripten/cmake/Modules/Platform/Emscripten.cmake
-  quiet ninja -C "$wasm" -j2 dnnlab_core
+  quiet ninja -C "$wasm" -j2 dnnlab_core dnnlab_core_relaxed
   if [ ! -f "$native/build.ninja" ]; then
     quiet cmake -S "$root" -B "$native" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDNNLAB_BUILD_TESTS=OFF \
       -DDNNLAB_SKIP_MODULES="sweep;queue;store;worker;server"

@@ -1,7 +1,7 @@
 // A static file server for the benchmark page, loopback only (node:http):
 //   /          bench/browser (index.html, page.mjs, worker.js)
 //   /js/       bench/js (cases.mjs: the workloads, shared with the node runner)
-//   /core/     the wasm core's build output (dnnlab.mjs, dnnlab_core.{mjs,wasm})
+//   /core/     the wasm core's build output (dnnlab.mjs, dnnlab_core.{mjs,wasm}, dnnlab_core_relaxed.wasm)
 //   /npm/      bench/browser/node_modules (TensorFlow.js, ConvNetJS from npm ci)
 // No cross-origin-isolation headers, so nothing can use wasm threads.
 //

@@ -1,7 +1,9 @@
 // One measurement in a fresh Web Worker (classic, so the UMD builds of
 // TensorFlow.js and ConvNetJS load with importScripts). The workloads are
 // bench/js/cases.mjs, the same code the node runner times.
-//   postMessage({ impl: 'dnnlab'|'tfjs'|'convnetjs', config: 'a'|'c', seconds, warmup, cpu })
+//   postMessage({ impl: 'dnnlab'|'dnnlab128'|'tfjs'|'convnetjs', config: 'a'|'c', seconds, warmup, cpu })
+// dnnlab: the core build the join page would load (relaxed SIMD where the
+// engine has it); dnnlab128: the plain SIMD128 build.
 //   -> { line: 'RESULT ...', kernels } or { error }
 // With cpu: true the worker asks the page for CPU-seconds ({ cpuRequest })
 // just before and after the timed loop and waits for the { cpuReply }.
@@ -19,9 +21,10 @@ async function run(job) {
     if (!hidden) throw new Error(`unknown config ${job.config}`);
     const data = cases.makeData();
     let c;
-    if (job.impl === 'dnnlab') {
+    if (job.impl === 'dnnlab' || job.impl === 'dnnlab128') {
       const { loadCore } = await import('/core/dnnlab.mjs');
-      c = await cases.dnnlabCase(await loadCore(), hidden, data);
+      const core = await loadCore({ simd: job.impl === 'dnnlab128' ? 'simd128' : 'auto' });
+      c = await cases.dnnlabCase(core, hidden, data);
     } else if (job.impl === 'tfjs') {
       importScripts('/npm/@tensorflow/tfjs/dist/tf.min.js',
         '/npm/@tensorflow/tfjs-backend-wasm/dist/tf-backend-wasm.min.js');
@@ -40,7 +43,7 @@ async function run(job) {
     }
     const r = await cases.measure(c.step, { seconds: job.seconds, warmup: job.warmup,
       cpuSeconds: job.cpu ? askCpuSeconds : undefined });
-    const impl = job.impl === 'dnnlab' ? 'dnnlab-wasm' : job.impl;
+    const impl = { dnnlab: 'dnnlab-wasm', dnnlab128: 'dnnlab-wasm128' }[job.impl] ?? job.impl;
     postMessage({ line: cases.resultLine(impl, job.config, c.kernels, r, c.samplesPerStep), kernels: c.kernels });
   } catch (e) {
     postMessage({ error: String(e?.stack ?? e) });
