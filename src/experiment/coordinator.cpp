@@ -121,8 +121,10 @@ Coordinator::Coordinator(store::ResultStore& store, queue::TaskQueue& queue, int
   generated_ = static_cast<int64_t>(trials.size());
   // Trials are stored before their tasks are published; a coordinator killed
   // between the two leaves the newest trials without a task. Publish those.
+  // (A task whose dead letter is waiting is accounted for: tick() fails it.)
   const queue::QueueCounts qc = queue_.counts(queue_name(id));
-  int64_t missing = unended - (qc.queued + qc.leased);
+  const queue::QueueCounts dl = queue_.counts(queue::dead_letter_queue(queue_name(id)));
+  int64_t missing = unended - (qc.queued + qc.leased + dl.queued + dl.leased);
   if (missing > 0 && e->status == store::ExperimentStatus::running) {
     std::vector<std::string> payloads;
     for (auto it = trials.rbegin(); it != trials.rend() && missing > 0; ++it)
@@ -141,6 +143,7 @@ Progress Coordinator::tick(int64_t in_flight) {
   Progress p;
   p.planned = planned_trials(*sweep_);
   store::ExperimentStatus status = store_.experiment(id_)->status;
+  fail_dead_tasks();
   p.counts = store_.trial_counts(id_);
 
   // Adaptive samplers learn from trials that ended since the last tick.
@@ -210,6 +213,37 @@ Progress Coordinator::tick(int64_t in_flight) {
     store_.append_event("experiment.finished", {{"experiment", id_}});
   }
   return p;
+}
+
+// A task the queue gave up on (max_attempts deliveries: workers that died or
+// gave it back each time) would leave its trial queued or running for good,
+// and the experiment would never finish. Its dead letter ends the trial as
+// failed, with the queue's reasons. A trial that ended meanwhile (a slow
+// worker finished it after all) is left as it is.
+int64_t Coordinator::fail_dead_tasks() {
+  const std::string dead = queue::dead_letter_queue(queue_name(id_));
+  if (queue_.counts(dead).queued == 0) return 0;  // a read, not a write lock, per tick
+  int64_t failed = 0;
+  while (auto letter = queue_.lease(dead, "coordinator", 60)) {
+    TrialTask task;
+    try {
+      task = decode_task(letter->payload);
+    } catch (const ProtocolError&) {
+      queue_.ack(*letter);  // not ours to read; the queue keeps the original as dead
+      continue;
+    }
+    auto t = store_.trial(task.trial_id);
+    const std::string why =
+        "the task queue gave up on this trial: " +
+        (letter->error.empty() ? std::string("max attempts reached") : letter->error);
+    if (t && !ended(t->status) &&
+        store_.finish_trial(t->id, t->attempt, store::TrialStatus::failed, {}, why)) {
+      store_.append_event("trial.dead", {{"experiment", id_}, {"trial", t->id}, {"error", why}});
+      ++failed;
+    }
+    queue_.ack(*letter);
+  }
+  return failed;
 }
 
 void Coordinator::cancel() {

@@ -62,7 +62,8 @@ class Coordinator {
   ~Coordinator();
 
   // Publishes new trials while fewer than `in_flight` are queued or running,
-  // observes finished ones, and finishes the experiment when all have ended.
+  // observes finished ones, fails the trials whose task died in the queue
+  // (its dead letters), and finishes the experiment when all have ended.
   Progress tick(int64_t in_flight = 4);
   // Drops queued tasks, marks unfinished trials cancelled, the experiment cancelled.
   void cancel();
@@ -71,6 +72,8 @@ class Coordinator {
   const sweep::SweepSpec& sweep() const { return *sweep_; }
 
  private:
+  int64_t fail_dead_tasks();
+
   store::ResultStore& store_;
   queue::TaskQueue& queue_;
   int64_t id_;

@@ -42,6 +42,16 @@ void check_seconds(double seconds, const char* field) {
 
 }  // namespace
 
+// Inside the caller's transaction, right after task `id` went to kDead: its
+// payload and error, queued again on the dead-letter queue.
+void SqliteTaskQueue::dead_letter(std::int64_t id, double t) {
+  auto stmt = db_->prepare(
+      "INSERT INTO queue_tasks (queue, payload, state, enqueued_at, error) "
+      "SELECT queue || '.dead', payload, 0, ?2, error FROM queue_tasks WHERE id = ?1");
+  stmt.bind_int(1, id).bind_double(2, t);
+  stmt.run();
+}
+
 SqliteTaskQueue::SqliteTaskQueue(const std::string& path, TaskQueueOptions options)
     : options_(std::move(options)),
       db_(std::make_shared<sqlite::Database>(
@@ -118,6 +128,7 @@ std::optional<TaskLease> SqliteTaskQueue::lease(std::string_view queue, std::str
       dead.bind_text(3, "lease expired on attempt " + std::to_string(best->attempt) +
                             " of max_attempts " + std::to_string(options_.max_attempts));
       dead.run();
+      dead_letter(best->id, t);
       continue;
     }
     TaskLease lease;
@@ -129,11 +140,12 @@ std::optional<TaskLease> SqliteTaskQueue::lease(std::string_view queue, std::str
     {
       auto take = db_->prepare(
           "UPDATE queue_tasks SET state = 1, attempt = ?2, worker = ?3, deadline = ?4 "
-          "WHERE id = ?1 RETURNING payload");
+          "WHERE id = ?1 RETURNING payload, coalesce(error, '')");
       take.bind_int(1, lease.task_id).bind_int(2, lease.attempt);
       take.bind_text(3, worker_id).bind_double(4, lease.deadline);
       if (!take.step()) throw std::logic_error("leased task vanished inside its transaction");
       lease.payload = take.column_text(0);
+      lease.error = take.column_text(1);
       take.run();  // finish the RETURNING statement before COMMIT
     }
     tx.commit();
@@ -172,15 +184,21 @@ bool SqliteTaskQueue::nack(const TaskLease& lease, bool requeue, std::string_vie
   if (requeue && give_up)
     reason += (reason.empty() ? "" : "; ") + std::string("max_attempts ") +
               std::to_string(options_.max_attempts) + " reached";
+  const double t = now();
+  sqlite::WriteTransaction tx(*db_);
   auto stmt = db_->prepare(
-      "UPDATE queue_tasks SET state = ?4, worker = NULL, deadline = NULL, error = ?5, "
+      "UPDATE queue_tasks SET state = ?4, worker = NULL, deadline = NULL, "
+      "error = CASE WHEN ?5 = '' THEN error ELSE coalesce(error || '; ', '') || ?5 END, "
       "finished_at = CASE WHEN ?4 = 3 THEN ?6 ELSE NULL END "
       "WHERE id = ?1 AND state = 1 AND attempt = ?2 AND worker = ?3");
   stmt.bind_int(1, lease.task_id).bind_int(2, lease.attempt).bind_text(3, lease.worker_id);
   stmt.bind_int(4, give_up ? kDead : kQueued);
-  stmt.bind_text(5, reason).bind_double(6, now());
+  stmt.bind_text(5, reason).bind_double(6, t);
   stmt.run();
-  return db_->changes() == 1;
+  const bool ours = db_->changes() == 1;
+  if (ours && give_up) dead_letter(lease.task_id, t);
+  tx.commit();
+  return ours;
 }
 
 QueueCounts SqliteTaskQueue::counts(std::string_view queue) {

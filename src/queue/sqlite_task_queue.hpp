@@ -33,6 +33,7 @@ class SqliteTaskQueue final : public TaskQueue {
   static constexpr int kSchemaVersion = 1;
 
  private:
+  void dead_letter(std::int64_t id, double t);
   double now() const { return options_.clock ? options_.clock() : sqlite::unix_now(); }
 
   TaskQueueOptions options_;

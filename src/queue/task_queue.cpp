@@ -7,6 +7,10 @@
 
 namespace dnnlab::queue {
 
+std::string dead_letter_queue(std::string_view queue) {
+  return std::string(queue) + ".dead";
+}
+
 std::unique_ptr<TaskQueue> open_task_queue(std::string_view url, TaskQueueOptions options) {
   const std::string scheme = backend_url::scheme(url);
   const std::string shown = backend_url::redact(url);

@@ -35,13 +35,24 @@ struct TaskLease {
   std::string worker_id;
   int attempt = 0;        // 1 on first delivery, +1 on each redelivery
   double deadline = 0.0;  // unix seconds; after it the task may be redelivered
+  // Why earlier deliveries ended (lease expiries, nack errors), "; "-joined.
+  // On a dead letter: why the task died.
+  std::string error;
 };
+
+// Where a queue's dead tasks go: a task that dies (max_attempts deliveries,
+// or a nack without requeue) is published again, same payload, to this
+// queue, with its `error`, so that whoever owns the work (the experiment
+// coordinator) learns of it and can record the failure. RabbitMQ's
+// dead-letter exchange is the same idea.
+std::string dead_letter_queue(std::string_view queue);
 
 struct QueueCounts {
   std::int64_t queued = 0;  // waiting for a worker
   std::int64_t leased = 0;  // held by a worker (including expired, not yet redelivered)
   std::int64_t done = 0;    // acked
-  std::int64_t dead = 0;    // failed for good (nack without requeue, or max attempts)
+  std::int64_t dead = 0;    // failed for good (nack without requeue, or max attempts);
+                            // each also sits in dead_letter_queue(queue) until taken
 };
 
 struct TaskQueueOptions {

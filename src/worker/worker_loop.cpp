@@ -319,8 +319,8 @@ class Worker {
     // The store's attempt: newer than any earlier run of a reopened trial.
     n.attempt = task.attempt(n.lease.attempt);
     auto trial = b_.store->trial(task.trial_id);
-    if (!trial || trial->status != store::TrialStatus::queued &&
-                      trial->status != store::TrialStatus::running) {
+    if (!trial || (trial->status != store::TrialStatus::queued &&
+                   trial->status != store::TrialStatus::running)) {
       b_.queue->ack(n.lease);  // already ended (a duplicate delivery) or gone
       return n;
     }

@@ -122,6 +122,14 @@ TEST_F(TaskQueueTest, NackRequeueAndDeadLetter) {
   EXPECT_EQ(c.dead, 1);
   EXPECT_EQ(c.leased, 1);
   EXPECT_EQ(c.queued, 0);
+  // The dead task went on to the dead-letter queue with why it died.
+  ASSERT_EQ(dead_letter_queue("exp"), "exp.dead");
+  auto letter = q->lease("exp.dead", "coordinator", 10);
+  ASSERT_TRUE(letter);
+  EXPECT_EQ(letter->payload, "a");
+  EXPECT_EQ(letter->error, "worker shutting down; bad config");
+  EXPECT_TRUE(q->ack(*letter));
+  EXPECT_FALSE(q->lease("exp.dead", "coordinator", 10));
 }
 
 TEST_F(TaskQueueTest, MaxAttemptsSendsToDead) {
@@ -146,6 +154,16 @@ TEST_F(TaskQueueTest, MaxAttemptsSendsToDead) {
   auto c = q->counts("exp");
   EXPECT_EQ(c.dead, 2);
   EXPECT_EQ(c.queued + c.leased + c.done, 0);
+  // Both died by max attempts, each sent on with its reasons, in order.
+  EXPECT_EQ(q->counts("exp.dead").queued, 2);
+  auto d1 = q->lease("exp.dead", "coordinator", 10);
+  auto d2 = q->lease("exp.dead", "coordinator", 10);
+  ASSERT_TRUE(d1 && d2);
+  EXPECT_EQ(d1->payload, "crashy");
+  EXPECT_EQ(d1->error, "lease expired on attempt 2 of max_attempts 2");
+  EXPECT_EQ(d2->payload, "nacky");
+  EXPECT_EQ(d2->error, "oom; oom again; max_attempts 2 reached");
+  EXPECT_EQ(d2->attempt, 1);  // a letter's own delivery count
 }
 
 TEST_F(TaskQueueTest, CountsAndCancel) {
