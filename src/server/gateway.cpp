@@ -783,9 +783,11 @@ struct Gateway::Impl {
   void quarantine(const VerifyOutcome& o, std::vector<std::pair<ClientId, GatewayReply>>& out) {
     if (!quarantined_workers.insert(o.job.worker_id).second) return;
     quarantined_keys.insert(o.job.client_key);
-    store.append_event(
-        "worker.quarantined",
-        {{"worker", o.job.worker_id}, {"trial", o.job.trial_id}, {"reason", o.detail}});
+    // The event is the record: a restarted gateway refuses the client too.
+    store.append_event("worker.quarantined", {{"worker", o.job.worker_id},
+                                              {"client", o.job.client_key},
+                                              {"trial", o.job.trial_id},
+                                              {"reason", o.detail}});
     for (auto& [id, c] : clients)
       if (c.client_key == o.job.client_key || c.worker_id == o.job.worker_id)
         out.emplace_back(id, error_reply({kPolicy, "quarantined",
@@ -821,6 +823,13 @@ Gateway::Gateway(store::ResultStore& store, queue::TaskQueue& queue, GatewayOpti
   if (!(impl_->opt.verify_fraction >= 0 && impl_->opt.verify_fraction <= 1))
     throw std::invalid_argument("verify-fraction: must be in [0, 1]");
   impl_->scan_core();
+  // Quarantines outlive the process: they are rebuilt from the store.
+  for (const auto& e : store.events_of_type("worker.quarantined")) {
+    if (e.data.contains("client") && e.data["client"].is_string())
+      impl_->quarantined_keys.insert(e.data["client"].get<std::string>());
+    if (e.data.contains("worker") && e.data["worker"].is_string())
+      impl_->quarantined_workers.insert(e.data["worker"].get<std::string>());
+  }
 }
 
 Gateway::~Gateway() {

@@ -213,6 +213,9 @@ class ResultStore {
   // Events with id > after_id, oldest first, at most `limit` (1..10000).
   virtual std::vector<EventRecord> events_since(std::int64_t after_id,
                                                 std::int64_t limit = 1000) = 0;
+  // Every event of one type, oldest first: for the rare kinds a service
+  // rebuilds its state from when it starts (e.g. worker.quarantined).
+  virtual std::vector<EventRecord> events_of_type(std::string_view type) = 0;
 };
 
 // A metric by name (val_acc, val_loss, train_acc, train_loss; test_acc for

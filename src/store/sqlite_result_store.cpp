@@ -685,4 +685,15 @@ std::vector<EventRecord> SqliteResultStore::events_since(std::int64_t after_id,
   return out;
 }
 
+std::vector<EventRecord> SqliteResultStore::events_of_type(std::string_view type) {
+  // A scan of the table (no index on type): called once when a service starts.
+  auto s = db_->prepare("SELECT id, time, type, data FROM events WHERE type = ?1 ORDER BY id");
+  s.bind_text(1, type);
+  std::vector<EventRecord> out;
+  while (s.step())
+    out.push_back({s.column_int(0), s.column_double(1), s.column_text(2),
+                   parse_stored_json(s.column_text(3))});
+  return out;
+}
+
 }  // namespace dnnlab::store

@@ -48,6 +48,7 @@ class SqliteResultStore final : public ResultStore {
 
   std::int64_t append_event(std::string_view type, const nlohmann::json& data) override;
   std::vector<EventRecord> events_since(std::int64_t after_id, std::int64_t limit) override;
+  std::vector<EventRecord> events_of_type(std::string_view type) override;
 
   static constexpr int kSchemaVersion = 3;
 

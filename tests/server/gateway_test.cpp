@@ -294,6 +294,26 @@ TEST_F(GatewayTest, ALiarIsQuarantinedAndItsTrialsAreTrainedAgain) {
       send(again, {{"v", 1}, {"type", "hello"}, {"token", "join-secret"}, {"client", "liar"}});
   EXPECT_TRUE(refused.close);
   EXPECT_NE(refused.reason.find("quarantined"), std::string::npos);
+  EXPECT_EQ(events("worker.quarantined")[0].data["client"], "liar");
+  {
+    // Nor after a restart: the quarantine is rebuilt from the store.
+    GatewayOptions o;
+    o.join_token = "join-secret";
+    Gateway restarted(*st, *q, o);
+    auto id = restarted.open("127.0.0.1:3");
+    auto r = restarted.on_text(
+        id, json{{"v", 1}, {"type", "hello"}, {"token", "join-secret"}, {"client", "liar"}}.dump());
+    EXPECT_TRUE(r.close);
+    EXPECT_NE(r.reason.find("quarantined"), std::string::npos) << r.reason;
+    auto other = restarted.open("127.0.0.1:4");
+    EXPECT_FALSE(restarted
+                     .on_text(other, json{{"v", 1},
+                                          {"type", "hello"},
+                                          {"token", "join-secret"},
+                                          {"client", "someone-else"}}
+                                         .dump())
+                     .close);
+  }
 
   // An honest client trains all three, the reopened one as a newer attempt.
   auto [honest, wh] = join("honest");

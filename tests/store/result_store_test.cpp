@@ -308,6 +308,19 @@ TEST_F(ResultStoreTest, EventsSince) {
   expect_invalid([&] { store_->append_event("", {}); }, "event type");
 }
 
+TEST_F(ResultStoreTest, EventsOfOneType) {
+  store_->append_event("worker.joined", {{"n", 0}});
+  store_->append_event("worker.quarantined", {{"n", 1}});
+  store_->append_event("worker.joined", {{"n", 2}});
+  store_->append_event("worker.quarantined", {{"n", 3}});
+  auto q = store_->events_of_type("worker.quarantined");
+  ASSERT_EQ(q.size(), 2u);
+  EXPECT_EQ(q[0].data["n"], 1);
+  EXPECT_EQ(q[1].data["n"], 3);
+  EXPECT_LT(q[0].id, q[1].id);
+  EXPECT_TRUE(store_->events_of_type("nothing.like.this").empty());
+}
+
 TEST(ResultStoreFactory, Urls) {
   testing::TempDir dir;
   EXPECT_NE(open_result_store(dir.url("s.db")), nullptr);
