@@ -265,8 +265,9 @@ TEST(RunCmd, BadSweepFileWritesNothing) {
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("bad.yaml:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("scheduler"), std::string::npos) << r.err;
-  if (std::filesystem::exists(db))
+  if (std::filesystem::exists(db)) {
     EXPECT_TRUE(store::open_result_store("sqlite:" + db.string())->experiments().empty());
+  }
 
   auto unknown =
       dir.write("p.yaml", sweep_yaml(1, "").replace(sweep_yaml(1).find("${depth}"), 8, "${dept}"));
