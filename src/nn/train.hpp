@@ -50,6 +50,19 @@ class Trainer {
   // One epoch (0-based `epoch`) of training, then evaluation on `val` if given.
   EpochResult run_epoch(int epoch, const LabeledData& train, const LabeledData* val,
                         TrainObserver* obs);
+  // The same epoch in pieces, for a caller that must return to its event
+  // loop between them (the browser core): run_epoch is begin_epoch, then
+  // epoch_batches until it returns true, then end_epoch; the numbers are the
+  // same whatever the pieces. `train` must stay the same set throughout.
+  void begin_epoch(int epoch, const LabeledData& train);
+  // Up to `max_batches` more batches (<= 0: all that are left); true when
+  // the epoch's last batch is done (or obs->interrupted()).
+  bool epoch_batches(const LabeledData& train, int64_t max_batches, TrainObserver* obs);
+  EpochResult end_epoch(const LabeledData* val, TrainObserver* obs);
+  bool in_epoch() const { return in_epoch_; }
+  void abandon_epoch() { in_epoch_ = false; }  // the weights keep what it trained
+  int64_t epoch_samples_done() const { return done_; }
+  int64_t epoch_samples() const { return static_cast<int64_t>(order_.size()); }
   // All epochs; stops early when the observer says so (on_epoch returns
   // false, or interrupted() becomes true: then the last epoch is dropped).
   std::vector<EpochResult> fit(const LabeledData& train, const LabeledData* val,
@@ -63,6 +76,11 @@ class Trainer {
   Tensor batch_x_;
   std::vector<int32_t> batch_y_;
   std::vector<int64_t> order_;
+  // The epoch in progress.
+  bool in_epoch_ = false;
+  int epoch_ = 0;
+  int64_t done_ = 0, batches_ = 0;
+  double loss_sum_ = 0, acc_sum_ = 0, seconds_ = 0;  // seconds: in epoch_batches only
 };
 
 }  // namespace dnnlab::nn

@@ -118,6 +118,45 @@ TEST(Model, SameSeedSameWeightsBitForBit) {
   EXPECT_NE(train(3), train(4));
 }
 
+TEST(Model, AnEpochInPiecesIsTheSameEpochBitForBit) {
+  Toy t;
+  LabeledData d{t.x.view(), t.y.data()};
+  TrainSpec ts;
+  ts.epochs = 3;
+  ts.batch_size = 7;  // 300 = 42 x 7 + 6: a short last batch
+  ts.seed = 5;
+  ts.schedule = {.type = "step", .step_epochs = 1, .gamma = 0.5f};
+  ts.optimizer = {.type = "sgd", .lr = 0.05f, .momentum = 0.9f};
+  auto model = [] {
+    return Model::build(mlp({L("dense", 16), L("relu"), L("dropout", 0, 0.2f), L("dense", 3)}),
+                        Shape{8}, 3, 5);
+  };
+  Model whole = model();
+  Trainer tw(whole, ts);
+  Model pieces = model();
+  Trainer tp(pieces, ts);
+  for (int e = 0; e < ts.epochs; ++e) {
+    const EpochResult a = tw.run_epoch(e, d, &d, nullptr);
+    tp.begin_epoch(e, d);
+    int calls = 1;
+    while (!tp.epoch_batches(d, 5, nullptr)) {
+      EXPECT_EQ(tp.epoch_samples_done(), calls * 5 * 7);
+      ++calls;
+    }
+    EXPECT_EQ(calls, 9);  // 43 batches, 5 at a time
+    EXPECT_EQ(tp.epoch_samples_done(), tp.epoch_samples());
+    const EpochResult b = tp.end_epoch(&d, nullptr);
+    EXPECT_FALSE(tp.in_epoch());
+    EXPECT_EQ(a.epoch, b.epoch);
+    EXPECT_EQ(a.train_loss, b.train_loss);
+    EXPECT_EQ(a.train_acc, b.train_acc);
+    EXPECT_EQ(a.val_loss, b.val_loss);
+    EXPECT_EQ(a.lr, b.lr);
+    EXPECT_EQ(weight_hash(whole), weight_hash(pieces)) << "epoch " << e;
+  }
+  EXPECT_THROW(tp.epoch_batches(d, 1, nullptr), std::logic_error);
+}
+
 TEST(Model, DeepTanhStackStaysFinite) {
   std::vector<LayerSpec> layers;
   for (int i = 0; i < 200; ++i) {
