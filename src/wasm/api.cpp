@@ -13,7 +13,6 @@
 #include "data/shard.hpp"
 #include "dnnlab_wasm.h"
 #include "nn/json.hpp"
-#include "nn/json.hpp"
 #include "nn/kernels.hpp"
 #include "nn/model.hpp"
 #include "nn/rng.hpp"
@@ -297,6 +296,7 @@ DNNLAB_API int dnnlab_model_load_data(dnnlab_model* m, const float* x, int32_t x
     m->train_owner = std::move(set);
     m->order.clear();
     m->cursor = 0;
+    m->trainer.abandon_epoch();  // a new set: an epoch in pieces starts over
   });
 }
 
@@ -311,6 +311,7 @@ DNNLAB_API int dnnlab_model_use_split(dnnlab_model* m, dnnlab_shard* s, int32_t 
     m->train_owner = s->ds;
     m->order.clear();
     m->cursor = 0;
+    m->trainer.abandon_epoch();  // a new set: an epoch in pieces starts over
   });
 }
 
@@ -332,24 +333,48 @@ DNNLAB_API int dnnlab_model_train_epochs(dnnlab_model* m, int32_t epochs, double
 }
 
 DNNLAB_API int dnnlab_model_fit_epoch(dnnlab_model* m, dnnlab_shard* val_shard, double* out) {
+  double part[10];
+  const int status = dnnlab_model_fit_epoch_part(m, val_shard, 0, part);
+  if (status == DNNLAB_OK) std::memcpy(out, part, sizeof(double) * 8);
+  return status;
+}
+
+DNNLAB_API int dnnlab_model_fit_epoch_part(dnnlab_model* m, dnnlab_shard* val_shard,
+                                           int32_t max_batches, double* out) {
   return api([&] {
     need(m && out, "null pointer");
     need(m->train_n > 0, "no training data loaded (dnnlab_model_load_data or use_split)");
+    need(max_batches >= 0, "max_batches must not be negative");
     nn::LabeledData d{m->train_x, m->train_y};
-    nn::LabeledData val;
-    const bool has_val = val_shard && val_shard->ds->val.size() > 0;
-    if (has_val) {
-      const data::Split& sp = val_shard->ds->val;
-      val = {shard_view(m, val_shard, sp), sp.y.data()};
+    if (!m->trainer.in_epoch()) m->trainer.begin_epoch(m->epoch, d);
+    const bool last = m->trainer.epoch_batches(d, max_batches, nullptr);
+    double v[10] = {0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    double(m->epoch + 1),
+                    double(m->trainer.epoch_samples_done()),
+                    double(m->trainer.epoch_samples())};
+    if (last) {
+      nn::LabeledData val;
+      const bool has_val = val_shard && val_shard->ds->val.size() > 0;
+      if (has_val) {
+        const data::Split& sp = val_shard->ds->val;
+        val = {shard_view(m, val_shard, sp), sp.y.data()};
+      }
+      const nn::EpochResult r = m->trainer.end_epoch(has_val ? &val : nullptr, nullptr);
+      ++m->epoch;
+      const double e[8] = {r.train_loss, r.train_acc,          r.val_loss, r.val_acc,
+                           r.seconds,    r.samples_per_second, r.lr,       double(r.epoch)};
+      for (double x : e)
+        if (!std::isfinite(x))
+          throw dnnlab::NumericError("epoch " + std::to_string(r.epoch) +
+                                     " produced a non-finite metric");
+      std::memcpy(v, e, sizeof e);
     }
-    const nn::EpochResult r =
-        m->trainer.run_epoch(m->epoch++, d, has_val ? &val : nullptr, nullptr);
-    const double v[8] = {r.train_loss, r.train_acc,          r.val_loss, r.val_acc,
-                         r.seconds,    r.samples_per_second, r.lr,       double(r.epoch)};
-    for (double x : v)
-      if (!std::isfinite(x))
-        throw dnnlab::NumericError("epoch " + std::to_string(r.epoch) +
-                                   " produced a non-finite metric");
     std::memcpy(out, v, sizeof v);
   });
 }

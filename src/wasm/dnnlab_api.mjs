@@ -188,6 +188,18 @@ class CoreModel {
     const r = this.core.withScratch(8, (p) => this.core.check(this.core.mod._dnnlab_model_fit_epoch(h, s, p)));
     return { epoch: r[7], trainLoss: r[0], trainAcc: r[1], valLoss: r[2], valAcc: r[3], seconds: r[4], samplesPerSecond: r[5], lr: r[6] };
   }
+  // Up to maxBatches more batches of the current epoch (dnnlab_model_fit_epoch_part):
+  // { done: false, epoch, samplesDone, samplesTotal } until the epoch ends, then
+  // { done: true, ...what fitEpoch returns, samplesDone, samplesTotal }.
+  fitEpochPart(shard, maxBatches) {
+    const h = this.h, s = shard ? shard.h : 0;
+    const r = this.core.withScratch(10, (p) =>
+      this.core.check(this.core.mod._dnnlab_model_fit_epoch_part(h, s, maxBatches | 0, p)));
+    const progress = { epoch: r[7], samplesDone: r[8], samplesTotal: r[9] };
+    if (r[8] < r[9]) return { done: false, ...progress };
+    return { done: true, ...progress, trainLoss: r[0], trainAcc: r[1], valLoss: r[2],
+      valAcc: r[3], seconds: r[4], samplesPerSecond: r[5], lr: r[6] };
+  }
   evaluateSplit(shard, split) {
     const h = this.h, s = shard.h, i = splitIndex(split);
     const r = this.core.withScratch(2, (p) => this.core.check(this.core.mod._dnnlab_model_evaluate_split(h, s, i, p)));

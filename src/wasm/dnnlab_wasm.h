@@ -112,6 +112,16 @@ int dnnlab_model_use_split(dnnlab_model* m, dnnlab_shard* s, int32_t split);
  * seconds, samples/s, lr, epoch (1-based). A non-finite metric is
  * DNNLAB_ERR_NUMERIC. */
 int dnnlab_model_fit_epoch(dnnlab_model* m, dnnlab_shard* val_shard, double* out);
+/* The same epoch in pieces, so that a caller can return to its event loop
+ * (heartbeats, a pause button) between them: trains up to max_batches more
+ * batches of the current epoch (starting the next one if none is under way;
+ * 0 = all that are left). out[10]: out[8], out[9] = samples done and samples
+ * in the epoch; when they are equal the epoch has ended and out[0..7] are as
+ * fit_epoch's (validation included), otherwise out[0..6] are 0 and out[7] is
+ * the epoch under way. The numbers are the same whatever the pieces. A new
+ * training set (load_data, use_split) starts the epoch over. */
+int dnnlab_model_fit_epoch_part(dnnlab_model* m, dnnlab_shard* val_shard, int32_t max_batches,
+                                double* out);
 /* out[2] = mean loss and accuracy over a split of the shard. */
 int dnnlab_model_evaluate_split(dnnlab_model* m, dnnlab_shard* s, int32_t split, double* out);
 

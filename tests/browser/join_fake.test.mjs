@@ -170,6 +170,18 @@ test('the join page speaks protocol v1 to a fake gateway', { skip, timeout: 180_
   await until('the failed count', async () => (await state()).trialsFailed === 1);
   assert.ok(!f.some((m) => m.type === 'tensor' && m.header.ticket === 't-3-1'), 'no weights for a failed trial');
 
+  // An epoch runs in slices that return to the event loop (heartbeats, pause):
+  // 400 batches of 1, slices starting at 4 batches and at most 4x larger each
+  // time (4, 16, 64, 256 < 400), so at least five, with the numbers of one call.
+  fake.spec = { ...SPEC, batch_size: 1, epochs: 1 };
+  fake.maxTickets = 4;
+  const sliced = await until('the sliced trial', () => f.find((m) => m.type === 'result' && m.ticket === 't-4-1'));
+  assert.equal(sliced.status, 'finished');
+  assert.equal(sliced.metrics.epochs_done, 1);
+  const slices = (await state()).epochSlices;
+  assert.ok(slices >= 5, `the epoch ran in ${slices} slices`);
+  t.diagnostic(`an epoch of 400 batches ran in ${slices} slices`);
+
   // A drop reconnects (hello again); a 1008 'quarantined' close does not.
   const hellos = () => f.filter((m) => m.type === 'hello').length;
   fake.sockets.at(-1).terminate();

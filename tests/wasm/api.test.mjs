@@ -242,6 +242,36 @@ for (const [label, dataset, limitTrain, validation, available] of shardCases) {
     });
 }
 
+test('an epoch in pieces (fitEpochPart) is the same epoch, bit for bit', { skip: !haveShardTools && 'DNNLAB_MAKE_SHARD not set' }, () => {
+  const shard = core.openShard(readFileSync(makeShard('pieces.safetensors', 'synthetic', 600, 200)));
+  const whole = core.createModel(SHARD_SPEC), pieces = core.createModel(SHARD_SPEC);
+  whole.useSplit(shard, 'train');
+  pieces.useSplit(shard, 'train');
+  const strip = ({ seconds, samplesPerSecond, done, samplesDone, samplesTotal, ...r }) => r;
+  for (let e = 1; e <= SHARD_SPEC.epochs; e++) {
+    const a = whole.fitEpoch(shard);
+    let r, calls = 0;
+    do {
+      r = pieces.fitEpochPart(shard, 4);  // 600 / 32 = 19 batches: 4, 4, 4, 4, 3
+      calls++;
+      assert.equal(r.epoch, e);
+      assert.equal(r.samplesTotal, 600);
+      if (!r.done) assert.equal(r.samplesDone, calls * 4 * 32);
+    } while (!r.done);
+    assert.equal(calls, 5);
+    assert.deepEqual(strip(r), strip(a), `epoch ${e}`);
+    assert.deepEqual(pieces.getParams(), whole.getParams(), `weights after epoch ${e}`);
+  }
+  assert.throws(() => pieces.fitEpochPart(shard, -1), (e) => e instanceof DnnlabError && /max_batches/.test(e.message));
+  // A new training set mid-epoch starts the epoch over.
+  pieces.fitEpochPart(shard, 2);
+  pieces.useSplit(shard, 'train');
+  assert.equal(pieces.fitEpochPart(shard, 1).samplesDone, 32);
+  whole.free();
+  pieces.free();
+  shard.free();
+});
+
 test('bad shards come back as errors; a model outlives its shard handle', { skip: !haveShardTools && 'DNNLAB_MAKE_SHARD not set' }, () => {
   const bytes = readFileSync(makeShard('small.safetensors', 'synthetic', 64, 32));
   expectError(() => core.openShard(bytes.subarray(0, 100)), 'data', /shard at byte \d+/);

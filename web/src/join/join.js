@@ -32,6 +32,7 @@ const join = {
   error: '',
   closeCode: 0,
   kernels: '',
+  epochSlices: 0, // how many slices the last epoch ran in (join_worker.js)
   client: clientId(),
   updates: 0,
 };
@@ -45,7 +46,9 @@ function render() {
   $('trials-done').textContent = String(join.trialsDone) + (join.trialsFailed ? ` (${join.trialsFailed} failed)` : '');
   const cur = join.current;
   $('current').textContent = cur
-    ? `experiment ${cur.experiment}, trial #${cur.index}, epoch ${cur.epoch}/${cur.epochs}`
+    ? `experiment ${cur.experiment}, trial #${cur.index}, ` + (cur.epochSamples
+      ? `epoch ${cur.epoch + 1}/${cur.epochs} at ${Math.floor((100 * cur.epochSamplesDone) / cur.epochSamples)}%`
+      : `epoch ${cur.epoch}/${cur.epochs}`)
     : '—';
   $('samples').textContent = join.samplesPerSecond ? Math.round(join.samplesPerSecond).toLocaleString('en') : '—';
   $('worker').textContent = join.worker ?? '—';
@@ -67,7 +70,8 @@ if (!token) {
     Object.assign(join, {
       state: s.connection, activity: s.activity, trialsDone: s.trialsDone, trialsFailed: s.trialsFailed,
       current: s.current, samplesPerSecond: s.samplesPerSecond, paused: s.paused, worker: s.worker,
-      error: s.error, closeCode: s.closeCode, kernels: s.kernels, updates: join.updates + 1,
+      error: s.error, closeCode: s.closeCode, kernels: s.kernels, epochSlices: s.epochSlices,
+      updates: join.updates + 1,
     });
     render();
   };

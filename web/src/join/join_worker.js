@@ -15,13 +15,15 @@ const state = {
   worker: null,           // the worker id from welcome
   trialsDone: 0,
   trialsFailed: 0,
-  current: null,          // { ticket, experiment, index, trial, attempt, epoch, epochs }
+  current: null,          // { ticket, experiment, index, trial, attempt, epoch, epochs,
+                          //   epochSamplesDone, epochSamples (the epoch under way) }
   samplesPerSecond: 0,
   lastEpoch: null,
   error: '',
   closeCode: 0,
   closeReason: '',
   kernels: '',
+  epochSlices: 0,         // slices the last epoch ran in (fitEpochInSlices)
   reconnects: 0,
 };
 
@@ -262,6 +264,33 @@ async function waitWhilePaused() {
 
 const finite = (x) => (Number.isFinite(x) ? x : 0);
 
+// One epoch in slices of about SLICE_SECONDS, returning to the event loop
+// between them: heartbeats keep the lease however long the epoch, messages
+// are answered, and Pause takes effect within a slice. The numbers are those
+// of one fitEpoch call (dnnlab_model_fit_epoch_part).
+const SLICE_SECONDS = 0.1;
+let sliceBatches = 4;  // adapted to this machine and model as slices are timed; 4 per new trial
+async function fitEpochInSlices(model, shard, sock) {
+  for (let slices = 1; ; slices++) {
+    await new Promise((r) => setTimeout(r, 0));
+    await waitWhilePaused();
+    if (ws !== sock) throw new ConnectionLost('connection closed');
+    set({ activity: 'training' });
+    const t0 = performance.now();
+    const r = model.fitEpochPart(shard, sliceBatches);
+    const took = (performance.now() - t0) / 1000;
+    if (r.done) {
+      set({ epochSlices: slices });
+      return r;
+    }
+    if (took > 0) {
+      sliceBatches = Math.max(1, Math.min(4096,
+        Math.round(sliceBatches * Math.min(4, Math.max(0.25, SLICE_SECONDS / took)))));
+    }
+    set({ current: { ...state.current, epochSamplesDone: r.samplesDone, epochSamples: r.samplesTotal } });
+  }
+}
+
 async function runTicket(t) {
   const ticket = t.ticket;
   holding = ticket;
@@ -283,17 +312,16 @@ async function runTicket(t) {
     const shard = await shardFor(core, t.data);
     model = core.createModel(t.spec);
     model.useSplit(shard, 'train');
+    sliceBatches = 4;
     set({ activity: 'training' });
     for (let e = 1; e <= epochs; e++) {
       await waitWhilePaused();
       if (ws !== sock) throw new ConnectionLost('connection closed');
       set({ activity: 'training' });
-      // Let the page and the socket breathe before a blocking epoch.
-      await new Promise((r) => setTimeout(r, 0));
-      const r = model.fitEpoch(shard);
+      const r = await fitEpochInSlices(model, shard, sock);
       last = r;
       set({ samplesPerSecond: r.samplesPerSecond, lastEpoch: r,
-        current: { ...state.current, epoch: r.epoch } });
+        current: { ...state.current, epoch: r.epoch, epochSamples: 0, epochSamplesDone: 0 } });
       const verdict = waitFor(`verdict ${ticket} ${r.epoch}`);
       send(proto.progress(ticket, r));
       const v = await verdict;
