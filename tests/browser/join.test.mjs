@@ -20,7 +20,7 @@ const DIST = resolve(arg('--dist', resolve(here, '../../web/dist')));
 const DNNLAB = arg('--dnnlab', process.env.DNNLAB_BIN || null);
 
 // Six small trials on generated data; 8 epochs each so a tab can be caught
-// mid-trial (it is paused between epochs, then closed).
+// mid-trial (it is paused, then closed).
 const sweep = (name, epochs, limitTrain) => `name: ${name}
 template:
   data: {dataset: synthetic, validation: 200, limit_train: ${limitTrain}}
@@ -93,7 +93,7 @@ test('browsers join, train a sweep, survive a closed tab, and reload from cache'
 
   const exp = await server.submit(sweep('join-sweep', 8, 12000));
 
-  // Tab A takes a trial; pausing takes effect after its first epoch; then it is closed.
+  // Tab A takes a trial and is paused during it (within an epoch slice), then closed.
   const a = await openJoin(context, joinUrl);
   // Paused from inside the page as soon as its first epoch is reported; an
   // epoch here takes a few hundred ms, so the pause lands mid-trial.

@@ -52,6 +52,7 @@ function render() {
     : '—';
   $('samples').textContent = join.samplesPerSecond ? Math.round(join.samplesPerSecond).toLocaleString('en') : '—';
   $('worker').textContent = join.worker ?? '—';
+  $('kernels').textContent = join.kernels || '—';
   $('error').textContent = join.error;
   const b = $('pause');
   b.textContent = join.paused ? 'Resume' : 'Pause';
