@@ -29,6 +29,7 @@
 #include "sweep/scheduler.hpp"
 #include "sweep/sweep_spec.hpp"
 #include "worker/training_run.hpp"
+#include "worker/worker_loop.hpp"
 
 namespace dnnlab::server {
 
@@ -543,16 +544,8 @@ struct Gateway::Impl {
     t.epochs_done = static_cast<int>(m.epoch);
     t.last_val_acc = m.val_acc;
     ExperimentCache& ec = experiment(t.experiment_id);
-    const std::string& metric = ec.sweep->search.metric;
-    bool go = true;
-    if (ec.sweep->scheduler.type != "fifo") {
-      for (const auto& te : store.epochs_for(t.experiment_id, m.epoch))
-        if (te.trial_id != t.trial_id)
-          if (auto v = store::metric(te.metrics, metric))
-            ec.scheduler->replay(te.trial_index, m.epoch, *v);
-      const double value = store::metric(m, metric).value_or(NAN);
-      go = ec.scheduler->on_epoch(t.index, m.epoch, value) != sweep::Decision::kStop;
-    }
+    const bool go = worker::continue_after_epoch(store, *ec.sweep, *ec.scheduler, t.experiment_id,
+                                                 t.trial_id, t.index, m.epoch, m);
     if (!go) t.stopped = true;
     verdict(go, go ? nullptr : "pruned");
     return r;

@@ -27,13 +27,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-double metric_value(const nn::EpochResult& r, const std::string& metric) {
-  if (metric == "val_loss") return r.val_loss;
-  if (metric == "train_loss") return r.train_loss;
-  if (metric == "train_acc") return r.train_acc;
-  return r.val_acc;
-}
-
 // What a worker keeps per experiment: the parsed sweep and its scheduler.
 struct ExperimentCache {
   std::unique_ptr<sweep::SweepSpec> sweep;
@@ -191,15 +184,8 @@ class Worker {
         lost_ = true;  // a newer attempt owns the trial
         return false;
       }
-      const std::string& metric = exp_.sweep->search.metric;
-      // Other workers' results reach this scheduler through the store.
-      if (exp_.sweep->scheduler.type != "fifo")
-        for (const auto& te : w_.b_.store->epochs_for(trial_.experiment_id, r.epoch))
-          if (te.trial_id != trial_.id)
-            if (auto v = store::metric(te.metrics, metric))
-              exp_.scheduler->replay(te.trial_index, r.epoch, *v);
-      if (exp_.scheduler->on_epoch(trial_.index, r.epoch, metric_value(r, metric)) ==
-          sweep::Decision::kStop) {
+      if (!continue_after_epoch(*w_.b_.store, *exp_.sweep, *exp_.scheduler, trial_.experiment_id,
+                                trial_.id, trial_.index, r.epoch, m)) {
         pruned_ = true;
         return false;
       }
@@ -441,6 +427,18 @@ int64_t run_worker(const WorkerOptions& options) {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   Worker w(options);
   return w.run();
+}
+
+bool continue_after_epoch(store::ResultStore& store, const sweep::SweepSpec& sweep,
+                          sweep::Scheduler& scheduler, int64_t experiment_id, int64_t trial_id,
+                          int64_t index, int64_t epoch, const store::EpochMetrics& m) {
+  if (sweep.scheduler.type == "fifo") return true;
+  const std::string& metric = sweep.search.metric;
+  for (const auto& te : store.epochs_for(experiment_id, epoch))
+    if (te.trial_id != trial_id)
+      if (auto v = store::metric(te.metrics, metric)) scheduler.replay(te.trial_index, epoch, *v);
+  return scheduler.on_epoch(index, epoch, store::metric(m, metric).value_or(NAN)) !=
+         sweep::Decision::kStop;
 }
 
 }  // namespace dnnlab::worker

@@ -14,6 +14,15 @@
 #include <cstdint>
 #include <string>
 
+namespace dnnlab::store {
+class ResultStore;
+struct EpochMetrics;
+}  // namespace dnnlab::store
+namespace dnnlab::sweep {
+struct SweepSpec;
+class Scheduler;
+}  // namespace dnnlab::sweep
+
 namespace dnnlab::worker {
 
 struct WorkerOptions {
@@ -31,5 +40,14 @@ struct WorkerOptions {
 
 // Runs until stopped or idle; returns the number of trials it ended.
 int64_t run_worker(const WorkerOptions& options);
+
+// The scheduler's verdict on trial `index` (store id `trial_id`) of an
+// experiment after `epoch` with metrics `m`: false stops it (pruned). The
+// other trials' values for that epoch are replayed from the store first:
+// results of other workers, native or browser, reach this scheduler only
+// that way. A FIFO sweep never stops a trial and reads nothing.
+bool continue_after_epoch(store::ResultStore& store, const sweep::SweepSpec& sweep,
+                          sweep::Scheduler& scheduler, int64_t experiment_id, int64_t trial_id,
+                          int64_t index, int64_t epoch, const store::EpochMetrics& m);
 
 }  // namespace dnnlab::worker
