@@ -78,7 +78,8 @@ async function trials(server, exp) {
 
 test('browsers join, train a sweep, survive a closed tab, and reload from cache', { skip, timeout: 600_000 }, async (t) => {
   const { chromium } = require('playwright-core');
-  const server = await startRealServer({ bin: DNNLAB, dist: DIST });
+  // Every browser result is re-run natively and compared (relaxed-SIMD wasm vs native).
+  const server = await startRealServer({ bin: DNNLAB, dist: DIST, args: ['--verify-fraction', '1'] });
   const browser = await chromium.launch(LAUNCH);
   t.after(async () => { await browser.close(); await server.close(); });
   const joinUrl = await until('the join URL', () => server.log().match(/browsers join at (\S+)/)?.[1], 10_000)
@@ -142,6 +143,15 @@ test('browsers join, train a sweep, survive a closed tab, and reload from cache'
   const detail = await server.get(`/api/trials/${held.trial}`);
   assert.deepEqual(detail.curve.map((e) => e.epoch), [1, 2, 3, 4, 5, 6, 7, 8], 'its curve holds each epoch once');
   for (const x of done) assert.ok(x.worker.startsWith('browser-'), `trial ${x.index} ran in a browser (${x.worker})`);
+  assert.equal(detail.provenance.kernel_target, 'wasm-relaxed-simd', 'the trial records the core build');
+  // Each of the six results agreed with its native re-run; nobody was quarantined.
+  const verified = await until('six native re-runs', async () => {
+    const { events } = await server.get('/api/events?limit=10000');
+    const v = events.filter((e) => e.type === 'trial.verified' && done.some((x) => x.id === e.data.trial));
+    return v.length >= 6 ? { v, events } : null;
+  }, 120_000);
+  for (const e of verified.v) assert.equal(e.data.agree, true, JSON.stringify(e.data));
+  assert.ok(!verified.events.some((e) => e.type === 'worker.quarantined'));
   assert.deepEqual(b.errors, []);
   assert.deepEqual(c.errors, []);
 

@@ -49,7 +49,8 @@ const freePort = () => new Promise((ok, fail) => {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-export async function startRealServer({ bin, dist }) {
+// args: more `dnnlab serve` flags (e.g. ['--verify-fraction', '1']).
+export async function startRealServer({ bin, dist, args = [] }) {
   const dir = mkdtempSync(join(tmpdir(), 'dnnlab-real-'));
   const store = `sqlite:${join(dir, 'dnnlab.db')}`;
   const port = await freePort();
@@ -63,7 +64,7 @@ export async function startRealServer({ bin, dist }) {
     procs.push(p);
     return p;
   };
-  const serve = start(['serve', '--listen', `127.0.0.1:${port}`, '--store', store, '--web', dist]);
+  const serve = start(['serve', '--listen', `127.0.0.1:${port}`, '--store', store, '--web', dist, ...args]);
   for (let i = 0; ; i++) {
     if (serve.exitCode !== null) throw new Error(`dnnlab serve exited ${serve.exitCode}:\n${log}`);
     try { if ((await fetch(`${url}/api/stats`)).ok) break; } catch { /* not up yet */ }
