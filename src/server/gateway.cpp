@@ -213,6 +213,8 @@ struct Ticket {
   int attempt = 0;
   std::int64_t trial_id = 0, experiment_id = 0, index = 0;
   std::int64_t num_params = 0;
+  std::string shard_sha;  // its data, served while the ticket is held
+  std::shared_ptr<const std::string> shard_bytes;
   int epochs = 0;        // planned
   int epochs_done = 0;   // progress frames accepted
   bool stopped = false;  // the verdict said stop (pruned)
@@ -326,6 +328,10 @@ struct Gateway::Impl {
     if (shards_by_key.size() >= 4) {  // bound memory: keep the shards of a few data specs
       shards_by_key.clear();
       shard_bytes.clear();
+      // ... but never one a held ticket still points its client to.
+      for (const auto& [_, cl] : clients)
+        if (cl.ticket && cl.ticket->shard_bytes)
+          shard_bytes[cl.ticket->shard_sha] = cl.ticket->shard_bytes;
     }
     shard_bytes[s.sha256] = s.bytes;
     return shards_by_key.emplace(key, std::move(s)).first->second;
@@ -468,6 +474,8 @@ struct Gateway::Impl {
     t.experiment_id = exp_id;
     t.index = trial->index;
     t.num_params = num_params;
+    t.shard_sha = sh->sha256;
+    t.shard_bytes = sh->bytes;
     t.epochs = run.train.epochs;
     json j{{"type", "ticket"},
            {"ticket", t.id},

@@ -223,6 +223,31 @@ std::vector<std::pair<Gateway::ClientId, GatewayReply>> settle(Gateway& gw) {
   return out;
 }
 
+TEST_F(GatewayTest, AHeldTicketsShardOutlivesTheCacheOfDataSpecs) {
+  // Five data sets (the cache keeps four): one client holds the first
+  // trial's ticket while another works through the other four.
+  std::string text = kSweep;
+  text.replace(text.find("limit_train: 128"), 16, "limit_train: ${n}");
+  text.replace(text.find("lr: [0.05, 0.1, 0.2]"), 20, "n: [96, 100, 104, 108, 112]");
+  text.replace(text.find("lr: ${lr}"), 9, "lr: 0.1");
+  experiment::Coordinator(*st, *q, exp).cancel();  // SetUp's sweep: not this one's template
+  start(0.0, text.c_str());
+  auto [a, wa] = join("holder");
+  auto [b, wb] = join("busy");
+  auto held = request(a);
+  ASSERT_TRUE(held);
+  const std::string url = (*held)["data"]["url"];
+  std::set<std::string> urls{url};
+  while (auto t = request(b)) {
+    urls.insert((*t)["data"]["url"].get<std::string>());
+    ASSERT_FALSE(work(b, *t).close);
+  }
+  EXPECT_EQ(urls.size(), 5u) << "five data sets, five shards";
+  // The cache has turned over; the held ticket's shard is still served.
+  EXPECT_TRUE(gw->asset(url).has_value()) << url;
+  ASSERT_FALSE(work(a, *held).close);
+}
+
 TEST_F(GatewayTest, TwoHonestClientsFinishEveryTrialOnceAndAgreeWithNativeReruns) {
   start(1.0);  // re-run every result natively
   auto [a, wa] = join("tab-a");
