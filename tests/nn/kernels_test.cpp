@@ -268,7 +268,8 @@ TEST_P(KernelTarget, AdamStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernel, KernelTarget,
-                         ::testing::Values("scalar", "avx2", "avx512", "wasm-simd128"),
+                         ::testing::Values("scalar", "avx2", "avx512", "wasm-simd128",
+                                           "wasm-relaxed-simd"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s) {
