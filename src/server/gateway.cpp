@@ -11,6 +11,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -191,6 +192,9 @@ namespace {
 struct ExperimentCache {
   std::unique_ptr<sweep::SweepSpec> sweep;
   std::unique_ptr<sweep::Scheduler> scheduler;
+  // The data its first trial trains on (nearly always every trial's): its
+  // shard is built before any of its trials is leased to a browser.
+  std::optional<nn::DataSpec> data;
 };
 
 struct Shard {
@@ -255,7 +259,10 @@ struct Gateway::Impl {
   ClientId next_id = 1;
   std::map<ClientId, Client> clients;
   std::map<std::int64_t, ExperimentCache> experiments;
-  std::map<std::string, Shard> shards_by_key;                             // data key -> shard
+  // data key -> shard, built on a thread of its own (a Fashion-MNIST shard
+  // takes 1-2 s: the io thread must not wait for it)
+  std::map<std::string, std::shared_future<std::shared_ptr<const Shard>>> shards_by_key;
+  std::vector<std::thread> builders;                                      // joined by ~Gateway
   std::map<std::string, std::shared_ptr<const std::string>> shard_bytes;  // sha -> bytes
   std::set<std::string> quarantined_keys, quarantined_workers;
   std::vector<std::int64_t> running;
@@ -311,30 +318,77 @@ struct Gateway::Impl {
     return experiments.emplace(id, std::move(c)).first->second;
   }
 
-  const Shard& shard(const nn::DataSpec& spec) {
+  static std::shared_ptr<const Shard> build_shard(const data::LoadOptions& lo) {
+    data::Dataset ds = data::load(lo);
+    auto s = std::make_shared<Shard>();
+    s->bytes = std::make_shared<const std::string>(data::encode_shard(ds));
+    s->sha256 = store::sha256_hex(*s->bytes);
+    s->sample_shape.assign(ds.sample_shape.d.begin(),
+                           ds.sample_shape.d.begin() + ds.sample_shape.rank);
+    s->classes = ds.num_classes;
+    s->provenance = worker::provenance(ds);
+    return s;
+  }
+
+  // The shard for `spec`, or nullptr while it is being built: the first call
+  // starts the build on its own thread. A build that failed rethrows here.
+  std::shared_ptr<const Shard> shard_if_ready(const nn::DataSpec& spec) {
     const std::string key = data_key(spec);
     auto it = shards_by_key.find(key);
-    if (it != shards_by_key.end()) return it->second;
-    data::LoadOptions lo = worker::load_options(spec, opt.data_dir);
-    lo.keep_raw = true;
-    data::Dataset ds = data::load(lo);
-    Shard s;
-    s.bytes = std::make_shared<const std::string>(data::encode_shard(ds));
-    s.sha256 = store::sha256_hex(*s.bytes);
-    s.sample_shape.assign(ds.sample_shape.d.begin(),
-                          ds.sample_shape.d.begin() + ds.sample_shape.rank);
-    s.classes = ds.num_classes;
-    s.provenance = worker::provenance(ds);
-    if (shards_by_key.size() >= 4) {  // bound memory: keep the shards of a few data specs
-      shards_by_key.clear();
-      shard_bytes.clear();
-      // ... but never one a held ticket still points its client to.
-      for (const auto& [_, cl] : clients)
-        if (cl.ticket && cl.ticket->shard_bytes)
-          shard_bytes[cl.ticket->shard_sha] = cl.ticket->shard_bytes;
+    if (it == shards_by_key.end()) {
+      if (shards_by_key.size() >= 4) {  // bound memory: keep the shards of a few data specs
+        shards_by_key.clear();
+        shard_bytes.clear();
+        // ... but never one a held ticket still points its client to.
+        for (const auto& [_, cl] : clients)
+          if (cl.ticket && cl.ticket->shard_bytes)
+            shard_bytes[cl.ticket->shard_sha] = cl.ticket->shard_bytes;
+      }
+      data::LoadOptions lo = worker::load_options(spec, opt.data_dir);
+      lo.keep_raw = true;
+      auto done = std::make_shared<std::promise<std::shared_ptr<const Shard>>>();
+      it = shards_by_key.emplace(key, done->get_future().share()).first;
+      builders.emplace_back([done, lo] {
+        try {
+          done->set_value(build_shard(lo));
+        } catch (...) {
+          done->set_exception(std::current_exception());
+        }
+      });
     }
-    shard_bytes[s.sha256] = s.bytes;
-    return shards_by_key.emplace(key, std::move(s)).first->second;
+    if (it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return nullptr;
+    std::shared_ptr<const Shard> sh = it->second.get();
+    shard_bytes[sh->sha256] = sh->bytes;
+    return sh;
+  }
+
+  // The same, waiting for the build: for a trial whose data differs from its
+  // experiment's first (data that depends on the trial's parameters).
+  std::shared_ptr<const Shard> shard(const nn::DataSpec& spec) {
+    if (auto sh = shard_if_ready(spec)) return sh;
+    shards_by_key.at(data_key(spec)).wait();
+    return shard_if_ready(spec);
+  }
+
+  // Whether the shard of the experiment's (first trial's) data is ready;
+  // starts building it if not. Nothing to build yet, or a build that failed
+  // (its trials then fail with the error when leased), counts as ready.
+  bool data_ready(std::int64_t exp_id) {
+    try {
+      ExperimentCache& ec = experiment(exp_id);
+      if (!ec.data) {
+        store::TrialQuery first;
+        first.limit = 1;
+        first.sort_by = "index";
+        auto ts = store.trials(exp_id, first);
+        if (ts.empty()) return true;
+        ec.data =
+            ec.sweep->materialize({ts[0].index, json::parse(ts[0].config_json), ts[0].seed}).data;
+      }
+      return shard_if_ready(*ec.data) != nullptr;
+    } catch (const std::exception&) {
+      return true;
+    }
   }
 
   const std::vector<std::int64_t>& running_experiments() {
@@ -416,8 +470,14 @@ struct Gateway::Impl {
   }
 
   // Leases the next trial for the client; nullopt when there is none.
-  std::optional<json> next_ticket(Client& c) {
+  // `preparing` is set when an experiment was passed over because its data
+  // shard is still being built.
+  std::optional<json> next_ticket(Client& c, bool& preparing) {
     for (std::int64_t exp : running_experiments()) {
+      if (!data_ready(exp)) {
+        preparing = true;
+        continue;
+      }
       for (int tries = 0; tries < 16; ++tries) {
         auto lease = queue.lease(experiment::queue_name(exp), c.worker_id, opt.lease_seconds);
         if (!lease) break;
@@ -444,12 +504,12 @@ struct Gateway::Impl {
       return std::nullopt;
     }
     nn::RunSpec run;
-    const Shard* sh = nullptr;
+    std::shared_ptr<const Shard> sh;
     std::int64_t num_params = 0;
     try {
       ExperimentCache& ec = experiment(task.experiment_id);
       run = ec.sweep->materialize({trial->index, json::parse(trial->config_json), trial->seed});
-      sh = &shard(run.data);
+      sh = shard(run.data);
       nn::Shape in;
       for (std::int64_t d : sh->sample_shape) in.d[in.rank++] = d;
       num_params = nn::Model::build(run.model, in, sh->classes, run.train.seed).num_params();
@@ -512,9 +572,13 @@ struct Gateway::Impl {
   GatewayReply request(Client& c) {
     if (c.ticket) violate("bad_message", "request: ticket \"" + c.ticket->id + "\" is still held");
     GatewayReply r;
-    if (auto t = next_ticket(c)) {
+    bool preparing = false;
+    if (auto t = next_ticket(c, preparing)) {
       r.frames.push_back(frame(std::move(*t)));
       store.heartbeat(c.worker_id, c.ticket->trial_id);
+    } else if (preparing) {
+      r.frames.push_back(
+          frame({{"type", "idle"}, {"retry_seconds", 1}, {"reason", "preparing data"}}));
     } else {
       r.frames.push_back(frame({{"type", "idle"}, {"retry_seconds", 1}}));
     }
@@ -840,6 +904,7 @@ Gateway::~Gateway() {
   }
   impl_->cv.notify_all();
   if (impl_->verifier.joinable()) impl_->verifier.join();
+  for (auto& b : impl_->builders) b.join();  // a shard still being built
 }
 
 Gateway::ClientId Gateway::open(std::string remote_address) {

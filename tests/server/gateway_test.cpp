@@ -157,13 +157,21 @@ class GatewayTest : public ::testing::Test {
     return {id, w["worker"].get<std::string>()};
   }
 
+  // A ticket, or nullopt when there is nothing to do. While the gateway is
+  // still building a data shard (idle, "preparing data") it asks again.
   std::optional<json> request(Gateway::ClientId id) {
-    auto r = send(id, {{"v", 1}, {"type", "request"}});
-    EXPECT_FALSE(r.close) << r.reason;
-    json t = parse_frame(r.frames.at(0));
-    if (t["type"] == "idle") return std::nullopt;
-    EXPECT_EQ(t["type"], "ticket");
-    return t;
+    for (int i = 0;; ++i) {
+      auto r = send(id, {{"v", 1}, {"type", "request"}});
+      EXPECT_FALSE(r.close) << r.reason;
+      json t = parse_frame(r.frames.at(0));
+      if (t["type"] == "idle" && t.value("reason", "") == "preparing data" && i < 3000) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      if (t["type"] == "idle") return std::nullopt;
+      EXPECT_EQ(t["type"], "ticket");
+      return t;
+    }
   }
 
   // Trains the ticket's trial natively on the shard the gateway serves and
@@ -221,6 +229,21 @@ std::vector<std::pair<Gateway::ClientId, GatewayReply>> settle(Gateway& gw) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return out;
+}
+
+TEST_F(GatewayTest, TheShardIsBuiltOffTheCallersThreadAndNoLeaseIsSpentMeanwhile) {
+  auto [a, wa] = join("early");
+  // The first request starts the build and answers at once.
+  auto r = send(a, {{"v", 1}, {"type", "request"}});
+  json idle = parse_frame(r.frames.at(0));
+  EXPECT_EQ(idle["type"], "idle");
+  EXPECT_EQ(idle["reason"], "preparing data");
+  EXPECT_EQ(q->counts(experiment::queue_name(exp)).leased, 0) << "nothing leased while waiting";
+  // Once it is built the trials come, each on its first attempt.
+  auto t = request(a);
+  ASSERT_TRUE(t);
+  EXPECT_EQ((*t)["trial"]["attempt"], 1);
+  EXPECT_TRUE(gw->asset((*t)["data"]["url"].get<std::string>()).has_value());
 }
 
 TEST_F(GatewayTest, AHeldTicketsShardOutlivesTheCacheOfDataSpecs) {

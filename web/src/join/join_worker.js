@@ -235,7 +235,8 @@ async function onMessage(msg) {
       break;
     case 'idle':
       requested = false;
-      set({ activity: state.paused ? 'paused' : 'idle' });
+      // 'preparing data': the server is still building a data shard.
+      set({ activity: state.paused ? 'paused' : msg.reason === 'preparing data' ? 'waiting for data' : 'idle' });
       clearTimeout(retryTimer);
       retryTimer = setTimeout(sendRequest, Math.max(0.2, Number(msg.retry_seconds) || 1) * 1000);
       break;
