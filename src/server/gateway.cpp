@@ -232,6 +232,7 @@ struct Client {
   std::string worker_id;
   bool greeted = false;
   std::string kernels = "wasm-simd128";  // the core build it runs (provenance)
+  std::optional<bool> fma;               // relaxed build: is its madd fused here
   std::optional<Ticket> ticket;
 };
 
@@ -426,8 +427,10 @@ struct Gateway::Impl {
     // the trials it trains record which one.
     if (msg.contains("capabilities") &&
         msg["capabilities"].value("kernels", json()) == "wasm-relaxed-simd" &&
-        core_url_of.count("dnnlab_core_relaxed.wasm"))
+        core_url_of.count("dnnlab_core_relaxed.wasm")) {
       c.kernels = "wasm-relaxed-simd";
+      if (auto f = msg["capabilities"].value("fma", json()); f.is_boolean()) c.fma = f.get<bool>();
+    }
     std::string id = "browser-" + sanitize(c.client_key);
     for (int n = 2;; ++n) {
       bool taken = false;
@@ -521,6 +524,7 @@ struct Gateway::Impl {
     }
     json prov = sh->provenance;
     prov["kernel_target"] = c.kernels;
+    if (c.fma) prov["relaxed_madd_fused"] = *c.fma;  // the relaxed build's rounding
     prov["worker_kind"] = "browser";
     if (!store.mark_running(trial->id, attempt, c.worker_id, prov)) {
       queue.ack(lease);

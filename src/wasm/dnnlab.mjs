@@ -21,7 +21,7 @@
 import createDnnlabCore from './dnnlab_core.mjs';
 import { relaxedSimdSupported, wrapCore } from './dnnlab_api.mjs';
 
-export { DnnlabError, relaxedSimdSupported, wrapCore } from './dnnlab_api.mjs';
+export { DnnlabError, relaxedMaddFused, relaxedSimdSupported, wrapCore } from './dnnlab_api.mjs';
 
 const isNode = typeof process === 'object' && typeof process.versions?.node === 'string';
 

@@ -21,19 +21,36 @@ export class DnnlabError extends Error {
 // --experimental-wasm-relaxed-simd), i.e. can load dnnlab_core_relaxed.wasm:
 // validates a one-function module that uses f32x4.relaxed_madd.
 export function relaxedSimdSupported() {
+  try {
+    return WebAssembly.validate(maddModule());
+  } catch {
+    return false;
+  }
+}
+
+// Whether this engine's relaxed_madd is fused (one rounding, an FMA) or a
+// multiply then an add: relaxed SIMD leaves that to the engine and the CPU,
+// so the relaxed build's numbers depend on it, and results record it.
+// (1 + 2^-23)(1 - 2^-23) - 1 is -2^-46 fused and 0 otherwise. null where
+// relaxed SIMD is missing.
+export function relaxedMaddFused() {
+  if (!relaxedSimdSupported()) return null;
+  const { f } = new WebAssembly.Instance(new WebAssembly.Module(maddModule())).exports;
+  const e = 2 ** -23;
+  return f(1 + e, 1 - e, -1) !== 0;
+}
+
+// A module exporting f(a, b, c) = lane 0 of relaxed_madd(splat a, splat b, splat c).
+function maddModule() {
   const splat = [0xfd, 0x13];  // f32x4.splat
   const body = [0x00, 0x20, 0, ...splat, 0x20, 1, ...splat, 0x20, 2, ...splat,
     0xfd, 0x85, 0x02,          // f32x4.relaxed_madd
     0xfd, 0x1f, 0, 0x0b];      // f32x4.extract_lane 0, end
-  const bytes = new Uint8Array([0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
+  return new Uint8Array([0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
     1, 8, 1, 0x60, 3, 0x7d, 0x7d, 0x7d, 1, 0x7d,  // type (f32 f32 f32) -> f32
     3, 2, 1, 0,                                   // one function of that type
+    7, 5, 1, 1, 0x66, 0, 0,                       // export "f"
     10, body.length + 2, 1, body.length, ...body]);
-  try {
-    return WebAssembly.validate(bytes);
-  } catch {
-    return false;
-  }
 }
 
 // Wraps an instantiated emscripten module (what createDnnlabCore resolves to).

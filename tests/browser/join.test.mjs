@@ -6,7 +6,7 @@
 //   node tests/browser/join.test.mjs --dist DIR --dnnlab BIN
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -144,6 +144,8 @@ test('browsers join, train a sweep, survive a closed tab, and reload from cache'
   assert.deepEqual(detail.curve.map((e) => e.epoch), [1, 2, 3, 4, 5, 6, 7, 8], 'its curve holds each epoch once');
   for (const x of done) assert.ok(x.worker.startsWith('browser-'), `trial ${x.index} ran in a browser (${x.worker})`);
   assert.equal(detail.provenance.kernel_target, 'wasm-relaxed-simd', 'the trial records the core build');
+  // ... and whether its multiply-add was fused: V8 fuses where the CPU has FMA.
+  assert.equal(detail.provenance.relaxed_madd_fused, /\bfma\b/.test(readFileSync('/proc/cpuinfo', 'utf8')));
   // Each of the six results agreed with its native re-run; nobody was quarantined.
   const verified = await until('six native re-runs', async () => {
     const { events } = await server.get('/api/events?limit=10000');

@@ -148,7 +148,7 @@ class GatewayTest : public ::testing::Test {
                        {"type", "hello"},
                        {"token", "join-secret"},
                        {"client", key},
-                       {"capabilities", {{"simd", true}, {"kernels", kernels}}}});
+                       {"capabilities", {{"simd", true}, {"kernels", kernels}, {"fma", true}}}});
     EXPECT_FALSE(r.close) << r.reason;
     EXPECT_EQ(r.frames.size(), 1u);
     json w = parse_frame(r.frames.at(0));
@@ -309,6 +309,10 @@ TEST_F(GatewayTest, TwoHonestClientsFinishEveryTrialOnceAndAgreeWithNativeReruns
     EXPECT_EQ(t.provenance["worker_kind"], "browser");
     // Each trial records the core build its client runs.
     EXPECT_EQ(t.provenance["kernel_target"], t.worker == wb ? "wasm-relaxed-simd" : "wasm-simd128");
+    // Whether the relaxed build's multiply-add was fused: only it depends on that.
+    EXPECT_EQ(t.provenance.value("relaxed_madd_fused", json()),
+              t.worker == wb ? json(true) : json())
+        << t.provenance.dump();
   }
   int browsers = 0;
   for (const auto& w : st->workers()) browsers += w.kind == store::WorkerKind::browser;

@@ -15,7 +15,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 
 const coreDir = resolve(process.env.DNNLAB_CORE_DIR ?? 'build/wasm/src/wasm');
-const { loadCore, DnnlabError, relaxedSimdSupported } =
+const { loadCore, DnnlabError, relaxedMaddFused, relaxedSimdSupported } =
   await import(pathToFileURL(join(coreDir, 'dnnlab.mjs')).href);
 // Which build to test: simd128 (dnnlab_core.wasm) or relaxed
 // (dnnlab_core_relaxed.wasm, node needs --experimental-wasm-relaxed-simd).
@@ -65,6 +65,9 @@ test(`uses the ${SIMD} build's kernels`, () => {
   assert.equal(core.kernels, SIMD === 'relaxed' ? 'wasm-relaxed-simd' : 'wasm-simd128');
   // The probe the join page uses agrees with what this engine just loaded.
   if (SIMD === 'relaxed') assert.equal(relaxedSimdSupported(), true);
+  // Fused where the CPU has FMA (V8 emits vfmadd231ps), null without relaxed SIMD.
+  const hasFma = /\bfma\b/.test(readFileSync('/proc/cpuinfo', 'utf8'));
+  assert.equal(relaxedMaddFused(), relaxedSimdSupported() ? hasFma : null);
 });
 
 test('wasm training matches native training (same spec, same seed)', { skip: !process.env.DNNLAB_API_NATIVE && 'DNNLAB_API_NATIVE not set' }, async (t) => {

@@ -3,7 +3,7 @@
 // Cache API, and trials trained epoch by epoch. It reports its state to the
 // page with {type: 'state', ...} messages; the page sends {type: 'start'} and
 // {type: 'pause', paused}.
-import { wrapCore, DnnlabError, relaxedSimdSupported } from '../../../src/wasm/dnnlab_api.mjs';
+import { wrapCore, DnnlabError, relaxedMaddFused, relaxedSimdSupported } from '../../../src/wasm/dnnlab_api.mjs';
 import * as proto from './protocol.js';
 
 const CACHE_NAME = 'dnnlab-v1';
@@ -168,7 +168,7 @@ function connect() {
     send(proto.hello(cfg.token, cfg.client, cfg.agent, {
       // The build loadCore() picks when the server offers both.
       simd: simdSupported(), kernels: relaxedSimdSupported() ? 'wasm-relaxed-simd' : 'wasm-simd128',
-      threads: 1,
+      fma: relaxedMaddFused(), threads: 1,
     }));
   };
   sock.onmessage = (ev) => {
