@@ -217,11 +217,10 @@ struct Ticket {
   int attempt = 0;
   std::int64_t trial_id = 0, experiment_id = 0, index = 0;
   std::int64_t num_params = 0;
-  std::string shard_sha;  // its data, served while the ticket is held
-  std::shared_ptr<const std::string> shard_bytes;
-  int epochs = 0;        // planned
-  int epochs_done = 0;   // progress frames accepted
-  bool stopped = false;  // the verdict said stop (pruned)
+  std::shared_ptr<const Shard> shard;  // its data, served while the ticket is held
+  int epochs = 0;                      // planned
+  int epochs_done = 0;                 // progress frames accepted
+  bool stopped = false;                // the verdict said stop (pruned)
   std::optional<double> last_val_acc;
   std::optional<PendingResult> pending;
 };
@@ -342,8 +341,8 @@ struct Gateway::Impl {
         shard_bytes.clear();
         // ... but never one a held ticket still points its client to.
         for (const auto& [_, cl] : clients)
-          if (cl.ticket && cl.ticket->shard_bytes)
-            shard_bytes[cl.ticket->shard_sha] = cl.ticket->shard_bytes;
+          if (cl.ticket && cl.ticket->shard)
+            shard_bytes[cl.ticket->shard->sha256] = cl.ticket->shard->bytes;
       }
       data::LoadOptions lo = worker::load_options(spec, opt.data_dir);
       lo.keep_raw = true;
@@ -538,8 +537,7 @@ struct Gateway::Impl {
     t.experiment_id = exp_id;
     t.index = trial->index;
     t.num_params = num_params;
-    t.shard_sha = sh->sha256;
-    t.shard_bytes = sh->bytes;
+    t.shard = sh;
     t.epochs = run.train.epochs;
     json j{{"type", "ticket"},
            {"ticket", t.id},
