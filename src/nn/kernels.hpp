@@ -30,6 +30,16 @@ struct Epilogue {
   float alpha = 0.f;  // LeakyReLU slope / ELU alpha
 };
 
+// A sparse matrix as padded rows (ELLPACK-like): row r's nonzeros are
+// val[r * stride + e] at columns idx[r * stride + e], e < nnz[r], columns
+// ascending. Built by compress_rows()/compress_cols() (nn/sparse.hpp).
+struct SparseRows {
+  int rows = 0, cols = 0, stride = 0;
+  const int32_t* nnz = nullptr;
+  const int32_t* idx = nullptr;
+  const float* val = nullptr;
+};
+
 struct SgdParams {
   float lr = 0.01f, momentum = 0.f, weight_decay = 0.f;
   bool nesterov = false;
@@ -47,6 +57,19 @@ struct Kernels {
   // epilogue (if not null). lda/ldb/ldc are row strides of A, B, C as stored.
   void (*sgemm)(Trans ta, Trans tb, int m, int n, int k, float alpha, const float* a, int lda,
                 const float* b, int ldb, float beta, float* c, int ldc, const Epilogue* ep);
+
+  // Row-major C[m,n] = S[m,k] * B[k,n] + beta * C, then the epilogue, with S
+  // sparse (m = s.rows, k = s.cols): the work is nnz * n multiply-adds, not
+  // m * k * n. Each output is summed over S's nonzeros in column order; the
+  // result may round differently from sgemm on the same matrix made dense.
+  void (*spmm)(const SparseRows& s, int n, const float* b, int ldb, float beta, float* c, int ldc,
+               const Epilogue* ep);
+  // The density (nonzeros / elements) below which spmm beats sgemm on this
+  // target; 0 where sgemm is always used.
+  float spmm_max_density;
+
+  // out[j * ldo + i] = a[i * lda + j] for i < rows, j < cols.
+  void (*transpose)(const float* a, int rows, int cols, int lda, float* out, int ldo);
 
   // y = act(x), elementwise (x may equal y).
   void (*act_forward)(Act act, float alpha, const float* x, float* y, size_t n);

@@ -83,8 +83,14 @@ void Dense::forward(const TensorView& x, const TensorView& y, ForwardContext&) {
   const int m = static_cast<int>(x.rows()), k = static_cast<int>(x.cols()),
             n = static_cast<int>(units_);
   Epilogue ep{has_bias_ ? bias_.value.data() : nullptr, act_, alpha_};
-  kernels().sgemm(Trans::kNo, Trans::kNo, m, n, k, 1.f, x.data(), k, weight_.value.data(), n, 0.f,
-                  y.data(), n, &ep);
+  const Kernels& kn = kernels();
+  if (use_spmm(kn, x.data(), m, k, k, n)) {
+    kn.spmm(sparse_.from_rows(x.data(), m, k, k), n, weight_.value.data(), n, 0.f, y.data(), n,
+            &ep);
+    return;
+  }
+  kn.sgemm(Trans::kNo, Trans::kNo, m, n, k, 1.f, x.data(), k, weight_.value.data(), n, 0.f,
+           y.data(), n, &ep);
 }
 
 void Dense::backward(const TensorView& x, const TensorView& y, const TensorView& dy,
@@ -95,13 +101,32 @@ void Dense::backward(const TensorView& x, const TensorView& y, const TensorView&
   // Through the fused activation first, in place: dy is this layer's own buffer.
   if (act_ != Act::kIdentity)
     kn.act_backward(act_, alpha_, y.data(), dy.data(), dy.data(), y.numel());
-  // dW = x^T dy, db = column sums of dy, dx = dy W^T.
-  kn.sgemm(Trans::kYes, Trans::kNo, k, n, m, 1.f, x.data(), k, dy.data(), n, 0.f,
-           weight_.grad.data(), n, nullptr);
+  // dW = x^T dy, db = column sums of dy, dx = dy W^T. Either factor of dW
+  // can be the sparse one: x (after a ReLU, or a sparse image) directly, or
+  // dy (masked by this layer's ReLU) as dW^T = dy^T x, transposed back.
+  float* dw = weight_.grad.data();
+  const bool dy_sparse = use_spmm(kn, dy.data(), m, n, n, k);
+  if (use_spmm(kn, x.data(), m, k, k, n)) {
+    kn.spmm(sparse_.from_cols(x.data(), m, k, k), n, dy.data(), n, 0.f, dw, n, nullptr);
+  } else if (dy_sparse) {
+    scratch_.resize(size_t(n) * k);
+    kn.spmm(sparse_.from_cols(dy.data(), m, n, n), k, x.data(), k, 0.f, scratch_.data(), k,
+            nullptr);
+    kn.transpose(scratch_.data(), n, k, k, dw, n);
+  } else {
+    kn.sgemm(Trans::kYes, Trans::kNo, k, n, m, 1.f, x.data(), k, dy.data(), n, 0.f, dw, n, nullptr);
+  }
   if (has_bias_) kn.col_sum(dy.data(), m, n, n, bias_.grad.data(), false);
-  if (dx.data())
-    kn.sgemm(Trans::kNo, Trans::kYes, m, k, n, 1.f, dy.data(), n, weight_.value.data(), n, 0.f,
-             dx.data(), k, nullptr);
+  if (!dx.data()) return;
+  if (dy_sparse) {
+    scratch_.resize(size_t(n) * k);
+    kn.transpose(weight_.value.data(), k, n, n, scratch_.data(), k);
+    kn.spmm(sparse_.from_rows(dy.data(), m, n, n), k, scratch_.data(), k, 0.f, dx.data(), k,
+            nullptr);
+    return;
+  }
+  kn.sgemm(Trans::kNo, Trans::kYes, m, k, n, 1.f, dy.data(), n, weight_.value.data(), n, 0.f,
+           dx.data(), k, nullptr);
 }
 
 // ---- Activation -----------------------------------------------------------

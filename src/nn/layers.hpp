@@ -1,11 +1,16 @@
 // The built-in layers. Each is listed in registry.cpp's table.
 #pragma once
+#include <vector>
+
 #include "nn/layer.hpp"
+#include "nn/sparse.hpp"
 
 namespace dnnlab::nn {
 
 // y = x W + b, W stored [in, out]; flattens a multi-dimensional input. A
-// following activation is fused into the matrix multiply's epilogue.
+// following activation is fused into the matrix multiply's epilogue. An
+// operand that is mostly zeros (x after a ReLU or from a sparse image, dy
+// after a ReLU's mask) goes through spmm, which skips them.
 class Dense final : public Layer {
  public:
   Dense(int64_t units, std::string init, bool bias);
@@ -34,6 +39,8 @@ class Dense final : public Layer {
   Act act_ = Act::kIdentity;
   float alpha_ = 0.f;
   Param weight_, bias_;
+  SparseBuffer sparse_;         // x or dy without its zeros
+  std::vector<float> scratch_;  // W^T or dW^T for the sparse paths
 };
 
 // Elementwise activation; backward uses only the output.

@@ -5,9 +5,11 @@
 #include <cmath>
 #include <vector>
 
+#include "nn/kernels.hpp"
 #include "nn/layers.hpp"
 #include "nn/loss.hpp"
 #include "nn/registry.hpp"
+#include "nn/sparse.hpp"
 
 namespace dnnlab::nn {
 namespace {
@@ -157,6 +159,58 @@ INSTANTIATE_TEST_SUITE_P(Acts, FusedDenseGradTest,
                                                               Act::kLeakyRelu, Act::kElu,
                                                               Act::kTanh, Act::kSigmoid),
                                             ::testing::Values<int64_t>(1, 33, 257)));
+
+// Dense through spmm: with a mostly-zero x (forward, and dW = x^T dy), and
+// with a dense x whose ReLU masks dy (dW^T = dy^T x, and dx = dy W^T). Each
+// case checks the numerical gradient, that the sparse path was really taken
+// on this target, and that the result matches the reference table's sgemm.
+class SparseDenseGradTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SparseDenseGradTest, MatchesNumericalGradientAndTheDensePath) {
+  const bool sparse_x = GetParam();
+  const Kernels& kn = kernels();
+  if (kn.spmm_max_density <= 0.f) GTEST_SKIP() << kn.name << " never takes the sparse path";
+  const int64_t batch = 16, width = 100, units = 64;
+  Dense d(units, "he", true);
+  ASSERT_TRUE(d.fuse_activation(Act::kRelu, 0.f));
+  Rng rng(5);
+  d.bind(Shape{width}, &rng, {});
+  for (int64_t i = 0; i < units; ++i) d.params()[1]->value[i] = 0.01f * float(i % 5 - 2);
+  Checker ch(d, batch, Shape{width});
+  if (sparse_x) {
+    for (int64_t i = 0; i < ch.x.numel(); ++i)
+      if (i % 10 < 7) ch.x[i] = 0.f;  // 30% nonzero, like a ReLU's output or an image
+  }
+  ch.loss();
+  EXPECT_EQ(use_spmm(kn, ch.x.data(), batch, width, width, units), sparse_x);
+  // y = relu(.) is zero where dy will be masked to zero.
+  ASSERT_TRUE(sparser_than(ch.y.data(), int(batch), int(units), int(units), kn.spmm_max_density))
+      << "the ReLU left too few zeros for dy to take the sparse path";
+  ch.check(3e-2);
+
+  // The same forward and backward on the reference table (sgemm only).
+  ch.loss();  // check() left y at its last perturbed point
+  Tensor dy = ch.r, dx(ch.x.shape());
+  std::vector<Tensor> got;
+  d.backward(ch.x.view(), ch.y.view(), dy.view(), dx.view());
+  for (Param* p : d.params()) got.push_back(p->grad);
+  Tensor dx_got = dx, y_got = ch.y;
+  ASSERT_TRUE(select_kernels("scalar"));
+  ch.loss();
+  dy = ch.r;
+  d.backward(ch.x.view(), ch.y.view(), dy.view(), dx.view());
+  select_kernels("auto");
+  auto close = [](const Tensor& a, const Tensor& b, const char* what) {
+    ASSERT_EQ(a.numel(), b.numel());
+    for (int64_t i = 0; i < a.numel(); ++i)
+      ASSERT_NEAR(a[i], b[i], 1e-5f * (1.f + std::fabs(b[i]))) << what << "[" << i << "]";
+  };
+  close(y_got, ch.y, "y");
+  close(dx_got, dx, "dx");
+  for (size_t i = 0; i < got.size(); ++i) close(got[i], d.params()[i]->grad, "param grad");
+}
+
+INSTANTIATE_TEST_SUITE_P(SparseX, SparseDenseGradTest, ::testing::Bool());
 
 TEST(Dropout, TrainingMaskScalesAndEvaluationIsIdentity) {
   Dropout d(0.25f);

@@ -11,6 +11,8 @@
 #include <tuple>
 #include <vector>
 
+#include "nn/sparse.hpp"
+
 namespace dnnlab::nn {
 namespace {
 
@@ -206,6 +208,84 @@ TEST_P(KernelTarget, ActivationsForwardAndBackward) {
   }
 }
 
+// An m x k matrix (row stride ld) in which about `density` of the entries
+// are nonzero; the zeros include -0.
+std::vector<float> sparse_matrix(int m, int k, int ld, double density, std::mt19937& rng) {
+  auto a = random_vec(size_t(m) * ld, rng);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (u(rng) >= density) a[i] = (i % 3 == 0) ? -0.f : 0.f;
+  }
+  return a;
+}
+
+TEST_P(KernelTarget, SpmmMatchesReferenceAndTheDenseProduct) {
+  std::mt19937 rng(11);
+  auto bias = random_vec(300, rng);
+  const Epilogue relu{bias.data(), Act::kRelu, 0.f}, tanh_ep{bias.data(), Act::kTanh, 0.f};
+  SparseBuffer sb;
+  int cases = 0;
+  for (int m : {1, 7, 64}) {
+    for (int k : {1, 33, 256}) {
+      for (int n : {1, 3, 4, 5, 17, 48, 49, 100, 257}) {
+        for (double density : {0.0, 0.3, 1.0}) {
+          const int lda = k + 2, ldb = n + 3, ldc = n + 3;
+          auto a = sparse_matrix(m, k, lda, density, rng);
+          const SparseRows& s = sb.from_rows(a.data(), m, k, lda);
+          // B exactly as long as its last row needs: reading past it is a bug.
+          auto b = random_vec(size_t(k - 1) * ldb + n, rng);
+          for (float beta : {0.f, 0.5f}) {
+            for (const Epilogue* ep : {static_cast<const Epilogue*>(nullptr), &relu, &tanh_ep}) {
+              auto c0 = random_vec(size_t(m) * ldc, rng);
+              if (beta == 0.f)
+                std::fill(c0.begin(), c0.end(), std::numeric_limits<float>::quiet_NaN());
+              auto c_ref = c0, c_got = c0, c_dense = c0;
+              ref_.spmm(s, n, b.data(), ldb, beta, c_ref.data(), ldc, ep);
+              k_->spmm(s, n, b.data(), ldb, beta, c_got.data(), ldc, ep);
+              ref_.sgemm(Trans::kNo, Trans::kNo, m, n, k, 1.f, a.data(), lda, b.data(), ldb, beta,
+                         c_dense.data(), ldc, ep);
+              const float tol = 2e-7f * float(k + 16);
+              int bad = 0;
+              for (int i = 0; i < m; ++i) {
+                for (int j = 0; j < ldc; ++j) {
+                  const size_t at = size_t(i) * ldc + j;
+                  const float r = c_ref[at], g = c_got[at], d = c_dense[at];
+                  const bool ok = j >= n ? (std::isnan(r) && std::isnan(g)) || r == g
+                                         : std::fabs(r - g) <= tol * (1.f + std::fabs(r)) &&
+                                               std::fabs(r - d) <= tol * (1.f + std::fabs(d));
+                  if (!ok && bad++ < 3) {
+                    ADD_FAILURE() << k_->name << " spmm m=" << m << " n=" << n << " k=" << k
+                                  << " density=" << density << " beta=" << beta
+                                  << " act=" << (ep ? act_name(ep->act) : "none") << " at (" << i
+                                  << "," << j << "): ref " << r << " got " << g << " dense " << d;
+                  }
+                }
+              }
+              EXPECT_EQ(bad, 0);
+              ++cases;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 3 * 3 * 9 * 3 * 2 * 3);
+}
+
+TEST_P(KernelTarget, Transpose) {
+  std::mt19937 rng(12);
+  for (auto [rows, cols] : {std::pair{1, 1}, {3, 7}, {33, 65}, {256, 256}, {784, 10}, {10, 784}}) {
+    const int lda = cols + 1, ldo = rows + 2;
+    auto a = random_vec(size_t(rows) * lda, rng);
+    std::vector<float> r(size_t(cols) * ldo, -7.f), g = r;
+    ref_.transpose(a.data(), rows, cols, lda, r.data(), ldo);
+    k_->transpose(a.data(), rows, cols, lda, g.data(), ldo);
+    EXPECT_EQ(r, g) << k_->name << " " << rows << "x" << cols;
+    EXPECT_EQ(r[size_t(cols - 1) * ldo + rows - 1], a[size_t(rows - 1) * lda + cols - 1]);
+    EXPECT_EQ(r[rows], -7.f);  // the padding of out is untouched
+  }
+}
+
 TEST_P(KernelTarget, ColSum) {
   std::mt19937 rng(7);
   for (auto [m, n] : {std::pair{1, 1}, {7, 33}, {33, 7}, {257, 65}, {64, 256}, {3, 130}}) {
@@ -290,6 +370,52 @@ TEST(KernelDispatch, SelectsByNameAndRejectsUnknown) {
     EXPECT_STREQ(kernels().name, "avx512");
   }
 #endif
+}
+
+TEST(SparseBuffer, RowsAndColumnsHoldExactlyTheNonzerosInOrder) {
+  // 3 x 4, row stride 5 (the fifth column is padding and must be ignored).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> a = {0.f, 2.f, -0.f, 3.f, 9.f,  //
+                                0.f, 0.f, 0.f,  0.f, 9.f,  //
+                                4.f, nan, 5.f,  0.f, 9.f};
+  SparseBuffer sb;
+  const SparseRows& r = sb.from_rows(a.data(), 3, 4, 5);
+  ASSERT_EQ(r.rows, 3);
+  ASSERT_EQ(r.cols, 4);
+  EXPECT_EQ(r.nnz[0], 2);
+  EXPECT_EQ(r.nnz[1], 0);
+  EXPECT_EQ(r.nnz[2], 3);  // NaN is not zero: it must reach the product
+  EXPECT_EQ(r.idx[0], 1);
+  EXPECT_EQ(r.val[0], 2.f);
+  EXPECT_EQ(r.idx[1], 3);
+  EXPECT_EQ(r.val[1], 3.f);
+  const int32_t* row2 = r.idx + 2 * r.stride;
+  EXPECT_EQ(row2[0], 0);
+  EXPECT_EQ(row2[1], 1);
+  EXPECT_TRUE(std::isnan(r.val[2 * r.stride + 1]));
+  EXPECT_EQ(row2[2], 2);
+
+  const SparseRows& c = sb.from_cols(a.data(), 3, 4, 5);
+  ASSERT_EQ(c.rows, 4);
+  ASSERT_EQ(c.cols, 3);
+  const int expect_nnz[4] = {1, 2, 1, 1};
+  for (int p = 0; p < 4; ++p) EXPECT_EQ(c.nnz[p], expect_nnz[p]) << "column " << p;
+  EXPECT_EQ(c.idx[0], 2);  // column 0: row 2 holds 4
+  EXPECT_EQ(c.val[0], 4.f);
+  EXPECT_EQ(c.idx[c.stride], 0);  // column 1: rows 0 and 2, ascending
+  EXPECT_EQ(c.idx[c.stride + 1], 2);
+  EXPECT_EQ(c.idx[3 * c.stride], 0);
+  EXPECT_EQ(c.val[3 * c.stride], 3.f);
+}
+
+TEST(SparseBuffer, SparserThanCountsAgainstTheLimit) {
+  const std::vector<float> a = {1.f, 0.f, 0.f, 0.f, 1.f, 1.f, 0.f, 0.f};  // 3 of 8
+  EXPECT_TRUE(sparser_than(a.data(), 2, 4, 4, 0.375f));
+  EXPECT_FALSE(sparser_than(a.data(), 2, 4, 4, 0.374f));
+  EXPECT_TRUE(sparser_than(a.data(), 2, 2, 4, 0.75f));  // the first 2 columns: 3 of 4
+  EXPECT_FALSE(sparser_than(a.data(), 2, 2, 4, 0.5f));
+  EXPECT_FALSE(use_spmm(reference_kernels(), a.data(), 2, 4, 4, 256))
+      << "the reference table never takes the sparse path";
 }
 
 TEST(KernelDispatch, ActNames) {

@@ -96,6 +96,31 @@ void ref_sgemm(Trans ta, Trans tb, int m, int n, int k, float alpha, const float
   }
 }
 
+void ref_spmm(const SparseRows& s, int n, const float* b, int ldb, float beta, float* c, int ldc,
+              const Epilogue* ep) {
+  for (int i = 0; i < s.rows; ++i) {
+    const size_t row = size_t(i) * s.stride;
+    for (int j = 0; j < n; ++j) {
+      double acc = 0.0;
+      for (int e = 0; e < s.nnz[i]; ++e)
+        acc += double(s.val[row + e]) * double(b[size_t(s.idx[row + e]) * ldb + j]);
+      float& cij = c[size_t(i) * ldc + j];
+      float v = float(acc) + (beta == 0.f ? 0.f : beta * cij);
+      if (ep) {
+        if (ep->bias) v += ep->bias[j];
+        v = ref_act(ep->act, ep->alpha, v);
+      }
+      cij = v;
+    }
+  }
+}
+
+void ref_transpose(const float* a, int rows, int cols, int lda, float* out, int ldo) {
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < cols; ++j) out[size_t(j) * ldo + i] = a[size_t(i) * lda + j];
+  }
+}
+
 void ref_act_forward(Act act, float alpha, const float* x, float* y, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] = ref_act(act, alpha, x[i]);
 }
@@ -145,8 +170,11 @@ void ref_adam_step(float* w, const float* g, float* m, float* v, size_t n, const
 
 }  // namespace
 
-const Kernels kScalarKernels = {"scalar",    ref_sgemm,    ref_act_forward, ref_act_backward,
-                                ref_col_sum, ref_sgd_step, ref_adam_step};
+// spmm_max_density 0: layers on the reference table always run sgemm, so
+// tests comparing a target with it compare the sparse path with the dense.
+const Kernels kScalarKernels = {"scalar",      ref_sgemm,       ref_spmm,         0.f,
+                                ref_transpose, ref_act_forward, ref_act_backward, ref_col_sum,
+                                ref_sgd_step,  ref_adam_step};
 
 }  // namespace kernels_detail
 
