@@ -16,6 +16,8 @@
 #ifndef DNNLAB_SIMD_DIRECT_B_ROWS
 #define DNNLAB_SIMD_DIRECT_B_ROWS 65
 #endif
+// spmm pays below about 40% nonzeros here.
+#define DNNLAB_SIMD_SPMM_MAX_DENSITY 0.4f
 #define DNNLAB_SIMD_TABLE kAvx2Kernels
 #define DNNLAB_SIMD_NAME "avx2"
 #include "nn/kernels/simd_kernels.inc"

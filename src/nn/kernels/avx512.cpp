@@ -17,6 +17,9 @@
 #ifndef DNNLAB_SIMD_DIRECT_B_ROWS
 #define DNNLAB_SIMD_DIRECT_B_ROWS 65
 #endif
+// spmm never pays here: with 16-float vectors sgemm's reuse of B in registers
+// is worth more than skipping even 70% of the products (bench/RESULTS.md).
+#define DNNLAB_SIMD_SPMM_MAX_DENSITY 0.f
 #define DNNLAB_SIMD_TABLE kAvx512Kernels
 #define DNNLAB_SIMD_NAME "avx512"
 #include "nn/kernels/simd_kernels.inc"
