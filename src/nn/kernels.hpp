@@ -68,6 +68,11 @@ struct Kernels {
   // target; 0 where sgemm is always used.
   float spmm_max_density;
 
+  // The nonzeros of each row of the m x k matrix a, in column order:
+  // row i's go to val/idx[i * stride ..], their count to nnz[i] (stride >= k;
+  // entries past the count may be overwritten). -0 counts as zero, NaN not.
+  void (*compress_rows)(const float* a, int m, int k, int lda, int32_t* nnz, int32_t* idx,
+                        float* val, int stride);
   // out[j * ldo + i] = a[i * lda + j] for i < rows, j < cols.
   void (*transpose)(const float* a, int rows, int cols, int lda, float* out, int ldo);
 

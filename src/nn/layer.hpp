@@ -48,6 +48,8 @@ class Layer {
   // dy: dLoss/dy; dx: dLoss/dx to write (may alias dy when in_place());
   // dx.data() is null for the first layer, which then only accumulates
   // parameter gradients. Parameter gradients are overwritten, not summed.
+  // x and y are those of the layer's last forward (a layer may keep what it
+  // learned about x there, e.g. Dense whether it was sparse).
   virtual void backward(const TensorView& x, const TensorView& y, const TensorView& dy,
                         const TensorView& dx) = 0;
   virtual std::vector<Param*> params() { return {}; }

@@ -84,8 +84,9 @@ void Dense::forward(const TensorView& x, const TensorView& y, ForwardContext&) {
             n = static_cast<int>(units_);
   Epilogue ep{has_bias_ ? bias_.value.data() : nullptr, act_, alpha_};
   const Kernels& kn = kernels();
-  if (use_spmm(kn, x.data(), m, k, k, n)) {
-    kn.spmm(sparse_.from_rows(x.data(), m, k, k), n, weight_.value.data(), n, 0.f, y.data(), n,
+  x_sparse_ = use_spmm(kn, x.data(), m, k, k, n);
+  if (x_sparse_) {
+    kn.spmm(sparse_.from_rows(kn, x.data(), m, k, k), n, weight_.value.data(), n, 0.f, y.data(), n,
             &ep);
     return;
   }
@@ -106,11 +107,11 @@ void Dense::backward(const TensorView& x, const TensorView& y, const TensorView&
   // dy (masked by this layer's ReLU) as dW^T = dy^T x, transposed back.
   float* dw = weight_.grad.data();
   const bool dy_sparse = use_spmm(kn, dy.data(), m, n, n, k);
-  if (use_spmm(kn, x.data(), m, k, k, n)) {
-    kn.spmm(sparse_.from_cols(x.data(), m, k, k), n, dy.data(), n, 0.f, dw, n, nullptr);
+  if (x_sparse_) {  // x is the forward's x: its density was counted there
+    kn.spmm(sparse_.from_cols(kn, x.data(), m, k, k), n, dy.data(), n, 0.f, dw, n, nullptr);
   } else if (dy_sparse) {
     scratch_.resize(size_t(n) * k);
-    kn.spmm(sparse_.from_cols(dy.data(), m, n, n), k, x.data(), k, 0.f, scratch_.data(), k,
+    kn.spmm(sparse_.from_cols(kn, dy.data(), m, n, n), k, x.data(), k, 0.f, scratch_.data(), k,
             nullptr);
     kn.transpose(scratch_.data(), n, k, k, dw, n);
   } else {
@@ -121,7 +122,7 @@ void Dense::backward(const TensorView& x, const TensorView& y, const TensorView&
   if (dy_sparse) {
     scratch_.resize(size_t(n) * k);
     kn.transpose(weight_.value.data(), k, n, n, scratch_.data(), k);
-    kn.spmm(sparse_.from_rows(dy.data(), m, n, n), k, scratch_.data(), k, 0.f, dx.data(), k,
+    kn.spmm(sparse_.from_rows(kn, dy.data(), m, n, n), k, scratch_.data(), k, 0.f, dx.data(), k,
             nullptr);
     return;
   }

@@ -39,6 +39,7 @@ class Dense final : public Layer {
   Act act_ = Act::kIdentity;
   float alpha_ = 0.f;
   Param weight_, bias_;
+  bool x_sparse_ = false;       // the last forward's x went through spmm
   SparseBuffer sparse_;         // x or dy without its zeros
   std::vector<float> scratch_;  // W^T or dW^T for the sparse paths
 };

@@ -28,45 +28,23 @@ void SparseBuffer::reserve(int rows, int stride) {
   s_.val = val_.data();
 }
 
-// Both builders write every entry and advance only past nonzeros: no branch
-// on the data, which for a ReLU's output would be a coin flip per element.
-const SparseRows& SparseBuffer::from_rows(const float* a, int m, int k, int lda) {
+const SparseRows& SparseBuffer::from_rows(const Kernels& kn, const float* a, int m, int k,
+                                          int lda) {
   reserve(m, k);
   s_.rows = m;
   s_.cols = k;
-  for (int i = 0; i < m; ++i) {
-    const float* row = a + int64_t(i) * lda;
-    int32_t* idx = idx_.data() + size_t(i) * k;
-    float* val = val_.data() + size_t(i) * k;
-    int c = 0;
-    for (int p = 0; p < k; ++p) {
-      idx[c] = p;
-      val[c] = row[p];
-      c += row[p] != 0.f;
-    }
-    nnz_[i] = c;
-  }
+  kn.compress_rows(a, m, k, lda, nnz_.data(), idx_.data(), val_.data(), k);
   return s_;
 }
 
-const SparseRows& SparseBuffer::from_cols(const float* a, int m, int k, int lda) {
+const SparseRows& SparseBuffer::from_cols(const Kernels& kn, const float* a, int m, int k,
+                                          int lda) {
+  if (at_.size() < size_t(m) * k) at_.resize(size_t(m) * k);
+  kn.transpose(a, m, k, lda, at_.data(), m);
   reserve(k, m);
   s_.rows = k;
   s_.cols = m;
-  // Column by column: the m rows' cache lines stay in L1 across the 16
-  // columns each holds, and the writes are sequential.
-  for (int p = 0; p < k; ++p) {
-    int32_t* idx = idx_.data() + size_t(p) * m;
-    float* val = val_.data() + size_t(p) * m;
-    int c = 0;
-    for (int i = 0; i < m; ++i) {
-      const float x = a[int64_t(i) * lda + p];
-      idx[c] = i;
-      val[c] = x;
-      c += x != 0.f;
-    }
-    nnz_[p] = c;
-  }
+  kn.compress_rows(at_.data(), k, m, m, nnz_.data(), idx_.data(), val_.data(), m);
   return s_;
 }
 

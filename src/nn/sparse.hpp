@@ -2,9 +2,10 @@
 // output, the gradient a ReLU masked, a Fashion-MNIST image batch) packed as
 // SparseRows so the multiply does work only for its nonzeros.
 //
+//   const Kernels& kn = kernels();
 //   SparseBuffer s;
-//   if (use_spmm(kernels(), x, m, k, k, n))
-//     kernels().spmm(s.from_rows(x, m, k, k), n, w, n, 0.f, y, n, &ep);
+//   if (use_spmm(kn, x, m, k, k, n))
+//     kn.spmm(s.from_rows(kn, x, m, k, k), n, w, n, 0.f, y, n, &ep);
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -30,15 +31,17 @@ inline bool use_spmm(const Kernels& kn, const float* a, int m, int k, int lda, i
 // Owns the arrays of one SparseRows, reused from call to call.
 class SparseBuffer {
  public:
-  // S = A, the m x k row-major matrix a, without its zeros (-0 included).
-  const SparseRows& from_rows(const float* a, int m, int k, int lda);
-  // S = A^T: row p of S holds the nonzeros of column p of A.
-  const SparseRows& from_cols(const float* a, int m, int k, int lda);
+  // S = A, the m x k row-major matrix a, without its zeros (-0 included),
+  // built with kn's compress_rows.
+  const SparseRows& from_rows(const Kernels& kn, const float* a, int m, int k, int lda);
+  // S = A^T: row p of S holds the nonzeros of column p of A (A is
+  // transposed with kn, then compressed by rows).
+  const SparseRows& from_cols(const Kernels& kn, const float* a, int m, int k, int lda);
 
  private:
   void reserve(int rows, int stride);
   std::vector<int32_t> nnz_, idx_;
-  std::vector<float> val_;
+  std::vector<float> val_, at_;
   SparseRows s_;
 };
 

@@ -231,7 +231,7 @@ TEST_P(KernelTarget, SpmmMatchesReferenceAndTheDenseProduct) {
         for (double density : {0.0, 0.3, 1.0}) {
           const int lda = k + 2, ldb = n + 3, ldc = n + 3;
           auto a = sparse_matrix(m, k, lda, density, rng);
-          const SparseRows& s = sb.from_rows(a.data(), m, k, lda);
+          const SparseRows& s = sb.from_rows(*k_, a.data(), m, k, lda);
           // B exactly as long as its last row needs: reading past it is a bug.
           auto b = random_vec(size_t(k - 1) * ldb + n, rng);
           for (float beta : {0.f, 0.5f}) {
@@ -283,6 +283,66 @@ TEST_P(KernelTarget, Transpose) {
     EXPECT_EQ(r, g) << k_->name << " " << rows << "x" << cols;
     EXPECT_EQ(r[size_t(cols - 1) * ldo + rows - 1], a[size_t(rows - 1) * lda + cols - 1]);
     EXPECT_EQ(r[rows], -7.f);  // the padding of out is untouched
+  }
+}
+
+TEST_P(KernelTarget, SparseBufferHoldsExactlyTheNonzerosInOrder) {
+  // 3 x 4, row stride 5 (the fifth column is padding and must be ignored).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> a = {0.f, 2.f, -0.f, 3.f, 9.f,  //
+                                0.f, 0.f, 0.f,  0.f, 9.f,  //
+                                4.f, nan, 5.f,  0.f, 9.f};
+  SparseBuffer sb;
+  const SparseRows& r = sb.from_rows(*k_, a.data(), 3, 4, 5);
+  ASSERT_EQ(r.rows, 3);
+  ASSERT_EQ(r.cols, 4);
+  EXPECT_EQ(r.nnz[0], 2);
+  EXPECT_EQ(r.nnz[1], 0);
+  EXPECT_EQ(r.nnz[2], 3);  // NaN is not zero: it must reach the product
+  EXPECT_EQ(r.idx[0], 1);
+  EXPECT_EQ(r.val[0], 2.f);
+  EXPECT_EQ(r.idx[1], 3);
+  EXPECT_EQ(r.val[1], 3.f);
+  const int32_t* row2 = r.idx + 2 * r.stride;
+  EXPECT_EQ(row2[0], 0);
+  EXPECT_EQ(row2[1], 1);
+  EXPECT_TRUE(std::isnan(r.val[2 * r.stride + 1]));
+  EXPECT_EQ(row2[2], 2);
+
+  const SparseRows& c = sb.from_cols(*k_, a.data(), 3, 4, 5);
+  ASSERT_EQ(c.rows, 4);
+  ASSERT_EQ(c.cols, 3);
+  const int expect_nnz[4] = {1, 2, 1, 1};
+  for (int p = 0; p < 4; ++p) EXPECT_EQ(c.nnz[p], expect_nnz[p]) << "column " << p;
+  EXPECT_EQ(c.idx[0], 2);  // column 0: row 2 holds 4
+  EXPECT_EQ(c.val[0], 4.f);
+  EXPECT_EQ(c.idx[c.stride], 0);  // column 1: rows 0 and 2, ascending
+  EXPECT_EQ(c.idx[c.stride + 1], 2);
+  EXPECT_EQ(c.idx[3 * c.stride], 0);
+  EXPECT_EQ(c.val[3 * c.stride], 3.f);
+}
+
+TEST_P(KernelTarget, CompressRowsMatchesReference) {
+  std::mt19937 rng(13);
+  for (int k : {1, 3, 4, 5, 17, 256, 259}) {
+    for (double density : {0.0, 0.5, 1.0}) {
+      const int m = 9, lda = k + 3;
+      auto a = sparse_matrix(m, k, lda, density, rng);
+      std::vector<int32_t> nnz_r(m), nnz_g(m), idx_r(size_t(m) * k), idx_g(idx_r.size());
+      std::vector<float> val_r(idx_r.size()), val_g(idx_r.size());
+      ref_.compress_rows(a.data(), m, k, lda, nnz_r.data(), idx_r.data(), val_r.data(), k);
+      k_->compress_rows(a.data(), m, k, lda, nnz_g.data(), idx_g.data(), val_g.data(), k);
+      for (int i = 0; i < m; ++i) {
+        ASSERT_EQ(nnz_r[i], nnz_g[i]) << k_->name << " k=" << k << " row " << i;
+        for (int e = 0; e < nnz_r[i]; ++e) {
+          const size_t at = size_t(i) * k + e;
+          ASSERT_EQ(idx_r[at], idx_g[at]) << k_->name << " k=" << k << " row " << i;
+          ASSERT_EQ(val_r[at], val_g[at]) << k_->name << " k=" << k << " row " << i;
+          ASSERT_NE(val_r[at], 0.f);
+          ASSERT_EQ(val_r[at], a[size_t(i) * lda + idx_r[at]]);
+        }
+      }
+    }
   }
 }
 
@@ -370,42 +430,6 @@ TEST(KernelDispatch, SelectsByNameAndRejectsUnknown) {
     EXPECT_STREQ(kernels().name, "avx512");
   }
 #endif
-}
-
-TEST(SparseBuffer, RowsAndColumnsHoldExactlyTheNonzerosInOrder) {
-  // 3 x 4, row stride 5 (the fifth column is padding and must be ignored).
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> a = {0.f, 2.f, -0.f, 3.f, 9.f,  //
-                                0.f, 0.f, 0.f,  0.f, 9.f,  //
-                                4.f, nan, 5.f,  0.f, 9.f};
-  SparseBuffer sb;
-  const SparseRows& r = sb.from_rows(a.data(), 3, 4, 5);
-  ASSERT_EQ(r.rows, 3);
-  ASSERT_EQ(r.cols, 4);
-  EXPECT_EQ(r.nnz[0], 2);
-  EXPECT_EQ(r.nnz[1], 0);
-  EXPECT_EQ(r.nnz[2], 3);  // NaN is not zero: it must reach the product
-  EXPECT_EQ(r.idx[0], 1);
-  EXPECT_EQ(r.val[0], 2.f);
-  EXPECT_EQ(r.idx[1], 3);
-  EXPECT_EQ(r.val[1], 3.f);
-  const int32_t* row2 = r.idx + 2 * r.stride;
-  EXPECT_EQ(row2[0], 0);
-  EXPECT_EQ(row2[1], 1);
-  EXPECT_TRUE(std::isnan(r.val[2 * r.stride + 1]));
-  EXPECT_EQ(row2[2], 2);
-
-  const SparseRows& c = sb.from_cols(a.data(), 3, 4, 5);
-  ASSERT_EQ(c.rows, 4);
-  ASSERT_EQ(c.cols, 3);
-  const int expect_nnz[4] = {1, 2, 1, 1};
-  for (int p = 0; p < 4; ++p) EXPECT_EQ(c.nnz[p], expect_nnz[p]) << "column " << p;
-  EXPECT_EQ(c.idx[0], 2);  // column 0: row 2 holds 4
-  EXPECT_EQ(c.val[0], 4.f);
-  EXPECT_EQ(c.idx[c.stride], 0);  // column 1: rows 0 and 2, ascending
-  EXPECT_EQ(c.idx[c.stride + 1], 2);
-  EXPECT_EQ(c.idx[3 * c.stride], 0);
-  EXPECT_EQ(c.val[3 * c.stride], 3.f);
 }
 
 TEST(SparseBuffer, SparserThanCountsAgainstTheLimit) {

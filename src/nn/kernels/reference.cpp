@@ -115,6 +115,28 @@ void ref_spmm(const SparseRows& s, int n, const float* b, int ldb, float beta, f
   }
 }
 
+}  // namespace
+
+// Branch-free: every entry is written and the count advances past nonzeros
+// only (for a ReLU's output a branch would be a coin flip per element).
+void compress_rows_scalar(const float* a, int m, int k, int lda, int32_t* nnz, int32_t* idx,
+                          float* val, int stride) {
+  for (int i = 0; i < m; ++i) {
+    const float* row = a + size_t(i) * lda;
+    int32_t* ri = idx + size_t(i) * stride;
+    float* rv = val + size_t(i) * stride;
+    int c = 0;
+    for (int p = 0; p < k; ++p) {
+      ri[c] = p;
+      rv[c] = row[p];
+      c += row[p] != 0.f;
+    }
+    nnz[i] = c;
+  }
+}
+
+namespace {
+
 void ref_transpose(const float* a, int rows, int cols, int lda, float* out, int ldo) {
   for (int i = 0; i < rows; ++i) {
     for (int j = 0; j < cols; ++j) out[size_t(j) * ldo + i] = a[size_t(i) * lda + j];
@@ -172,9 +194,10 @@ void ref_adam_step(float* w, const float* g, float* m, float* v, size_t n, const
 
 // spmm_max_density 0: layers on the reference table always run sgemm, so
 // tests comparing a target with it compare the sparse path with the dense.
-const Kernels kScalarKernels = {"scalar",      ref_sgemm,       ref_spmm,         0.f,
-                                ref_transpose, ref_act_forward, ref_act_backward, ref_col_sum,
-                                ref_sgd_step,  ref_adam_step};
+const Kernels kScalarKernels = {
+    "scalar",      ref_sgemm,       ref_spmm,         0.f,         compress_rows_scalar,
+    ref_transpose, ref_act_forward, ref_act_backward, ref_col_sum, ref_sgd_step,
+    ref_adam_step};
 
 }  // namespace kernels_detail
 

@@ -2,6 +2,7 @@
 // chooses from, and the scalar helpers the SIMD tails share with the reference.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "nn/kernels.hpp"
 
@@ -9,6 +10,9 @@ namespace dnnlab::nn::kernels_detail {
 
 float ref_act(Act act, float alpha, float x);
 float ref_act_grad(Act act, float alpha, float y);
+// The portable compress_rows (reference.cpp), for targets without a faster one.
+void compress_rows_scalar(const float* a, int m, int k, int lda, int32_t* nnz, int32_t* idx,
+                          float* val, int stride);
 
 extern const Kernels kScalarKernels;
 #if defined(__EMSCRIPTEN__)
