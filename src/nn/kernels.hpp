@@ -32,7 +32,7 @@ struct Epilogue {
 
 // A sparse matrix as padded rows (ELLPACK-like): row r's nonzeros are
 // val[r * stride + e] at columns idx[r * stride + e], e < nnz[r], columns
-// ascending. Built by compress_rows()/compress_cols() (nn/sparse.hpp).
+// ascending. Built by SparseBuffer (nn/sparse.hpp) with compress_rows below.
 struct SparseRows {
   int rows = 0, cols = 0, stride = 0;
   const int32_t* nnz = nullptr;

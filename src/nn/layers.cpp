@@ -106,7 +106,8 @@ void Dense::backward(const TensorView& x, const TensorView& y, const TensorView&
   // can be the sparse one: x (after a ReLU, or a sparse image) directly, or
   // dy (masked by this layer's ReLU) as dW^T = dy^T x, transposed back.
   float* dw = weight_.grad.data();
-  const bool dy_sparse = use_spmm(kn, dy.data(), m, n, n, k);
+  // dy's density matters unless x already serves dW and there is no dx.
+  const bool dy_sparse = (!x_sparse_ || dx.data()) && use_spmm(kn, dy.data(), m, n, n, k);
   if (x_sparse_) {  // x is the forward's x: its density was counted there
     kn.spmm(sparse_.from_cols(kn, x.data(), m, k, k), n, dy.data(), n, 0.f, dw, n, nullptr);
   } else if (dy_sparse) {
