@@ -152,9 +152,11 @@ IdxArray read_idx(const std::string& path) {
     int64_t d = (int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | b[3];
     int64_t at = 4 + 4 * i;
     if (d == 0) throw DataError(path, at, "dimension " + std::to_string(i) + " is 0");
-    total *= d;
-    if (total > kMaxIdxBytes)
+    // Checked before multiplying: total (<= 2^36) times d (< 2^32) would
+    // overflow int64 and could wrap to a small size (0 for 2^31 x 2^31 x 4).
+    if (d > kMaxIdxBytes / total)
       throw DataError(path, at, "data size exceeds " + std::to_string(kMaxIdxBytes) + " bytes");
+    total *= d;
     out.dims.push_back(d);
   }
 

@@ -129,6 +129,15 @@ TEST_P(IdxTest, HugeDimensionsOnShortFileDoNotAllocate) {
   expect_data_error([&] { read_idx(p); }, 4 + 8 + 3, "truncated");
 }
 
+TEST_P(IdxTest, DimensionProductThatWouldOverflowIsRefused) {
+  // 2^31 * 2^31 * 4 wraps a 64-bit product to 0: it must be refused at the
+  // dimension that takes the size past the limit, not read as empty data.
+  std::string p = write("wrap", idx_bytes(0x08, {0x80000000u, 0x80000000u, 4}, {}));
+  expect_data_error([&] { read_idx(p); }, 8, "data size exceeds");
+  std::string q = write("max", idx_bytes(0x08, {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, {}));
+  expect_data_error([&] { read_idx(q); }, 8, "data size exceeds");
+}
+
 INSTANTIATE_TEST_SUITE_P(GzipAndRaw, IdxTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "gzip" : "raw"; });
 
