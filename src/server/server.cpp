@@ -656,6 +656,12 @@ Server::Server(asio::io_context& io, ServerOptions options)
     s.opt.join_token_file =
         (std::filesystem::path(s.opt.token_file).parent_path() / "dnnlab.join-token").string();
   s.join_token = load_or_create_token(s.opt.join_token_file);
+  // Volunteers get the join token; if it were the write token, any of them
+  // could cancel experiments.
+  if (s.join_token.token == s.token.token)
+    throw std::invalid_argument("--join-token-file " + s.opt.join_token_file +
+                                " holds the write token (from " + s.opt.token_file +
+                                "): the join token must differ from it");
   GatewayOptions go;
   go.join_token = s.join_token.token;
   go.web_root = s.opt.web_root;

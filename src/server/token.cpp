@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -38,11 +39,26 @@ std::string trim(std::string s) {
 LoadedToken load_or_create_token(const std::string& path) {
   namespace fs = std::filesystem;
   if (fs::exists(path)) {
+    // A token others can read, or one short enough to guess, guards nothing:
+    // refuse it rather than serve with it.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+      throw std::runtime_error("cannot stat token file " + path + ": " + std::strerror(errno));
+    if (st.st_mode & 077) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      throw std::runtime_error("token file " + path + " has mode " + mode +
+                               ": group and others must have no access (chmod 600 " + path + ")");
+    }
     std::ifstream f(path);
     std::string t;
     std::getline(f, t);
     t = trim(t);
     if (t.empty()) throw std::runtime_error("token file " + path + " is empty");
+    if (t.size() < kMinTokenChars)
+      throw std::runtime_error("token file " + path + " holds a " + std::to_string(t.size()) +
+                               "-character token; at least " + std::to_string(kMinTokenChars) +
+                               " are needed (delete the file to have a new one made)");
     return {t, false};
   }
   fs::path p(path);

@@ -1,6 +1,7 @@
 // The bearer token that guards writes: made once from /dev/urandom, kept in a
 // file only its owner can read, and reused by every later start.
 #pragma once
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -11,9 +12,13 @@ struct LoadedToken {
   bool created = false;  // this call made it
 };
 
+// Tokens read from a file must be at least this long (made ones have 64).
+inline constexpr std::size_t kMinTokenChars = 32;
+
 // Reads the token from `path`, or makes one (64 hex characters) and writes it
-// with mode 0600. Throws std::runtime_error when the file cannot be written
-// or holds no token.
+// with mode 0600. Throws std::runtime_error when the file cannot be written,
+// holds no token or one shorter than kMinTokenChars, or is open to group or
+// others (any of mode 077).
 LoadedToken load_or_create_token(const std::string& path);
 
 // Where the token lives by default: beside an sqlite store, else ./dnnlab.token.

@@ -174,6 +174,53 @@ TEST(Protocol, TokenFileIsPrivateAndReused) {
   EXPECT_FALSE(bearer_matches(first, first));
 }
 
+TEST(Protocol, WeakTokenFilesAreRefused) {
+  TempDir dir;
+  auto write = [&](const std::string& name, const std::string& text, mode_t mode) {
+    std::string p = dir.file(name);
+    std::ofstream(p) << text << "\n";
+    chmod(p.c_str(), mode);
+    return p;
+  };
+  const std::string good(40, 'k');
+  EXPECT_EQ(load_or_create_token(write("ok", good, 0600)).token, good);
+  EXPECT_EQ(load_or_create_token(write("owner-only", good, 0400)).token, good);
+  for (mode_t m : {0644, 0640, 0604, 0660, 0602, 0620}) {
+    std::string p = write("open" + std::to_string(m), good, m);
+    try {
+      load_or_create_token(p);
+      ADD_FAILURE() << "mode " << std::oct << m << " was accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("chmod 600"), std::string::npos) << e.what();
+    }
+  }
+  for (std::string t : {std::string("x"), std::string(kMinTokenChars - 1, 'a')}) {
+    std::string p = write("short" + std::to_string(t.size()), t, 0600);
+    try {
+      load_or_create_token(p);
+      ADD_FAILURE() << t.size() << "-character token was accepted";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("at least 32"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(load_or_create_token(write("exact", std::string(kMinTokenChars, 'b'), 0600)).token,
+            std::string(kMinTokenChars, 'b'));
+}
+
+TEST(Protocol, JoinTokenMustDifferFromWriteToken) {
+  TempDir dir;
+  auto o = options_for(dir);
+  o.token_file = dir.file("same.token");
+  o.join_token_file = o.token_file;
+  asio::io_context io;
+  try {
+    Server s(io, o);
+    ADD_FAILURE() << "a join token equal to the write token was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("must differ"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Protocol, StaticFilesAndNoTraversal) {
   TempDir dir;
   auto o = options_for(dir);
