@@ -338,12 +338,7 @@ void check_consistency(const YamlReader& r, const YAML::Node& root, const Docume
 }
 
 Document parse_document(const YamlReader& r, const std::string& text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw SpecError(r.where(e.mark), "", "YAML syntax error: " + e.msg);
-  }
+  YAML::Node root = r.load(text);
   Document doc;
   std::string stem = std::filesystem::path(r.file()).stem().string();
   doc.run.name = stem.empty() ? "run" : stem;

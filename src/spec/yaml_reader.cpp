@@ -1,12 +1,16 @@
 // Typed, located reads from a yaml-cpp tree (see yaml_reader.hpp).
 #include "spec/yaml_reader.hpp"
 
+#include <yaml-cpp/eventhandler.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <sstream>
+#include <unordered_map>
 
 namespace dnnlab::spec::detail {
 namespace {
@@ -222,17 +226,106 @@ std::vector<std::pair<YAML::Node, YAML::Node>> YamlReader::entries(const YAML::N
   std::vector<std::pair<YAML::Node, YAML::Node>> out;
   if (!n.IsDefined() || n.IsNull()) return out;
   if (!n.IsMap()) fail(n, path, "expected a map of keys, got " + describe_node(n));
+  std::unordered_map<std::string_view, size_t> first;  // key -> its index in out
   for (auto it = n.begin(); it != n.end(); ++it) {
     YAML::Node key = it->first;
     if (!key.IsScalar()) fail(key, path, "expected a key name, got " + describe_node(key));
-    for (const auto& [k, v] : out)
-      if (k.Scalar() == key.Scalar())
-        fail(key, join(path, key.Scalar()),
-             "duplicate key (first given at line " + std::to_string(k.Mark().line + 1) + ")");
     YAML::Node value = it->second;
     out.emplace_back(key, value);
+    // The view points into the node's scalar, which `out` keeps alive.
+    auto [at, fresh] = first.emplace(out.back().first.Scalar(), out.size() - 1);
+    if (!fresh)
+      fail(key, join(path, key.Scalar()),
+           "duplicate key (first given at line " +
+               std::to_string(out[at->second].first.Mark().line + 1) + ")");
   }
   return out;
+}
+
+namespace {
+
+// Counts the nodes the first document stands for, aliases expanded, without
+// building it: each anchor's expanded size is remembered, an alias adds it.
+class ExpandedSize : public YAML::EventHandler {
+ public:
+  explicit ExpandedSize(int64_t limit) : limit_(limit) {}
+  bool over() const { return over_; }
+  YAML::Mark where() const { return where_; }
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t a) override { leaf(m, a, 1); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t a) override {
+    auto it = sizes_.find(a);
+    leaf(m, 0, it == sizes_.end() ? 1 : it->second);
+  }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t a,
+                const std::string&) override {
+    leaf(m, a, 1);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t a,
+                       YAML::EmitterStyle::value) override {
+    open_.push_back({m, a, 1});
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t a,
+                  YAML::EmitterStyle::value) override {
+    open_.push_back({m, a, 1});
+  }
+  void OnMapEnd() override { close(); }
+
+ private:
+  struct Open {
+    YAML::Mark mark;
+    YAML::anchor_t anchor;
+    int64_t size;
+  };
+  void leaf(const YAML::Mark& m, YAML::anchor_t a, int64_t size) {
+    if (a) sizes_[a] = size;
+    add(m, size);
+  }
+  void close() {
+    Open o = open_.back();
+    open_.pop_back();
+    if (o.anchor) sizes_[o.anchor] = o.size;
+    add(o.mark, o.size);
+  }
+  // Sizes saturate at the limit, so no sum can overflow.
+  void add(const YAML::Mark& m, int64_t size) {
+    int64_t& into = open_.empty() ? total_ : open_.back().size;
+    into = std::min(limit_ + 1, into + std::min(size, limit_ + 1));
+    if (into > limit_ && !over_) {
+      over_ = true;
+      where_ = m;
+    }
+  }
+  int64_t limit_, total_ = 0;
+  std::vector<Open> open_;
+  std::unordered_map<YAML::anchor_t, int64_t> sizes_;
+  bool over_ = false;
+  YAML::Mark where_;
+};
+
+}  // namespace
+
+YAML::Node YamlReader::load(const std::string& text) const {
+  if (text.size() > kMaxYamlBytes)
+    throw SpecError(SpecLocation{file_, 1, 1}, "",
+                    "the document is " + std::to_string(text.size()) + " bytes; at most " +
+                        std::to_string(kMaxYamlBytes) + " are accepted");
+  try {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    ExpandedSize count(kMaxYamlNodes);
+    parser.HandleNextDocument(count);
+    if (count.over())
+      throw SpecError(where(count.where()), "",
+                      "the document stands for more than " + std::to_string(kMaxYamlNodes) +
+                          " nodes once its aliases are expanded (an alias bomb?)");
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw SpecError(where(e.mark), "", "YAML syntax error: " + e.msg);
+  }
 }
 
 }  // namespace dnnlab::spec::detail

@@ -14,6 +14,13 @@
 
 namespace dnnlab::spec::detail {
 
+// Bounds on what one spec or sweep document may make the parser do: its size,
+// and the number of nodes it stands for once every alias is expanded (a
+// 700-byte "billion laughs" document stands for 10^9). Specs are sent by
+// strangers over the REST API; a real one is a few KiB and a few hundred nodes.
+inline constexpr size_t kMaxYamlBytes = size_t{1} << 20;
+inline constexpr int64_t kMaxYamlNodes = 100000;
+
 // A numeric range; open ends exclude their bound (lr is (0, inf)).
 struct Range {
   double lo, hi;
@@ -48,8 +55,12 @@ class YamlReader {
   // One of `valid`; otherwise "unknown <what> 'x'; did you mean ...".
   std::string choice(const YAML::Node& n, const std::string& path, std::string_view what,
                      std::span<const std::string_view> valid) const;
+  // The first document of `text` as a tree, within kMaxYamlBytes and
+  // kMaxYamlNodes (aliases counted as what they expand to); syntax errors and
+  // the limits are SpecErrors at the offending line:column.
+  YAML::Node load(const std::string& text) const;
   // A map (or nothing, which reads as an empty map): its keys as scalars, with
-  // duplicates rejected.
+  // duplicates rejected (hashed: linear in the number of keys).
   std::vector<std::pair<YAML::Node, YAML::Node>> entries(const YAML::Node& n,
                                                          const std::string& path) const;
 

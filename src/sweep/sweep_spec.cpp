@@ -352,12 +352,7 @@ SweepSpec parse_sweep(const std::string& text, const std::string& file) {
   YamlReader r(file);
   std::vector<size_t> masked_at;
   const std::string masked = mask_placeholders(text, &masked_at);
-  YAML::Node root;
-  try {
-    root = YAML::Load(masked);
-  } catch (const YAML::Exception& e) {
-    throw SpecError(r.where(e.mark), "", "YAML syntax error: " + e.msg);
-  }
+  YAML::Node root = r.load(masked);
   try {
     if (!root.IsMap())
       r.fail(root, "", "a sweep file is a map with name, template, search and scheduler");

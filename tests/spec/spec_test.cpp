@@ -224,6 +224,58 @@ TEST(RunSpec, MissingFileNamesIt) {
   }
 }
 
+// Specs come from strangers (POST /api/experiments): a document that expands
+// to billions of nodes, or is simply huge, is refused before it is walked.
+const std::string kSmallModel = "model:\n  layers:\n    - dense: 10\n";
+
+TEST(RunSpec, AliasBombIsRefusedAtTheAliasThatCrossesTheLimit) {
+  // a_i is a list of ten a_(i-1): a9 stands for 10^10 scalars.
+  std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 9; ++i) {
+    bomb += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+    for (int j = 0; j < 10; ++j) bomb += (j ? ", *a" : "*a") + std::to_string(i - 1);
+    bomb += "]\n";
+  }
+  try {
+    parse_run_spec(bomb + kSmallModel, "bomb.yaml");
+    FAIL() << "an alias bomb was accepted";
+  } catch (const SpecError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("once its aliases are expanded"), std::string::npos) << what;
+    // The count passes 100,000 nodes inside a4 (10^5 scalars), on line 5.
+    EXPECT_EQ(what.rfind("bomb.yaml:5:", 0), 0u) << what;
+  }
+  // A spec that reuses a section through an alias still reads.
+  RunSpec ok = parse_run_spec("train:\n  optimizer: &opt {type: adam, lr: 0.002}\n" + kSmallModel,
+                              "ok.yaml");
+  EXPECT_FLOAT_EQ(ok.train.optimizer.lr, 0.002f);
+}
+
+TEST(RunSpec, OversizedDocumentIsRefused) {
+  std::string big = kSmallModel + "# " + std::string(size_t{1} << 20, 'x') + "\n";
+  try {
+    parse_run_spec(big, "big.yaml");
+    FAIL() << "a document over the size limit was accepted";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("bytes; at most 1048576 are accepted"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(RunSpec, DuplicateKeyAmongTwentyThousandNamesItsFirstLine) {
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "k" + std::to_string(i) + ": 1\n";
+  text += "k17: 2\n";
+  try {
+    parse_run_spec(text, "dup.yaml");
+    FAIL() << "a duplicate key was accepted";
+  } catch (const SpecError& e) {
+    std::string what = e.what();
+    EXPECT_EQ(what.rfind("dup.yaml:20001:1: ", 0), 0u) << what;
+    EXPECT_NE(what.find("duplicate key (first given at line 18)"), std::string::npos) << what;
+  }
+}
+
 // Line and column (1-based) of the first occurrence of `token` in `text`.
 std::string location_of(const std::string& text, const std::string& token) {
   size_t pos = text.find(token);
