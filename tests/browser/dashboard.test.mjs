@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startFakeApi } from './fake_api.mjs';
-import { CHROMIUM, LAUNCH } from './launch.mjs';
+import { CHROMIUM, LAUNCH, prerequisite } from './launch.mjs';
 import { realServerMissing, SMALL_SWEEP, startRealServer } from './real_server.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -46,8 +46,8 @@ function expectedByActivation(trials) {
   return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, { trials: v.trials, points: v.depths.size }]));
 }
 
-const skip = !existsSync(CHROMIUM) ? `no Chromium at ${CHROMIUM}` : !existsSync(join(DIST, 'app.js')) ? `no built dashboard in ${DIST}` : false;
-const realSkip = skip || realServerMissing(DNNLAB) || false;
+const skip = prerequisite(test, !existsSync(CHROMIUM) ? `no Chromium at ${CHROMIUM}` : !existsSync(join(DIST, 'app.js')) ? `no built dashboard in ${DIST}` : false);
+const realSkip = skip || prerequisite(test, realServerMissing(DNNLAB));
 
 test('dashboard against the fake API', { skip, timeout: 120_000 }, async (t) => {
   const { chromium } = require('playwright-core');

@@ -14,7 +14,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CHROMIUM, LAUNCH } from './launch.mjs';
+import { CHROMIUM, LAUNCH, prerequisite } from './launch.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(resolve(here, '../../web/package.json'));
@@ -22,9 +22,9 @@ const arg = (n, d) => { const i = process.argv.indexOf(n); return i > 0 ? proces
 const DIST = resolve(arg('--dist', resolve(here, '../../web/dist')));
 const MAKE_SHARD = arg('--make-shard', process.env.DNNLAB_MAKE_SHARD || null);
 
-const skip = !existsSync(CHROMIUM) ? `no Chromium at ${CHROMIUM}`
+const skip = prerequisite(test, !existsSync(CHROMIUM) ? `no Chromium at ${CHROMIUM}`
   : !existsSync(join(DIST, 'core', 'dnnlab_core.wasm')) ? `no join page + core in ${DIST}`
-  : !MAKE_SHARD ? 'no --make-shard binary' : false;
+  : !MAKE_SHARD ? 'no --make-shard binary' : false);
 
 const SPEC = {
   input: [784], classes: 10, layers: [{ type: 'dense', units: 8 }, { type: 'relu' }, { type: 'dense', units: 10 }],

@@ -5,3 +5,15 @@ export const LAUNCH = {
   headless: true,
   args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update'],
 };
+
+// A missing prerequisite (Chromium, the built dashboard or wasm core, a dnnlab
+// binary) skips a test on a developer's machine, but ctest counts a skipped
+// node test as passed: under CI it is a failing test instead.
+export function prerequisite(test, reason) {
+  if (reason && process.env.CI) {
+    test(`prerequisites (CI=${process.env.CI})`, () => {
+      throw new Error(`${reason}: under CI a browser test may not skip`);
+    });
+  }
+  return reason || false;
+}
