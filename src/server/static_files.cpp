@@ -1,6 +1,7 @@
 // Static file serving for the dashboard bundle.
 #include "server/static_files.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -65,35 +66,48 @@ std::string_view content_type_for(std::string_view ext) {
 
 StaticReply serve_static(const std::string& web_root, std::string_view path) {
   namespace fs = std::filesystem;
+  const StaticReply bad{400, "text/plain; charset=utf-8", "bad path\n"};
   std::string decoded;
-  if (path.empty() || path[0] != '/' || !url_decode(path, decoded))
-    return {400, "text/plain; charset=utf-8", "bad path\n"};
-  // Reject any `..` segment (and backslashes) before touching the disk.
-  std::string_view d = decoded;
+  if (path.empty() || path[0] != '/' || !url_decode(path, decoded)) return bad;
+  // Decoded once, checked segment by segment before touching the disk: no
+  // empty segment ("//etc" would make the rest absolute), no "." or "..", no
+  // backslash, control character or '%' left over from double encoding.
+  std::string_view d = std::string_view(decoded).substr(1);
+  for (char c : d)
+    if (c == '\\' || c == '%' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return bad;
   std::size_t start = 0;
-  while (start <= d.size()) {
+  while (start < d.size()) {
     std::size_t end = d.find('/', start);
     if (end == std::string_view::npos) end = d.size();
-    if (d.substr(start, end - start) == "..")
-      return {400, "text/plain; charset=utf-8", "bad path\n"};
+    std::string_view seg = d.substr(start, end - start);
+    const bool last = end == d.size();
+    if ((seg.empty() && !last) || seg == "." || seg == "..") return bad;
     start = end + 1;
   }
-  if (decoded.find('\\') != std::string::npos)
-    return {400, "text/plain; charset=utf-8", "bad path\n"};
 
-  std::string rel = decoded.substr(1);
+  std::string rel(d);
   if (rel.empty() || rel.back() == '/') rel += "index.html";
   const bool wants_index = rel == "index.html";
+  const StaticReply missing{404, "text/plain; charset=utf-8", "not found\n"};
   std::error_code ec;
-  fs::path file = web_root.empty() ? fs::path() : fs::path(web_root) / rel;
-  if (web_root.empty() || !fs::is_regular_file(file, ec)) {
+  fs::path root = web_root.empty() ? fs::path() : fs::canonical(web_root, ec);
+  if (web_root.empty() || ec) {
     if (wants_index) return {200, "text/html; charset=utf-8", std::string(kNotBuiltPage)};
-    return {404, "text/plain; charset=utf-8", "not found\n"};
+    return missing;
   }
+  // The file as the kernel will open it (symlinks resolved) must still lie
+  // under the root: a link out of the web root is not served.
+  fs::path file = fs::canonical(root / fs::path(rel).relative_path(), ec);
+  if (ec || !fs::is_regular_file(file, ec)) {
+    if (wants_index) return {200, "text/html; charset=utf-8", std::string(kNotBuiltPage)};
+    return missing;
+  }
+  auto [root_end, file_it] = std::mismatch(root.begin(), root.end(), file.begin(), file.end());
+  if (root_end != root.end()) return missing;
   std::ifstream f(file, std::ios::binary);
   std::ostringstream body;
   body << f.rdbuf();
-  if (!f) return {404, "text/plain; charset=utf-8", "not found\n"};
+  if (!f) return missing;
   StaticReply r{200, std::string(content_type_for(file.extension().string())), body.str()};
   // esbuild names assets with a content hash ("index-3FZ7Q2.js"): safe to cache for long.
   r.immutable = rel.rfind("assets/", 0) == 0;

@@ -250,6 +250,78 @@ TEST(Protocol, StaticFilesAndNoTraversal) {
   EXPECT_EQ(raw.find("\r\n\r\nsecret"), std::string::npos);
 }
 
+// Nothing outside the web root is served, whatever the encoding: each hostile
+// path goes out as a raw request line (no client normalizes it) and the reply
+// must hold neither the secret beside the root, nor /etc/passwd, nor the token.
+TEST(Protocol, StaticFilesNeverLeaveTheWebRoot) {
+  TempDir dir;
+  auto o = options_for(dir);
+  namespace fs = std::filesystem;
+  fs::create_directories(dir.path() / "web" / "assets");
+  std::ofstream(dir.path() / "web" / "index.html") << "<html>dash</html>";
+  std::ofstream(dir.path() / "web" / "assets" / "app.js") << "console.log(1)";
+  std::ofstream(dir.path() / "secret.txt") << "TOPSECRET";
+  fs::create_symlink(dir.path() / "secret.txt", dir.path() / "web" / "link.txt");
+  fs::create_directory_symlink("/etc", dir.path() / "web" / "etc");
+  fs::create_directory_symlink(dir.path(), dir.path() / "web" / "up");
+  o.web_root = (dir.path() / "web").string();
+  RunningServer s(o);
+  const std::string token = s.token();
+  const std::string tmp = dir.path().string();
+  const std::vector<std::string> hostile = {
+      "//etc/passwd",
+      "///etc/passwd",
+      "/%2Fetc/passwd",
+      "/%2fetc/passwd",
+      "/%2F%2Fetc%2Fpasswd",
+      "//proc/self/cwd/dnnlab.token",
+      "/" + tmp + "/secret.txt",
+      "/%2F" + tmp.substr(1) + "/dnnlab.token",
+      "/../secret.txt",
+      "/../../../../../../../etc/passwd",
+      "/..%2Fsecret.txt",
+      "/%2e%2e/secret.txt",
+      "/%2E%2E/secret.txt",
+      "/.%2e/secret.txt",
+      "/%2e./secret.txt",
+      "/assets/../../secret.txt",
+      "/assets/%2e%2e/%2e%2e/secret.txt",
+      "/assets/%2F..%2F..%2Fsecret.txt",
+      "/assets//etc/passwd",
+      "/%252e%252e/secret.txt",
+      "/%252Fetc/passwd",
+      "/..\\secret.txt",
+      "/%5c..%5csecret.txt",
+      "/assets\\..\\..\\secret.txt",
+      "/\\etc\\passwd",
+      "/%00",
+      "/index.html%00.txt",
+      "/%09../secret.txt",
+      "/./secret.txt",
+      "/assets/./../../secret.txt",
+      "/%c0%ae%c0%ae/secret.txt",
+      "/..;/secret.txt",
+      "/link.txt",
+      "/etc/passwd",
+      "/up/secret.txt",
+      "/up/dnnlab.token",
+      "/proc/self/environ",
+  };
+  ASSERT_GE(hostile.size(), 30u);
+  for (const std::string& p : hostile) {
+    std::string reply =
+        raw_exchange(s.port(), "GET " + p + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", true);
+    EXPECT_EQ(reply.find("TOPSECRET"), std::string::npos) << p;
+    EXPECT_EQ(reply.find("root:"), std::string::npos) << p;
+    EXPECT_EQ(reply.find(token), std::string::npos) << p;
+    EXPECT_TRUE(reply.rfind("HTTP/1.1 400", 0) == 0 || reply.rfind("HTTP/1.1 404", 0) == 0)
+        << p << " -> " << reply.substr(0, reply.find("\r\n"));
+  }
+  // The root itself still serves, and the server lives.
+  EXPECT_EQ(s.get("/assets/app.js").status, 200u);
+  EXPECT_EQ(s.get("/").body, "<html>dash</html>");
+}
+
 TEST(Protocol, ListenAddressesAreChecked) {
   EXPECT_EQ(parse_listen("127.0.0.1:8080").second, 8080);
   EXPECT_EQ(parse_listen("[::1]:0").first, "::1");
