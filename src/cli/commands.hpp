@@ -2,11 +2,24 @@
 // returns the function that runs it.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <functional>
+#include <stdexcept>
 
 namespace dnnlab::cli {
 
 using Command = std::function<int()>;
+
+// A bad argument found once the command runs (no such experiment or trial, a
+// trial that cannot be rerun): exit 2 like a usage error CLI11 finds.
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// Flag checks whose messages read as sentences, e.g. "--workers: must be a
+// whole number >= 1, got '0'" (CLI11's own say "not in range 0.000000 to 1.797e308").
+CLI::Validator whole_number(int64_t lo, int64_t hi = INT64_MAX);
+CLI::Validator number_in(double lo, double hi);
 
 // The dashboard bundle's directory ($DNNLAB_WEB_DIR, or web/dist of the
 // build tree this binary came from); empty when it was not built.

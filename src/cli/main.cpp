@@ -25,12 +25,17 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version end here with 0; every usage error is 2 (CLI11's
+    // own codes, 105 and up, are not part of dnnlab's contract).
+    return app.exit(e) == 0 ? 0 : 2;
   }
   try {
     for (auto& [sub, cmd] : commands)
       if (sub->parsed()) return cmd();
   } catch (const dnnlab::SpecError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const dnnlab::cli::UsageError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
   } catch (const dnnlab::DataError& e) {

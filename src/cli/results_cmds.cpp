@@ -17,14 +17,23 @@
 namespace dnnlab::cli {
 
 int64_t find_experiment(store::ResultStore& store, const std::string& key) {
-  if (!key.empty() && key.find_first_not_of("0123456789") == std::string::npos) {
-    const int64_t id = std::stoll(key);
-    if (!store.experiment(id)) throw std::invalid_argument("no experiment with id " + key);
-    return id;
-  }
+  // A sweep may be named "2024": a number is an id or a name, and when it is
+  // both (of different experiments) the user has to say which.
+  std::optional<store::ExperimentRecord> by_id, by_name;
+  if (!key.empty() && key.size() <= 18 && key.find_first_not_of("0123456789") == std::string::npos)
+    by_id = store.experiment(std::stoll(key));
   for (const auto& e : store.experiments())  // newest first
-    if (e.name == key) return e.id;
-  throw std::invalid_argument("no experiment named '" + key + "' (see `dnnlab status`)");
+    if (e.name == key) {
+      by_name = e;
+      break;
+    }
+  if (by_id && by_name && by_id->id != by_name->id)
+    throw UsageError("'" + key + "' is the id of experiment " + key + " ('" + by_id->name +
+                     "') and the name of experiment " + std::to_string(by_name->id) +
+                     "; give that one by its id, " + std::to_string(by_name->id));
+  if (by_id) return by_id->id;
+  if (by_name) return by_name->id;
+  throw UsageError("no experiment with id or name '" + key + "' (see `dnnlab status`)");
 }
 
 namespace {
@@ -41,18 +50,44 @@ std::string param_str(const nlohmann::json& p) {
   return p.dump();
 }
 
+// One CSV field (RFC 4180): quoted when it holds a comma, quote or line break.
+std::string csv(const std::string& v) {
+  if (v.find_first_of(",\"\r\n") == std::string::npos) return v;
+  std::string q = "\"";
+  for (char c : v) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+// A trial's parameter value (null when the trial's config lacks it).
+nlohmann::json param_value(const nlohmann::json& cfg, const std::string& name) {
+  return cfg.contains(name) ? cfg[name] : nlohmann::json();
+}
+
+// A parameter value as a table key: numbers by value and before anything
+// else (strings, booleans, lists), which sort by their text.
+struct ParamKey {
+  bool not_number = true;
+  double number = 0;
+  std::string text;
+  explicit ParamKey(const nlohmann::json& v)
+      : not_number(!v.is_number()),
+        number(v.is_number() ? v.get<double>() : 0),
+        text(v.is_null() ? "-" : param_str(v)) {}
+  auto operator<=>(const ParamKey&) const = default;
+};
+
 void print_rows(const std::vector<store::TrialRecord>& rows,
                 const std::vector<std::string>& params) {
+  // "trial" is the store-wide id everywhere: what `rerun` takes.
   std::printf("%6s  %-9s", "trial", "status");
   for (const auto& p : params) std::printf("  %10s", p.c_str());
   std::printf("  %7s  %8s  %8s  %6s  %8s\n", "val_acc", "val_loss", "test_acc", "epochs",
               "seconds");
   for (const auto& t : rows) {
     auto cfg = nlohmann::json::parse(t.config_json);
-    std::printf("%6lld  %-9s", static_cast<long long>(t.index),
+    std::printf("%6lld  %-9s", static_cast<long long>(t.id),
                 std::string(store::to_string(t.status)).c_str());
-    for (const auto& p : params)
-      std::printf("  %10s", cfg.contains(p) ? param_str(cfg[p]).c_str() : "-");
+    for (const auto& p : params) std::printf("  %10s", ParamKey(param_value(cfg, p)).text.c_str());
     std::printf("  %7s  %8s  %8s  %6lld  %8s\n", fmt(t.metrics.val_acc).c_str(),
                 fmt(t.metrics.val_loss).c_str(), fmt(t.metrics.test_acc).c_str(),
                 static_cast<long long>(t.metrics.epochs_done),
@@ -96,12 +131,13 @@ void print_best_table(store::ResultStore& s, int64_t exp, const std::string& met
   }
   // Best trial per (depth, activation if any): the table of a depth study.
   const bool by_act = std::find(params.begin(), params.end(), "activation") != params.end();
-  std::map<std::pair<int64_t, std::string>, store::TrialRecord> best;
+  // Depth may be any parameter type (a choice of strings, a float range).
+  std::map<std::pair<ParamKey, ParamKey>, store::TrialRecord> best;
   for (auto& t : ended) {  // sorted best first
     auto cfg = nlohmann::json::parse(t.config_json);
-    auto key =
-        std::make_pair(cfg["depth"].get<int64_t>(), by_act ? param_str(cfg["activation"]) : "");
-    best.emplace(key, t);
+    best.emplace(std::make_pair(ParamKey(param_value(cfg, "depth")),
+                                ParamKey(by_act ? param_value(cfg, "activation") : nullptr)),
+                 t);
   }
   std::vector<store::TrialRecord> rows;
   for (auto& [k, t] : best) rows.push_back(t);
@@ -114,7 +150,7 @@ namespace {
 struct ResultsOptions {
   std::string store_url = kDefaultDb, experiment, sort = "val_acc", out_dir = ".";
   int top = 20;
-  bool csv = false, json = false, ascending = false;
+  bool csv = false, json = false, ascending = false, descending = false;
 };
 
 nlohmann::json trial_json(const store::TrialRecord& t) {
@@ -141,17 +177,17 @@ nlohmann::json trial_json(const store::TrialRecord& t) {
 void write_trials_csv(std::ostream& out, const std::vector<store::TrialRecord>& rows,
                       const std::vector<std::string>& params) {
   out << "trial_id,index,status,attempt,seed";
-  for (auto& p : params) out << "," << p;
+  for (auto& p : params) out << "," << csv(p);
   out << ",train_loss,train_acc,val_loss,val_acc,test_acc,epochs_done,seconds,error\n";
   for (const auto& t : rows) {
     auto cfg = nlohmann::json::parse(t.config_json);
     out << t.id << "," << t.index << "," << store::to_string(t.status) << "," << t.attempt << ","
         << t.seed;
-    for (auto& p : params) out << "," << (cfg.contains(p) ? param_str(cfg[p]) : "");
+    for (auto& p : params) out << "," << (cfg.contains(p) ? csv(param_str(cfg[p])) : "");
     out << "," << fmt(t.metrics.train_loss, "%.9g") << "," << fmt(t.metrics.train_acc, "%.9g")
         << "," << fmt(t.metrics.val_loss, "%.9g") << "," << fmt(t.metrics.val_acc, "%.9g") << ","
         << fmt(t.metrics.test_acc, "%.9g") << "," << t.metrics.epochs_done << ","
-        << t.metrics.seconds << ",\"" << t.error.substr(0, 200) << "\"\n";
+        << t.metrics.seconds << "," << csv(t.error.substr(0, 200)) << "\n";
   }
 }
 
@@ -160,9 +196,15 @@ int results(const ResultsOptions& o) {
   const int64_t exp = find_experiment(*s, o.experiment);
   store::TrialQuery q;
   q.sort_by = o.sort;
-  q.descending = !o.ascending && o.sort.find("loss") == std::string::npos;
+  // The better end first by default: largest accuracy, smallest loss.
+  q.descending = o.descending || (!o.ascending && o.sort.find("loss") == std::string::npos);
   q.limit = o.top;
-  auto rows = s->trials(exp, q);
+  std::vector<store::TrialRecord> rows;
+  try {
+    rows = s->trials(exp, q);
+  } catch (const std::invalid_argument& e) {  // an unknown column
+    throw UsageError(std::string("--sort: ") + e.what());
+  }
   auto params = param_names(*s, exp);
   if (o.json) {
     nlohmann::json arr = nlohmann::json::array();
@@ -211,11 +253,15 @@ int export_csv(const ResultsOptions& o) {
   std::ofstream t(trials_path), c(curves_path);
   write_trials_csv(t, rows, params);
   c << "trial_id,index,epoch,train_loss,train_acc,val_loss,val_acc,seconds,lr\n";
-  for (const auto& row : rows)
-    for (const auto& m : s->trial(row.id)->curve)
+  for (const auto& row : rows) {
+    // Held by name: a range-for over `s->trial(id)->curve` reads a destroyed temporary.
+    const std::optional<store::TrialRecord> trial = s->trial(row.id);
+    if (!trial) continue;
+    for (const auto& m : trial->curve)
       c << row.id << "," << row.index << "," << m.epoch << "," << fmt(m.train_loss, "%.9g") << ","
         << fmt(m.train_acc, "%.9g") << "," << fmt(m.val_loss, "%.9g") << ","
         << fmt(m.val_acc, "%.9g") << "," << m.seconds << "," << fmt(m.lr, "%.9g") << "\n";
+  }
   if (!t || !c) throw std::runtime_error("cannot write to " + o.out_dir);
   std::cerr << "wrote " << trials_path.string() << " (" << rows.size() << " trials) and "
             << curves_path.string() << "\n";
@@ -227,19 +273,40 @@ struct RerunOptions {
   int64_t trial = 0;
 };
 
+// Ends a rerun after the epochs the stored trial trained. The spec keeps its
+// epochs: a pruned trial's learning-rate schedule spanned all of them.
+class StopAfterEpochs : public nn::TrainObserver {
+ public:
+  explicit StopAfterEpochs(int64_t epochs) : epochs_(epochs) {}
+  bool on_epoch(const nn::EpochResult& r) override { return r.epoch < epochs_; }
+
+ private:
+  int64_t epochs_;
+};
+
 int rerun(const RerunOptions& o) {
   auto s = store::open_result_store(o.store_url);
   auto t = s->trial(o.trial);
-  if (!t) throw std::invalid_argument("no trial with id " + std::to_string(o.trial));
+  if (!t)
+    throw UsageError("no trial with id " + std::to_string(o.trial) + " in " + o.store_url +
+                     " (`dnnlab results EXPERIMENT` lists them)");
+  if ((t->status != store::TrialStatus::finished && t->status != store::TrialStatus::pruned) ||
+      t->metrics.epochs_done < 1)
+    throw UsageError("trial " + std::to_string(t->id) + " is " +
+                     std::string(store::to_string(t->status)) +
+                     ": rerun checks the stored numbers of a finished or pruned trial");
   auto e = s->experiment(t->experiment_id);
   sweep::SweepSpec sw = sweep::parse_sweep(e->spec_text, e->spec_path);
   nn::RunSpec run = sw.materialize({t->index, nlohmann::json::parse(t->config_json), t->seed});
-  run.train.epochs = static_cast<int>(std::max<int64_t>(1, t->metrics.epochs_done));
   data::Dataset data = data::load(worker::load_options(run.data, o.data_dir));
   std::cerr << "rerunning trial " << t->id << " ("
             << sweep::describe_params(nlohmann::json::parse(t->config_json)) << ", seed " << t->seed
-            << ", " << run.train.epochs << " epochs)\n";
-  worker::RunResult r = worker::train_run(run, data, nullptr);
+            << ", " << t->metrics.epochs_done << " of " << run.train.epochs << " epochs)\n";
+  StopAfterEpochs stop(t->metrics.epochs_done);
+  worker::RunResult r = worker::train_run(run, data, &stop);
+  if (static_cast<int64_t>(r.curve.size()) != t->metrics.epochs_done)
+    throw std::runtime_error("the rerun trained " + std::to_string(r.curve.size()) +
+                             " epochs, the stored trial " + std::to_string(t->metrics.epochs_done));
   int mismatches = 0;
   auto check = [&](const char* what, const std::optional<double>& stored, double now) {
     const bool same = stored && *stored == now;
@@ -267,12 +334,17 @@ Command add_results(CLI::App& app) {
   CLI::App* c = app.add_subcommand("results", "Show an experiment's best trials");
   c->add_option("experiment", o->experiment, "Experiment id or name")->required();
   c->add_option("--store", o->store_url, "Result store URL")->capture_default_str();
-  c->add_option("--top", o->top, "Number of trials (0: all)")->capture_default_str();
+  c->add_option("--top", o->top, "Number of trials (0: all)")
+      ->capture_default_str()
+      ->check(whole_number(0, INT32_MAX));
   c->add_option("--sort", o->sort,
                 "Sort column: val_acc, val_loss, test_acc, train_loss, seconds, index, ...")
       ->capture_default_str();
-  c->add_flag("--ascending", o->ascending,
-              "Smallest first (default: largest first, except for losses)");
+  auto* asc = c->add_flag("--ascending", o->ascending,
+                          "Smallest first (default: largest first, except for losses)");
+  c->add_flag("--descending", o->descending,
+              "Largest first (default: largest first, except for losses)")
+      ->excludes(asc);
   c->add_flag("--csv", o->csv, "CSV output");
   c->add_flag("--json", o->json, "JSON output");
   return [o] { return results(*o); };
@@ -300,7 +372,9 @@ Command add_rerun(CLI::App& app) {
   auto o = std::make_shared<RerunOptions>();
   CLI::App* c =
       app.add_subcommand("rerun", "Train a stored trial again and compare its numbers bit for bit");
-  c->add_option("trial", o->trial, "Trial id")->required();
+  c->add_option("trial", o->trial, "Trial id (the `trial` column of `dnnlab results`)")
+      ->required()
+      ->check(whole_number(1));
   c->add_option("--store", o->store_url, "Result store URL")->capture_default_str();
   c->add_option("--data", o->data_dir, "Data set directory override");
   return [o] { return rerun(*o); };

@@ -138,7 +138,7 @@ std::string progress_line(const experiment::Progress& p, double elapsed,
   if (p.best)
     if (auto v = store::metric(p.best->metrics, metric)) {
       std::snprintf(buf, sizeof buf, "  best %s %.4f (trial %lld)", metric.c_str(), *v,
-                    static_cast<long long>(p.best->index));
+                    static_cast<long long>(p.best->id));
       s += buf;
     }
   return s;
@@ -218,9 +218,9 @@ int run_sweep(RunOptions o) {
   for (pid_t pid : workers)
     if (pid > 0) waitpid(pid, nullptr, 0);
   if (g_stop) {
-    std::cerr << "interrupted: experiment " << exp
-              << " keeps its results; continue with `dnnlab run " << o.sweep_path
-              << "` or `dnnlab run --resume " << exp << "`\n";
+    std::cerr << "interrupted: experiment " << exp << " keeps its results; continue with ";
+    if (!o.sweep_path.empty()) std::cerr << "`dnnlab run " << o.sweep_path << "` or ";
+    std::cerr << "`dnnlab run --resume " << exp << "`\n";
     return 130;
   }
   print_best_table(*b.store, exp, sw.search.metric, sw.search.maximize(), 10);
@@ -235,7 +235,7 @@ Command add_run(CLI::App& app) {
       "run", "Run a sweep on this machine: coordinator plus local worker processes");
   c->add_option("sweep", o->sweep_path, "Sweep file (YAML); see docs/sweep.md");
   c->add_option("-w,--workers", o->workers, "Worker processes (default: number of cores)")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(1, INT32_MAX));
   c->add_option("--store", o->store_url, "Result store URL")->capture_default_str();
   c->add_option("--broker", o->broker_url, "Task queue URL (default: the store's)");
   c->add_option("--data", o->data_dir, "Data set directory override");
@@ -244,7 +244,7 @@ Command add_run(CLI::App& app) {
   c->add_flag("--new", o->fresh,
               "Start a new experiment even if an unfinished one has the same sweep");
   c->add_option("--lease", o->lease, "Seconds a worker holds a trial between heartbeats")
-      ->check(CLI::Range(1.0, 3600.0));
+      ->check(number_in(1, 3600));
   c->add_flag("-q,--quiet", o->quiet, "No progress line");
   c->add_option("--listen", o->listen, "Dashboard and REST API address (a busy port: any free one)")
       ->capture_default_str();

@@ -20,11 +20,9 @@ struct TrainOptions {
   std::string out_dir = ".";
   std::string data_dir;
   std::string kernels = "auto";
-  int epochs = 0;
-  int64_t seed = -1;
-  int batch_size = 0;
-  double lr = 0;
-  int64_t limit_train = 0;
+  // Spec fields given as flags, kept as typed: the spec reader checks them
+  // like the file's own values.
+  std::vector<spec::Override> overrides;
   bool quiet = false;
 };
 
@@ -37,12 +35,9 @@ void write_file(const std::filesystem::path& p, const std::string& bytes) {
 int run_train(const TrainOptions& o) {
   if (!nn::select_kernels(o.kernels))
     throw std::invalid_argument("--kernels: '" + o.kernels + "' is not available on this CPU");
-  nn::RunSpec spec = spec::load_run_spec(o.spec_path);
-  if (o.epochs > 0) spec.train.epochs = o.epochs;
-  if (o.seed >= 0) spec.train.seed = static_cast<uint64_t>(o.seed);
-  if (o.batch_size > 0) spec.train.batch_size = o.batch_size;
-  if (o.lr > 0) spec.train.optimizer.lr = static_cast<float>(o.lr);
-  if (o.limit_train > 0) spec.data.limit_train = o.limit_train;
+  nn::RunSpec spec = spec::load_run_spec(o.spec_path, o.overrides);
+  // What is trained, overrides included: `dnnlab train` on this text repeats the run.
+  spec.source = spec::to_yaml(spec);
 
   if (!o.quiet) std::cerr << "loading " << spec.data.dataset << " ...\n";
   data::Dataset data = data::load(worker::load_options(spec.data, o.data_dir));
@@ -88,14 +83,21 @@ Command add_train(CLI::App& app) {
   c->add_option(
       "--data", o->data_dir,
       "Data set directory (default: $DNNLAB_DATA_DIR/<name> or /usr/share/datasets/<name>)");
-  c->add_option("--epochs", o->epochs, "Override train.epochs")->check(CLI::PositiveNumber);
-  c->add_option("--seed", o->seed, "Override train.seed")->check(CLI::NonNegativeNumber);
-  c->add_option("--batch-size", o->batch_size, "Override train.batch_size")
-      ->check(CLI::PositiveNumber);
-  c->add_option("--lr", o->lr, "Override the optimizer's learning rate")
-      ->check(CLI::PositiveNumber);
-  c->add_option("--limit-train", o->limit_train, "Use only this many training samples")
-      ->check(CLI::PositiveNumber);
+  auto override_flag = [&](const char* flag, const char* field, const std::string& help) {
+    c->add_option_function<std::string>(
+        flag,
+        [o, flag, field](const std::string& v) {
+          o->overrides.push_back({field, v, flag});
+        },
+        help);
+  };
+  override_flag("--epochs", "train.epochs", "Override train.epochs");
+  override_flag("--seed", "train.seed", "Override train.seed (0 to 2^64-1)");
+  override_flag("--batch-size", "train.batch_size", "Override train.batch_size");
+  override_flag("--lr", "train.optimizer.lr",
+                "Override the optimizer's learning rate (train.optimizer.lr)");
+  override_flag("--limit-train", "data.limit_train",
+                "Use only this many training samples (data.limit_train; 0: all)");
   c->add_option("--kernels", o->kernels, "Kernel target: auto, avx512, avx2, scalar")
       ->capture_default_str();
   c->add_flag("-q,--quiet", o->quiet, "Print only the final accuracies");

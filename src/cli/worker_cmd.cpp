@@ -25,20 +25,26 @@ Command add_worker(CLI::App& app) {
       app.add_subcommand("worker", "Lease trials from running experiments and train them");
   c->add_option("--store", o->store_url, "Result store URL")->capture_default_str();
   c->add_option("--broker", o->broker_url, "Task queue URL (default: the store's)");
-  c->add_option("--experiment", o->experiment, "Serve only this experiment; exit when it ends");
+  c->add_option("--experiment", o->experiment, "Serve only this experiment (id); exit when it ends")
+      ->check(whole_number(1));
   c->add_option("--id", o->worker_id, "Worker id (default: host-pid)");
   c->add_option("--data", o->data_dir, "Data set directory override");
-  c->add_option("--lease", o->lease_seconds, "Lease length in seconds")
-      ->check(CLI::Range(1.0, 3600.0));
-  c->add_option("--idle-exit", o->idle_exit_seconds,
-                "Exit after this many idle seconds (0: never)");
+  c->add_option("--lease", o->lease_seconds, "Lease length in seconds")->check(number_in(1, 3600));
+  c->add_option("--idle-exit", o->idle_exit_seconds, "Exit after this many idle seconds (0: never)")
+      ->check(number_in(0, 1e9));
   c->add_flag("-v,--verbose", o->verbose, "Log each trial");
   auto parent = std::make_shared<int64_t>(0);
   c->add_option("--exit-with-parent", *parent,
                 "Stop (giving the trial back) when process PID exits")
+      ->check(whole_number(1, INT32_MAX))
       ->group("");  // set by `dnnlab run` for its local workers
   return [o, parent] {
     if (o->broker_url.empty()) o->broker_url = o->store_url;
+    // A worker for an experiment that does not exist would end at once with
+    // nothing done and exit 0: say so instead.
+    if (o->experiment > 0 && !store::open_result_store(o->store_url)->experiment(o->experiment))
+      throw UsageError("--experiment: no experiment with id " + std::to_string(o->experiment) +
+                       " in " + o->store_url + " (see `dnnlab status`)");
     struct sigaction sa {};
     sa.sa_handler = on_worker_signal;
     sigaction(SIGINT, &sa, nullptr);

@@ -320,6 +320,38 @@ void check_consistency(const YamlReader& r, const YAML::Node& root, const Docume
                str(t.optimizer.lr));
 }
 
+// Puts each override's value into the tree at its dotted field, making the
+// maps on the way; a section written in shorthand (`optimizer: sgd`) becomes
+// `{type: sgd}` first. The values carry no location, so errors about them are
+// told apart by their field (see parse_run_spec).
+void apply_overrides(YAML::Node& root, std::span<const Override> overrides) {
+  for (const Override& o : overrides) {
+    YAML::Node n;
+    n.reset(root);  // reset, not `=`: assigning a YAML::Node rewrites what it refers to
+    std::string_view rest = o.field;
+    for (size_t dot; (dot = rest.find('.')) != std::string_view::npos;
+         rest.remove_prefix(dot + 1)) {
+      const std::string key(rest.substr(0, dot));
+      if (n[key].IsScalar()) {
+        YAML::Node section(YAML::NodeType::Map);
+        section["type"] = n[key].Scalar();
+        n[key] = section;
+      }
+      YAML::Node child = n[key];
+      n.reset(child);
+    }
+    n[std::string(rest)] = o.value;
+  }
+}
+
+// A SpecError's message without its "file:line:column: 'field': " prefix.
+std::string bare_message(const SpecError& e) {
+  std::string message = e.what();
+  std::string prefix = e.where().str() + ": " + (e.field().empty() ? "" : "'" + e.field() + "': ");
+  if (message.compare(0, prefix.size(), prefix) == 0) message.erase(0, prefix.size());
+  return message;
+}
+
 // Model::validate names a layer's location and a LayerSpec field; restate its
 // error with the entry's dotted path so every spec error reads the same way.
 [[noreturn]] void rethrow_with_path(const SpecError& e, const Document& doc) {
@@ -331,14 +363,13 @@ void check_consistency(const YamlReader& r, const YAML::Node& root, const Docume
       field = doc.layer_paths[i];
       break;
     }
-  std::string message = e.what();
-  std::string prefix = e.where().str() + ": " + (e.field().empty() ? "" : "'" + e.field() + "': ");
-  if (message.compare(0, prefix.size(), prefix) == 0) message.erase(0, prefix.size());
-  throw SpecError(e.where(), field, message);
+  throw SpecError(e.where(), field, bare_message(e));
 }
 
-Document parse_document(const YamlReader& r, const std::string& text) {
+Document parse_document(const YamlReader& r, const std::string& text,
+                        std::span<const Override> overrides = {}) {
   YAML::Node root = r.load(text);
+  apply_overrides(root, overrides);
   Document doc;
   std::string stem = std::filesystem::path(r.file()).stem().string();
   doc.run.name = stem.empty() ? "run" : stem;
@@ -375,7 +406,27 @@ nn::RunSpec parse_run_spec(const std::string& text, const std::string& file) {
   }
 }
 
-nn::RunSpec load_run_spec(const std::string& path) {
+nn::RunSpec parse_run_spec(const std::string& text, const std::string& file,
+                           std::span<const Override> overrides) {
+  nn::RunSpec run = parse_run_spec(text, file);  // the file's own errors, as they are
+  if (overrides.empty()) return run;
+  YamlReader r(file);
+  try {
+    return parse_document(r, text, overrides).run;
+  } catch (const SpecError& e) {
+    for (const Override& o : overrides)
+      if (e.field() == o.field)
+        throw SpecError(SpecLocation{o.flag, 0, 0}, e.field(), bare_message(e));
+    std::string given;
+    for (const Override& o : overrides)
+      given += (given.empty() ? "" : " ") + o.flag + " " + o.value;
+    throw SpecError(e.where(), e.field(), bare_message(e) + " (with " + given + ")");
+  } catch (const YAML::Exception& e) {
+    throw SpecError(r.where(e.mark), "", e.msg);
+  }
+}
+
+nn::RunSpec load_run_spec(const std::string& path, std::span<const Override> overrides) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw SpecError(SpecLocation{path, 0, 0}, "", "is a directory, not a spec file");
@@ -387,7 +438,7 @@ nn::RunSpec load_run_spec(const std::string& path) {
   text << in.rdbuf();
   if (in.bad())
     throw SpecError(SpecLocation{path, 0, 0}, "", "cannot read spec file '" + path + "'");
-  return parse_run_spec(text.str(), path);
+  return parse_run_spec(text.str(), path, overrides);
 }
 
 bool dataset_shape(const std::string& name, nn::Shape* sample, int64_t* classes) {

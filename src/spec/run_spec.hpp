@@ -16,7 +16,9 @@
 // line and column and the field's dotted path, e.g. `model.layers[3].dense`.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "nn/spec.hpp"
 #include "nn/tensor.hpp"
@@ -28,9 +30,31 @@ namespace dnnlab::spec {
 // nn::Model::validate against the data set's shape.
 nn::RunSpec parse_run_spec(const std::string& text, const std::string& file);
 
-// Reads and parses a spec file; a missing or unreadable file is a SpecError
-// naming it.
-nn::RunSpec load_run_spec(const std::string& path);
+// A value from the command line for one field of a run spec (`--lr 0.001`
+// sets train.optimizer.lr). It is read and checked exactly like the file's
+// own value: same type, same range, same checks between fields.
+struct Override {
+  std::string field;  // dotted path: "train.epochs", "train.optimizer.lr", "data.limit_train"
+  std::string value;  // as typed
+  std::string flag;   // "--lr": named in errors
+};
+
+// Parses a run spec with `overrides` in place of (or added to) the file's
+// fields. The file must be valid by itself (its errors are reported as they
+// are); an override's bad value is a SpecError located at its flag
+// (`--epochs: 'train.epochs': must be >= 1, got 0`), and any other error the
+// overrides cause (a cosine floor above an overridden lr) is reported at the
+// file's location and says which overrides were given.
+//
+//   std::vector<spec::Override> flags = {{"train.optimizer.lr", "0.001", "--lr"}};
+//   nn::RunSpec run = spec::parse_run_spec(text, "mlp.yaml", flags);
+//   std::string trained = spec::to_yaml(run);  // the run as trained, overrides included
+nn::RunSpec parse_run_spec(const std::string& text, const std::string& file,
+                           std::span<const Override> overrides);
+
+// Reads and parses a spec file (with optional overrides, as above); a missing
+// or unreadable file is a SpecError naming it.
+nn::RunSpec load_run_spec(const std::string& path, std::span<const Override> overrides = {});
 
 // A known data set's sample shape and number of classes ("fashion-mnist",
 // "mnist" -> {784}, 10). False (outputs untouched) if the name is unknown.

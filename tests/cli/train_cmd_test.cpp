@@ -162,6 +162,113 @@ TEST(TrainCmd, SameSeedSameWeightsAndProvenance) {
   EXPECT_NE(m["spec"].get<std::string>().find("dense"), std::string::npos);
 }
 
+// A spec on synthetic data (no data set needed) with a cosine floor.
+const std::string kSynthetic = R"(name: syn
+data: {dataset: synthetic, validation: 64, limit_train: 256}
+model:
+  layers:
+    - dense: 16
+      activation: relu
+    - dense: 10
+train:
+  epochs: 3
+  batch_size: 32
+  seed: 5
+  optimizer: sgd
+  schedule: {type: cosine, min_lr: 0.005}
+)";
+
+struct BadOverride {
+  const char* name;
+  const char* flags;
+  const char* expect;  // in the message, besides the flag
+  const char* flag;
+};
+
+class BadOverrideTest : public ::testing::TestWithParam<BadOverride> {};
+
+// Overrides go through the spec's own checks: exit 2 naming the flag and field.
+TEST_P(BadOverrideTest, ExitsTwoNamingTheFlag) {
+  const BadOverride& c = GetParam();
+  TempDir dir;
+  auto spec = dir.write("syn.yaml", kSynthetic);
+  Result r = run("train -q " + spec.string() + " --out " + dir.path.string() + " " + c.flags);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(c.flag), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("1.797"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "syn.safetensors"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, BadOverrideTest,
+    ::testing::Values(
+        BadOverride{"lr_below_cosine_floor", "--lr 0.001", "min_lr", "--lr 0.001"},
+        BadOverride{"lr_zero", "--lr 0", "train.optimizer.lr", "--lr"},
+        BadOverride{"lr_nan", "--lr nan", "train.optimizer.lr", "--lr"},
+        BadOverride{"epochs_zero", "--epochs 0", "must be in [1, 1000000]", "--epochs"},
+        BadOverride{"epochs_too_many", "--epochs 1000001", "train.epochs", "--epochs"},
+        BadOverride{"epochs_fraction", "--epochs 1.5", "integer", "--epochs"},
+        BadOverride{"batch_size_zero", "--batch-size 0", "train.batch_size", "--batch-size"},
+        BadOverride{"batch_size_huge", "--batch-size 2000000", "train.batch_size", "--batch-size"},
+        BadOverride{"limit_train_too_many", "--limit-train 2000000", "training samples",
+                    "--limit-train"},
+        BadOverride{"limit_train_negative", "--limit-train -5", "data.limit_train",
+                    "--limit-train"},
+        BadOverride{"seed_negative", "--seed -1", "train.seed", "--seed"},
+        BadOverride{"seed_2_64", "--seed 18446744073709551616", "2^64", "--seed"},
+        BadOverride{"seed_text", "--seed abc", "train.seed", "--seed"},
+        BadOverride{"two_flags_one_bad", "--epochs 2 --batch-size 0", "train.batch_size",
+                    "--batch-size"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// Every seed a sweep can draw (half of them >= 2^63) is accepted and recorded as given.
+TEST(TrainCmd, SeedsUpTo2To64Minus1AreKept) {
+  TempDir dir;
+  auto spec = dir.write("syn.yaml", kSynthetic);
+  for (const std::string seed :
+       {"0", "9223372036854775807", "9223372036854775808", "18446744073709551615"}) {
+    TempDir out;
+    Result r = run("train -q " + spec.string() + " --epochs 1 --seed " + seed + " --out " +
+                   out.path.string());
+    ASSERT_EQ(r.code, 0) << seed << ": " << r.err;
+    auto m = nlohmann::json::parse(slurp(out.path / "syn.metrics.json"));
+    EXPECT_EQ(m["seed"].dump(), seed);
+    EXPECT_NE(m["spec"].get<std::string>().find("seed: " + seed), std::string::npos);
+  }
+  TempDir a, b;
+  run("train -q " + spec.string() + " --epochs 1 --seed 9223372036854775808 --out " +
+      a.path.string());
+  run("train -q " + spec.string() + " --epochs 1 --seed 18446744073709551615 --out " +
+      b.path.string());
+  EXPECT_NE(slurp(a.path / "syn.safetensors"), slurp(b.path / "syn.safetensors"))
+      << "two seeds above 2^63 trained the same model";
+}
+
+// The recorded spec is what was trained: training it again without flags
+// gives the same weights bit for bit.
+TEST(TrainCmd, RecordedSpecIncludesOverridesAndReproducesTheRun) {
+  TempDir a, b;
+  auto spec = a.write("syn.yaml", kSynthetic);
+  Result r = run("train -q " + spec.string() +
+                 " --lr 0.2 --epochs 2 --batch-size 16 --limit-train 128 --seed 7 --out " +
+                 a.path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto m = nlohmann::json::parse(slurp(a.path / "syn.metrics.json"));
+  const std::string recorded = m["spec"];
+  for (const char* want : {"lr: 0.2", "epochs: 2", "batch_size: 16", "limit_train: 128", "seed: 7"})
+    EXPECT_NE(recorded.find(want), std::string::npos) << want << " missing from\n" << recorded;
+  EXPECT_EQ(m["epochs"].size(), 2u);
+  const std::string weights = slurp(a.path / "syn.safetensors");
+  EXPECT_NE(weights.find("limit_train: 128"), std::string::npos) << "safetensors metadata";
+
+  auto again = b.write("syn.yaml", recorded);
+  Result r2 = run("train -q " + again.string() + " --out " + b.path.string());
+  ASSERT_EQ(r2.code, 0) << r2.err;
+  EXPECT_EQ(r2.out, r.out);
+  EXPECT_EQ(slurp(b.path / "syn.safetensors"), weights);
+}
+
 double accuracy_line(const std::string& out, const std::string& label) {
   const auto at = out.find(label);
   return at == std::string::npos ? -1 : std::stod(out.substr(at + label.size()));

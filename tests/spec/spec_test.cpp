@@ -215,6 +215,50 @@ train:
   expect_same(sgd, parse_run_spec(to_yaml(sgd), "sgd2.yaml"));
 }
 
+// Command-line overrides: read like the file's values, sections made where
+// missing, shorthands kept, and errors that name the flag.
+TEST(RunSpec, OverridesAreReadAndCheckedLikeTheFile) {
+  const std::string text =
+      "model:\n  layers: [dense: 10]\ntrain:\n  optimizer: adam\n"
+      "  schedule: {type: cosine, min_lr: 0.01}\n";
+  std::vector<Override> flags = {{"train.optimizer.lr", "0.05", "--lr"},
+                                 {"train.epochs", "4", "--epochs"},
+                                 {"train.seed", "18446744073709551615", "--seed"},
+                                 {"data.limit_train", "100", "--limit-train"}};
+  RunSpec run = parse_run_spec(text, "o.yaml", flags);
+  EXPECT_EQ(run.train.optimizer.type, "adam");
+  EXPECT_FLOAT_EQ(run.train.optimizer.lr, 0.05f);
+  EXPECT_EQ(run.train.epochs, 4);
+  EXPECT_EQ(run.train.seed, 18446744073709551615ull);
+  EXPECT_EQ(run.data.limit_train, 100);
+  expect_same(run, parse_run_spec(to_yaml(run), "o2.yaml"));
+
+  auto error = [&](std::vector<Override> bad) -> std::string {
+    try {
+      parse_run_spec(text, "o.yaml", bad);
+    } catch (const SpecError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error({{"train.epochs", "0", "--epochs"}}),
+            "--epochs: 'train.epochs': must be in [1, 1000000], got 0");
+  EXPECT_EQ(error({{"train.seed", "18446744073709551616", "--seed"}}),
+            "--seed: 'train.seed': expected an integer in [0, 2^64), got '18446744073709551616'");
+  // A conflict with a field of the file points at the file and names the flag.
+  const std::string floor = error({{"train.optimizer.lr", "0.001", "--lr"}});
+  EXPECT_NE(floor.find("o.yaml:5:"), std::string::npos) << floor;
+  EXPECT_NE(floor.find("train.schedule.min_lr"), std::string::npos) << floor;
+  EXPECT_NE(floor.find("(with --lr 0.001)"), std::string::npos) << floor;
+  // The file's own errors come first, as they are.
+  try {
+    parse_run_spec("model:\n  layers: [dense: 7]\n", "f.yaml", flags);
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_EQ(std::string(e.what()).find("--"), std::string::npos) << e.what();
+  }
+}
+
 TEST(RunSpec, MissingFileNamesIt) {
   try {
     load_run_spec("/nonexistent/dir/spec.yaml");
