@@ -131,9 +131,9 @@ std::string progress_line(const experiment::Progress& p, double elapsed,
                 "trials/s  ETA %s",
                 format_duration(elapsed).c_str(), static_cast<long long>(ended),
                 static_cast<long long>(p.planned), static_cast<long long>(c.running),
-                static_cast<long long>(std::max<int64_t>(0, p.planned - ended - c.running)),
-                static_cast<long long>(c.pruned), static_cast<long long>(c.failed),
-                p.trials_per_second, format_duration(eta).c_str());
+                static_cast<long long>(c.queued), static_cast<long long>(c.pruned),
+                static_cast<long long>(c.failed), p.trials_per_second,
+                format_duration(eta).c_str());
   std::string s = buf;
   if (p.best)
     if (auto v = store::metric(p.best->metrics, metric)) {

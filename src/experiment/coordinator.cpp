@@ -65,14 +65,6 @@ nlohmann::json provenance() {
           {"kernel_target", nn::kernels().name}};
 }
 
-// Trials the sweep will run in all: the budget, or the grid's size.
-int64_t planned_trials(const sweep::SweepSpec& s) {
-  if (s.search.method != "grid") return s.search.budget;
-  int64_t n = 1;
-  for (const auto& p : s.search.parameters) n *= static_cast<int64_t>(p.grid_values().size());
-  return s.search.budget > 0 ? std::min(n, s.search.budget) : n;
-}
-
 constexpr int64_t kBacklog = 2048;
 
 bool ended(store::TrialStatus s) {
@@ -141,7 +133,7 @@ Coordinator::~Coordinator() = default;
 
 Progress Coordinator::tick(int64_t in_flight) {
   Progress p;
-  p.planned = planned_trials(*sweep_);
+  p.planned = sampler_->planned();
   store::ExperimentStatus status = store_.experiment(id_)->status;
   fail_dead_tasks();
   p.counts = store_.trial_counts(id_);
@@ -164,13 +156,17 @@ Progress Coordinator::tick(int64_t in_flight) {
     // each new trial sees as many results as possible. Grid and random
     // trials do not depend on results: keep a deep backlog so that fast
     // trials never wait for the next tick, refilled in large batches.
+    // search.max_concurrent caps both kinds: then only that many trials
+    // exist unended at once (a grid or random sweep tops them up each tick).
+    const bool adaptive = sweep_->search.method == "tpe";
+    const int64_t max_concurrent = sweep_->search.max_concurrent;
     int64_t cap = in_flight;
-    if (sweep_->search.max_concurrent > 0)
-      cap = std::min(cap, sweep_->search.max_concurrent);
-    else if (sweep_->search.method != "tpe")
+    if (max_concurrent > 0)
+      cap = adaptive ? std::min(cap, max_concurrent) : max_concurrent;
+    else if (!adaptive)
       cap += kBacklog;
     int64_t room = cap - (p.counts.queued + p.counts.running);
-    if (sweep_->search.method != "tpe" && room < kBacklog / 2) room = 0;  // refill in big batches
+    if (!adaptive && max_concurrent == 0 && room < kBacklog / 2) room = 0;  // big batches
     std::vector<sweep::TrialConfig> batch;
     while (room-- > 0) {
       auto c = sampler_->next();
@@ -209,8 +205,12 @@ Progress Coordinator::tick(int64_t in_flight) {
   p.done = status != store::ExperimentStatus::running ||
            (exhausted_ && p.counts.queued + p.counts.running == 0);
   if (status == store::ExperimentStatus::running && p.done) {
-    store_.set_status(id_, store::ExperimentStatus::finished);
-    store_.append_event("experiment.finished", {{"experiment", id_}});
+    // Every trial failed: nothing was learned, and the experiment says so.
+    const bool failed = p.counts.total() > 0 && p.counts.failed == p.counts.total();
+    store_.set_status(id_,
+                      failed ? store::ExperimentStatus::failed : store::ExperimentStatus::finished);
+    store_.append_event(failed ? "experiment.failed" : "experiment.finished",
+                        {{"experiment", id_}});
   }
   return p;
 }

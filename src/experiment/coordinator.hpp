@@ -1,7 +1,8 @@
 // Coordinator: drives one experiment (a sweep) through the TaskQueue and the
 // ResultStore. It turns sampler output into trials and queued tasks, keeps
 // enough tasks in flight, feeds finished results back to adaptive samplers
-// (TPE), and marks the experiment finished when every trial has ended. All
+// (TPE), and marks the experiment finished when every trial has ended (failed
+// when every one of them failed). All
 // its state can be rebuilt from the store, so a restarted coordinator (or
 // `dnnlab run --resume`) continues where the last one stopped.
 //
@@ -40,7 +41,7 @@ std::string queue_name(int64_t experiment_id);
 
 struct Progress {
   store::TrialCounts counts;
-  int64_t planned = 0;           // trials the sweep will run in all (budget or grid size)
+  int64_t planned = 0;           // trials the sweep will run in all (Sampler::planned)
   bool done = false;             // every planned trial has ended
   double trials_per_second = 0;  // ended trials per second, recent average
   std::optional<store::TrialRecord> best;
