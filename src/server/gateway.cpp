@@ -619,7 +619,7 @@ struct Gateway::Impl {
     t.last_val_acc = m.val_acc;
     ExperimentCache& ec = experiment(t.experiment_id);
     const bool go = worker::continue_after_epoch(store, *ec.sweep, *ec.scheduler, t.experiment_id,
-                                                 t.trial_id, t.index, m.epoch, m);
+                                                 t.trial_id, t.index, m.epoch, t.epochs, m);
     if (!go) t.stopped = true;
     verdict(go, go ? nullptr : "pruned");
     return r;

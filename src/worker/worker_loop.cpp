@@ -185,7 +185,7 @@ class Worker {
         return false;
       }
       if (!continue_after_epoch(*w_.b_.store, *exp_.sweep, *exp_.scheduler, trial_.experiment_id,
-                                trial_.id, trial_.index, r.epoch, m)) {
+                                trial_.id, trial_.index, r.epoch, epochs_, m)) {
         pruned_ = true;
         return false;
       }
@@ -431,14 +431,19 @@ int64_t run_worker(const WorkerOptions& options) {
 
 bool continue_after_epoch(store::ResultStore& store, const sweep::SweepSpec& sweep,
                           sweep::Scheduler& scheduler, int64_t experiment_id, int64_t trial_id,
-                          int64_t index, int64_t epoch, const store::EpochMetrics& m) {
+                          int64_t index, int64_t epoch, int64_t epochs,
+                          const store::EpochMetrics& m) {
   if (sweep.scheduler.type == "fifo") return true;
   const std::string& metric = sweep.search.metric;
   for (const auto& te : store.epochs_for(experiment_id, epoch))
     if (te.trial_id != trial_id)
       if (auto v = store::metric(te.metrics, metric)) scheduler.replay(te.trial_index, epoch, *v);
-  return scheduler.on_epoch(index, epoch, store::metric(m, metric).value_or(NAN)) !=
-         sweep::Decision::kStop;
+  const double value = store::metric(m, metric).value_or(NAN);
+  if (epoch >= epochs) {
+    scheduler.replay(index, epoch, value);  // counts for the others, stops nothing
+    return true;
+  }
+  return scheduler.on_epoch(index, epoch, value) != sweep::Decision::kStop;
 }
 
 }  // namespace dnnlab::worker
