@@ -5,8 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <memory>
 #include <ostream>
+#include <set>
 #include <string>
+#include <thread>
 
 #include "experiment/task.hpp"
 #include "queue/test_support.hpp"
@@ -148,6 +152,84 @@ TEST(Coordinator, OneTrialThatFinishedIsEnoughToFinish) {
   EXPECT_EQ(c.finished, 1);
   EXPECT_EQ(c.failed, 9);
   EXPECT_EQ(b.store->experiment(exp)->status, store::ExperimentStatus::finished);
+}
+
+TEST(CoordinatorLease, TheStoreGivesAnExperimentToOneHolderAtATime) {
+  testing::TempDir dir;
+  auto store = store::open_result_store(dir.url("dnnlab.db"));
+  store::ExperimentRecord e;
+  e.name = "x";
+  const auto exp = store->create_experiment(e);
+  EXPECT_FALSE(store->coordinator(exp));
+  EXPECT_TRUE(store->acquire_coordinator(exp, "a", 30));
+  EXPECT_TRUE(store->acquire_coordinator(exp, "a", 30));  // renewed
+  EXPECT_FALSE(store->acquire_coordinator(exp, "b", 30));
+  EXPECT_EQ(store->coordinator(exp), "a");
+  store->release_coordinator(exp, "b");  // not b's: nothing changes
+  EXPECT_EQ(store->coordinator(exp), "a");
+  store->release_coordinator(exp, "a");
+  EXPECT_TRUE(store->acquire_coordinator(exp, "b", 0.05));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // b dies: its lease runs out
+  EXPECT_FALSE(store->coordinator(exp));
+  EXPECT_TRUE(store->acquire_coordinator(exp, "a", 30));
+  EXPECT_THROW(store->acquire_coordinator(exp + 1, "a", 30), std::invalid_argument);
+  EXPECT_THROW(store->acquire_coordinator(exp, "", 30), std::invalid_argument);
+  EXPECT_THROW(store->acquire_coordinator(exp, "a", 0), std::invalid_argument);
+}
+
+// Two coordinators of one TPE sweep (two `dnnlab run` of it on one store)
+// used to issue the same indexes: "trials[0].index 4 already exists".
+TEST(CoordinatorLease, ASecondCoordinatorOnlyReportsUntilTheFirstStops) {
+  testing::TempDir dir;
+  const std::string url = dir.url("dnnlab.db");
+  auto b = experiment::open_backends(url, url);
+  const std::string yaml = sweep_yaml(
+      "tpe", "  budget: 10\n", "    w: {int: [4, 64]}\n    lr: {loguniform: [0.001, 1.0]}\n");
+  const auto exp = experiment::Coordinator::submit(*b.store, *b.queue, yaml, "tpe.yaml");
+  auto first = std::make_unique<experiment::Coordinator>(*b.store, *b.queue, exp, "first");
+  experiment::Coordinator second(*b.store, *b.queue, exp, "second");
+  EXPECT_EQ(first->tick(4).counts.queued, 4);
+  experiment::Progress p = second.tick(4);
+  EXPECT_FALSE(p.coordinating);
+  EXPECT_EQ(p.coordinator, "first");
+  EXPECT_FALSE(p.done);
+  EXPECT_EQ(p.counts.queued, 4);
+  EXPECT_EQ(p.planned, 10);
+  end_queued(b, exp);
+  EXPECT_TRUE(first->tick(4).coordinating);
+  EXPECT_FALSE(second.tick(4).coordinating);
+  EXPECT_EQ(b.store->trial_counts(exp).total(), 8);
+
+  first.reset();  // stops: the second takes over where it stopped
+  for (int i = 0; i < 20 && !(p = second.tick(4)).done; ++i) {
+    EXPECT_TRUE(p.coordinating);
+    end_queued(b, exp);
+  }
+  EXPECT_TRUE(p.done);
+  store::TrialQuery all;
+  all.limit = 0;
+  std::set<std::int64_t> indexes;
+  for (const auto& t : b.store->trials(exp, all)) indexes.insert(t.index);
+  EXPECT_EQ(indexes.size(), 10u);
+  EXPECT_EQ(*indexes.rbegin(), 9);
+  EXPECT_EQ(b.store->experiment(exp)->status, store::ExperimentStatus::finished);
+}
+
+TEST(CoordinatorLease, AKilledCoordinatorsExperimentIsTakenOverWhenItsLeaseExpires) {
+  testing::TempDir dir;
+  const std::string url = dir.url("dnnlab.db");
+  auto b = experiment::open_backends(url, url);
+  const auto exp = experiment::Coordinator::submit(*b.store, *b.queue,
+                                                   sweep_yaml("grid", "", kTenPoints), "grid.yaml");
+  // A coordinator that died holding a lease about to run out.
+  ASSERT_TRUE(b.store->acquire_coordinator(exp, "killed", 0.2));
+  experiment::Coordinator next(*b.store, *b.queue, exp, "next");
+  EXPECT_FALSE(next.tick().coordinating);
+  EXPECT_EQ(b.store->trial_counts(exp).total(), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  experiment::Progress p = next.tick();
+  EXPECT_TRUE(p.coordinating);
+  EXPECT_EQ(p.counts.queued, 10);
 }
 
 }  // namespace
