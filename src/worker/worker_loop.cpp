@@ -405,7 +405,7 @@ class Worker {
       p.metrics.val_loss = last.val_loss;
       p.metrics.val_acc = last.val_acc;
     }
-    p.metrics.test_acc = r.test_acc;
+    if (n.data->data.test.size()) p.metrics.test_acc = r.test_acc;
     p.metrics.epochs_done = static_cast<int64_t>(r.curve.size());
     p.metrics.seconds = r.train_seconds;
     p.status = obs.pruned() ? store::TrialStatus::pruned : store::TrialStatus::finished;
