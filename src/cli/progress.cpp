@@ -48,12 +48,12 @@ void EpochProgress::on_batch(int epoch, int64_t done, int64_t total, double loss
 
 bool EpochProgress::on_epoch(const nn::EpochResult& r) {
   if (quiet_) return true;
-  std::fprintf(stderr,
-               "%sepoch %d/%d  %s  %s samples/s  loss %.4f  acc %.4f  val_loss %.4f  val_acc %.4f  "
-               "lr %.3g\n",
+  char val[96] = "";  // nothing without validation data
+  if (r.val_loss && r.val_acc)
+    std::snprintf(val, sizeof val, "  val_loss %.4f  val_acc %.4f", *r.val_loss, *r.val_acc);
+  std::fprintf(stderr, "%sepoch %d/%d  %s  %s samples/s  loss %.4f  acc %.4f%s  lr %.3g\n",
                tty_ ? "\r\033[K" : "", r.epoch, epochs_, format_duration(r.seconds).c_str(),
-               format_rate(r.samples_per_second).c_str(), r.train_loss, r.train_acc, r.val_loss,
-               r.val_acc, r.lr);
+               format_rate(r.samples_per_second).c_str(), r.train_loss, r.train_acc, val, r.lr);
   return true;
 }
 

@@ -308,17 +308,20 @@ int rerun(const RerunOptions& o) {
     throw std::runtime_error("the rerun trained " + std::to_string(r.curve.size()) +
                              " epochs, the stored trial " + std::to_string(t->metrics.epochs_done));
   int mismatches = 0;
-  auto check = [&](const char* what, const std::optional<double>& stored, double now) {
-    const bool same = stored && *stored == now;
+  // No validation (or test) data: no value, stored or rerun.
+  auto check = [&](const char* what, const std::optional<double>& stored,
+                   const std::optional<double>& now) {
+    const bool same = stored == now;
     mismatches += !same;
-    std::printf("%-10s stored %-12s rerun %.9g  %s\n", what, fmt(stored, "%.9g").c_str(), now,
-                same ? "identical" : "DIFFERENT");
+    std::printf("%-10s stored %-12s rerun %-12s  %s\n", what, fmt(stored, "%.9g").c_str(),
+                fmt(now, "%.9g").c_str(), same ? "identical" : "DIFFERENT");
   };
   const auto& last = r.curve.back();
   check("train_loss", t->metrics.train_loss, last.train_loss);
   check("val_acc", t->metrics.val_acc, last.val_acc);
   check("val_loss", t->metrics.val_loss, last.val_loss);
-  check("test_acc", t->metrics.test_acc, r.test_acc);
+  check("test_acc", t->metrics.test_acc,
+        data.test.size() ? std::optional<double>(r.test_acc) : std::nullopt);
   const std::string build_then = t->provenance.value("build_id", "?");
   const std::string build_now = worker::provenance(data).value("build_id", "?");
   if (mismatches && build_then != build_now)

@@ -131,9 +131,9 @@ std::string progress_line(const experiment::Progress& p, double elapsed,
                 "trials/s  ETA %s",
                 format_duration(elapsed).c_str(), static_cast<long long>(ended),
                 static_cast<long long>(p.planned), static_cast<long long>(c.running),
-                static_cast<long long>(std::max<int64_t>(0, p.planned - ended - c.running)),
-                static_cast<long long>(c.pruned), static_cast<long long>(c.failed),
-                p.trials_per_second, format_duration(eta).c_str());
+                static_cast<long long>(c.queued), static_cast<long long>(c.pruned),
+                static_cast<long long>(c.failed), p.trials_per_second,
+                format_duration(eta).c_str());
   std::string s = buf;
   if (p.best)
     if (auto v = store::metric(p.best->metrics, metric)) {
@@ -187,8 +187,17 @@ int run_sweep(RunOptions o) {
   const auto t0 = std::chrono::steady_clock::now();
   auto last_print = t0 - std::chrono::hours(1);
   experiment::Progress p;
+  bool coordinating = true;
   while (!g_stop) {
     p = coord.tick(2 * o.workers);
+    if (!p.done && p.coordinating != coordinating) {  // even with -q: it explains the wait
+      coordinating = p.coordinating;
+      std::cerr << (tty ? "\r\033[K" : "") << "experiment " << exp
+                << (coordinating ? ": took over coordinating it\n"
+                                 : " is coordinated by another process (" + p.coordinator +
+                                       "); this run adds its workers and takes over if that one "
+                                       "stops\n");
+    }
     // Keep N workers: a crashed one is replaced; its trial comes back when the lease expires.
     for (auto& pid : workers) {
       int status = 0;

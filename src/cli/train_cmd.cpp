@@ -62,8 +62,15 @@ int run_train(const TrainOptions& o) {
                                                  {"spec", spec.source}}));
   write_file(out / (spec.name + ".metrics.json"), result.dump(2) + "\n");
 
-  const double val = r.curve.empty() ? 0 : r.curve.back().val_acc;
-  std::printf("validation accuracy: %.4f\ntest accuracy: %.4f\n", val, r.test_acc);
+  const std::optional<double> val = r.curve.empty() ? std::nullopt : r.curve.back().val_acc;
+  if (val)
+    std::printf("validation accuracy: %.4f\n", *val);
+  else
+    std::printf("validation accuracy: none (data.validation is 0)\n");
+  if (data.test.size())
+    std::printf("test accuracy: %.4f\n", r.test_acc);
+  else
+    std::printf("test accuracy: none (no test split)\n");
   if (!o.quiet)
     std::cerr << "wrote " << (out / (spec.name + ".safetensors")).string() << " and "
               << (out / (spec.name + ".metrics.json")).string() << "\n";

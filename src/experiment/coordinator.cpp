@@ -1,6 +1,9 @@
 #include "experiment/coordinator.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
@@ -65,14 +68,6 @@ nlohmann::json provenance() {
           {"kernel_target", nn::kernels().name}};
 }
 
-// Trials the sweep will run in all: the budget, or the grid's size.
-int64_t planned_trials(const sweep::SweepSpec& s) {
-  if (s.search.method != "grid") return s.search.budget;
-  int64_t n = 1;
-  for (const auto& p : s.search.parameters) n *= static_cast<int64_t>(p.grid_values().size());
-  return s.search.budget > 0 ? std::min(n, s.search.budget) : n;
-}
-
 constexpr int64_t kBacklog = 2048;
 
 bool ended(store::TrialStatus s) {
@@ -97,17 +92,50 @@ int64_t Coordinator::submit(store::ResultStore& store, queue::TaskQueue&, const 
   return store.create_experiment(e);
 }
 
-Coordinator::Coordinator(store::ResultStore& store, queue::TaskQueue& queue, int64_t id)
-    : store_(store), queue_(queue), id_(id) {
+Coordinator::Coordinator(store::ResultStore& store, queue::TaskQueue& queue, int64_t id,
+                         std::string holder)
+    : store_(store), queue_(queue), id_(id), holder_(std::move(holder)) {
   auto e = store_.experiment(id);
   if (!e) throw std::invalid_argument("experiment " + std::to_string(id) + " does not exist");
   sweep_ = std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(e->spec_text, e->spec_path));
   sampler_ = sweep::make_sampler(sweep_->search);
+  if (holder_.empty()) {
+    static std::atomic<int> made{0};
+    char host[256] = "host";
+    gethostname(host, sizeof host - 1);
+    holder_ = std::string(host) + "-" + std::to_string(getpid()) + "-" + std::to_string(++made);
+  }
+  hold();
+  rate_t0_ = std::chrono::steady_clock::now();
+}
 
+Coordinator::~Coordinator() {
+  if (!holding_) return;
+  try {
+    store_.release_coordinator(id_, holder_);
+  } catch (const std::exception&) {
+    // It expires by itself.
+  }
+}
+
+bool Coordinator::hold() {
+  const auto now = std::chrono::steady_clock::now();
+  if (holding_ && now - renewed_ < kCoordinatorLease / 4) return true;
+  const bool was_holding = holding_;
+  holding_ = store_.acquire_coordinator(id_, holder_, kCoordinatorLease.count());
+  if (holding_) renewed_ = now;
+  if (holding_ && !was_holding) rebuild();  // first, or taken over: what did the others do?
+  return holding_;
+}
+
+void Coordinator::rebuild() {
+  sampler_ = sweep::make_sampler(sweep_->search);
+  observed_.clear();
+  exhausted_ = false;
   // Rebuild the sampler from what the store holds (a restart or --resume).
   store::TrialQuery all;
   all.limit = 0;
-  std::vector<store::TrialRecord> trials = store_.trials(id, all);
+  std::vector<store::TrialRecord> trials = store_.trials(id_, all);
   int64_t unended = 0;
   for (const auto& t : trials) {
     sampler_->resume({t.index, nlohmann::json::parse(t.config_json), t.seed});
@@ -122,27 +150,32 @@ Coordinator::Coordinator(store::ResultStore& store, queue::TaskQueue& queue, int
   // Trials are stored before their tasks are published; a coordinator killed
   // between the two leaves the newest trials without a task. Publish those.
   // (A task whose dead letter is waiting is accounted for: tick() fails it.)
-  const queue::QueueCounts qc = queue_.counts(queue_name(id));
-  const queue::QueueCounts dl = queue_.counts(queue::dead_letter_queue(queue_name(id)));
+  const queue::QueueCounts qc = queue_.counts(queue_name(id_));
+  const queue::QueueCounts dl = queue_.counts(queue::dead_letter_queue(queue_name(id_)));
   int64_t missing = unended - (qc.queued + qc.leased + dl.queued + dl.leased);
-  if (missing > 0 && e->status == store::ExperimentStatus::running) {
+  if (missing > 0 && store_.experiment(id_)->status == store::ExperimentStatus::running) {
     std::vector<std::string> payloads;
     for (auto it = trials.rbegin(); it != trials.rend() && missing > 0; ++it)
       if (it->status == store::TrialStatus::queued) {
-        payloads.push_back(encode_task({id, it->id, it->index}));
+        payloads.push_back(encode_task({id_, it->id, it->index}));
         --missing;
       }
-    queue_.publish_batch(queue_name(id), payloads);
+    queue_.publish_batch(queue_name(id_), payloads);
   }
-  rate_t0_ = std::chrono::steady_clock::now();
 }
-
-Coordinator::~Coordinator() = default;
 
 Progress Coordinator::tick(int64_t in_flight) {
   Progress p;
-  p.planned = planned_trials(*sweep_);
+  p.planned = sampler_->planned();
   store::ExperimentStatus status = store_.experiment(id_)->status;
+  if (status == store::ExperimentStatus::running && !hold()) {
+    // Another coordinator drives this experiment: report, change nothing.
+    p.coordinator = store_.coordinator(id_).value_or("");
+    p.counts = store_.trial_counts(id_);
+    p.best = store_.best_trial(id_, sweep_->search.metric, sweep_->search.maximize());
+    return p;
+  }
+  p.coordinating = status == store::ExperimentStatus::running;
   fail_dead_tasks();
   p.counts = store_.trial_counts(id_);
 
@@ -164,13 +197,17 @@ Progress Coordinator::tick(int64_t in_flight) {
     // each new trial sees as many results as possible. Grid and random
     // trials do not depend on results: keep a deep backlog so that fast
     // trials never wait for the next tick, refilled in large batches.
+    // search.max_concurrent caps both kinds: then only that many trials
+    // exist unended at once (a grid or random sweep tops them up each tick).
+    const bool adaptive = sweep_->search.method == "tpe";
+    const int64_t max_concurrent = sweep_->search.max_concurrent;
     int64_t cap = in_flight;
-    if (sweep_->search.max_concurrent > 0)
-      cap = std::min(cap, sweep_->search.max_concurrent);
-    else if (sweep_->search.method != "tpe")
+    if (max_concurrent > 0)
+      cap = adaptive ? std::min(cap, max_concurrent) : max_concurrent;
+    else if (!adaptive)
       cap += kBacklog;
     int64_t room = cap - (p.counts.queued + p.counts.running);
-    if (sweep_->search.method != "tpe" && room < kBacklog / 2) room = 0;  // refill in big batches
+    if (!adaptive && max_concurrent == 0 && room < kBacklog / 2) room = 0;  // big batches
     std::vector<sweep::TrialConfig> batch;
     while (room-- > 0) {
       auto c = sampler_->next();
@@ -185,13 +222,23 @@ Progress Coordinator::tick(int64_t in_flight) {
       for (const auto& c : batch) rows.push_back({c.index, c.params.dump(), c.seed});
       // Trials and their tasks in one commit when the backends share a file
       // (otherwise the constructor republishes what a crash in between lost).
-      queue_.write_together([&] {
-        std::vector<int64_t> ids = store_.add_trials(id_, rows);
-        std::vector<std::string> payloads;
-        for (size_t i = 0; i < ids.size(); ++i)
-          payloads.push_back(encode_task({id_, ids[i], batch[i].index}));
-        queue_.publish_batch(queue_name(id_), payloads);
-      });
+      try {
+        queue_.write_together([&] {
+          std::vector<int64_t> ids = store_.add_trials(id_, rows);
+          std::vector<std::string> payloads;
+          for (size_t i = 0; i < ids.size(); ++i)
+            payloads.push_back(encode_task({id_, ids[i], batch[i].index}));
+          queue_.publish_batch(queue_name(id_), payloads);
+        });
+      } catch (const std::invalid_argument&) {
+        // Those indexes exist: our lease ran out unnoticed (a stall longer
+        // than kCoordinatorLease) and another coordinator took over. Hand
+        // over; rebuild from the store if the lease comes back to us.
+        holding_ = false;
+        p.coordinating = false;
+        p.coordinator = store_.coordinator(id_).value_or("");
+        return p;
+      }
       generated_ += static_cast<int64_t>(batch.size());
       p.counts.queued += static_cast<int64_t>(batch.size());
     }
@@ -209,8 +256,12 @@ Progress Coordinator::tick(int64_t in_flight) {
   p.done = status != store::ExperimentStatus::running ||
            (exhausted_ && p.counts.queued + p.counts.running == 0);
   if (status == store::ExperimentStatus::running && p.done) {
-    store_.set_status(id_, store::ExperimentStatus::finished);
-    store_.append_event("experiment.finished", {{"experiment", id_}});
+    // Every trial failed: nothing was learned, and the experiment says so.
+    const bool failed = p.counts.total() > 0 && p.counts.failed == p.counts.total();
+    store_.set_status(id_,
+                      failed ? store::ExperimentStatus::failed : store::ExperimentStatus::finished);
+    store_.append_event(failed ? "experiment.failed" : "experiment.finished",
+                        {{"experiment", id_}});
   }
   return p;
 }

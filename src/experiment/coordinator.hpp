@@ -1,7 +1,8 @@
 // Coordinator: drives one experiment (a sweep) through the TaskQueue and the
 // ResultStore. It turns sampler output into trials and queued tasks, keeps
 // enough tasks in flight, feeds finished results back to adaptive samplers
-// (TPE), and marks the experiment finished when every trial has ended. All
+// (TPE), and marks the experiment finished when every trial has ended (failed
+// when every one of them failed). All
 // its state can be rebuilt from the store, so a restarted coordinator (or
 // `dnnlab run --resume`) continues where the last one stopped.
 //
@@ -12,6 +13,13 @@
 //
 // Single-threaded: call tick() from one thread (a timer on the server's
 // io_context, or the main loop of `dnnlab run`).
+//
+// One coordinator per experiment, across processes: each holds a lease in
+// the store (ResultStore::acquire_coordinator) that tick() renews. A second
+// Coordinator of the same experiment (a second `dnnlab run` of the sweep, a
+// server) creates no trials; its tick() reports (Progress::coordinating is
+// false) until the first one releases the lease (destroyed) or lets it
+// expire (killed), and then takes over, rebuilt from the store.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -40,10 +48,14 @@ std::string queue_name(int64_t experiment_id);
 
 struct Progress {
   store::TrialCounts counts;
-  int64_t planned = 0;           // trials the sweep will run in all (budget or grid size)
+  int64_t planned = 0;           // trials the sweep will run in all (Sampler::planned)
   bool done = false;             // every planned trial has ended
   double trials_per_second = 0;  // ended trials per second, recent average
   std::optional<store::TrialRecord> best;
+  // False when another coordinator holds the experiment (`coordinator` names
+  // it): this one then only reports, and takes over if that one stops.
+  bool coordinating = false;
+  std::string coordinator;
 };
 
 enum class SubmitMode { kNew, kResumeIfSame };
@@ -57,9 +69,15 @@ class Coordinator {
                         const std::string& sweep_text, const std::string& path,
                         SubmitMode mode = SubmitMode::kResumeIfSame);
 
-  // Rebuilds sampler state from the store (the trials it already holds).
-  Coordinator(store::ResultStore& store, queue::TaskQueue& queue, int64_t experiment_id);
-  ~Coordinator();
+  // Takes the experiment's coordinator lease if it is free, and then
+  // rebuilds sampler state from the store (the trials it already holds).
+  // `holder` names this coordinator in the lease (default: host-pid-n).
+  Coordinator(store::ResultStore& store, queue::TaskQueue& queue, int64_t experiment_id,
+              std::string holder = {});
+  ~Coordinator();  // releases the lease
+
+  // How long a coordinator that stopped ticking keeps the experiment.
+  static constexpr std::chrono::duration<double> kCoordinatorLease{10.0};
 
   // Publishes new trials while fewer than `in_flight` are queued or running,
   // observes finished ones, fails the trials whose task died in the queue
@@ -69,14 +87,22 @@ class Coordinator {
   void cancel();
 
   int64_t experiment_id() const { return id_; }
+  const std::string& holder() const { return holder_; }
   const sweep::SweepSpec& sweep() const { return *sweep_; }
 
  private:
   int64_t fail_dead_tasks();
+  // Takes or renews the lease (a store write every kCoordinatorLease / 4);
+  // rebuilds when it was not ours. False: another coordinator has it.
+  bool hold();
+  void rebuild();
 
   store::ResultStore& store_;
   queue::TaskQueue& queue_;
   int64_t id_;
+  std::string holder_;
+  bool holding_ = false;
+  std::chrono::steady_clock::time_point renewed_;
   std::unique_ptr<sweep::SweepSpec> sweep_;
   std::unique_ptr<sweep::Sampler> sampler_;
   int64_t generated_ = 0;                 // trials created so far

@@ -8,6 +8,7 @@
 //   }
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "nn/model.hpp"
@@ -24,8 +25,8 @@ struct LabeledData {
 struct EpochResult {
   int epoch = 0;  // 1-based
   double train_loss = 0, train_acc = 0;
-  double val_loss = 0, val_acc = 0;  // 0 when there is no validation split
-  double seconds = 0;                // training time of this epoch (no evaluation)
+  std::optional<double> val_loss, val_acc;  // none without a validation split
+  double seconds = 0;                       // training time of this epoch (no evaluation)
   double samples_per_second = 0;
   float lr = 0;
 };

@@ -219,6 +219,7 @@ struct Ticket {
   std::int64_t num_params = 0;
   std::shared_ptr<const Shard> shard;  // its data, served while the ticket is held
   int epochs = 0;                      // planned
+  bool has_val = true;                 // the run holds out validation data
   int epochs_done = 0;                 // progress frames accepted
   bool stopped = false;                // the verdict said stop (pruned)
   std::optional<double> last_val_acc;
@@ -539,6 +540,7 @@ struct Gateway::Impl {
     t.num_params = num_params;
     t.shard = sh;
     t.epochs = run.train.epochs;
+    t.has_val = run.data.validation > 0;
     json j{{"type", "ticket"},
            {"ticket", t.id},
            {"trial",
@@ -598,8 +600,10 @@ struct Gateway::Impl {
     m.epoch = t.epochs_done + 1;
     m.train_loss = finite_number(msg, "progress", "train_loss");
     m.train_acc = finite_number(msg, "progress", "train_acc");
-    m.val_loss = finite_number(msg, "progress", "val_loss");
-    m.val_acc = finite_number(msg, "progress", "val_acc");
+    if (t.has_val) {  // without validation data there is no value (a client sends 0)
+      m.val_loss = finite_number(msg, "progress", "val_loss");
+      m.val_acc = finite_number(msg, "progress", "val_acc");
+    }
     m.seconds = finite_number(msg, "progress", "seconds");
     if (msg.contains("lr")) m.lr = finite_number(msg, "progress", "lr");
     GatewayReply r;
@@ -619,7 +623,7 @@ struct Gateway::Impl {
     t.last_val_acc = m.val_acc;
     ExperimentCache& ec = experiment(t.experiment_id);
     const bool go = worker::continue_after_epoch(store, *ec.sweep, *ec.scheduler, t.experiment_id,
-                                                 t.trial_id, t.index, m.epoch, m);
+                                                 t.trial_id, t.index, m.epoch, t.epochs, m);
     if (!go) t.stopped = true;
     verdict(go, go ? nullptr : "pruned");
     return r;
@@ -652,8 +656,10 @@ struct Gateway::Impl {
     p.status = status == "pruned" ? store::TrialStatus::pruned : store::TrialStatus::finished;
     p.metrics.train_loss = finite_number(mj, "result.metrics", "train_loss");
     p.metrics.train_acc = finite_number(mj, "result.metrics", "train_acc");
-    p.metrics.val_loss = finite_number(mj, "result.metrics", "val_loss");
-    p.metrics.val_acc = finite_number(mj, "result.metrics", "val_acc");
+    if (t.has_val) {
+      p.metrics.val_loss = finite_number(mj, "result.metrics", "val_loss");
+      p.metrics.val_acc = finite_number(mj, "result.metrics", "val_acc");
+    }
     p.metrics.test_acc = finite_number(mj, "result.metrics", "test_acc");
     p.metrics.seconds = finite_number(mj, "result.metrics", "seconds");
     const double done = number(mj, "result.metrics", "epochs_done");
@@ -663,7 +669,7 @@ struct Gateway::Impl {
     if (status == "finished" && t.epochs_done != t.epochs)
       violate("bad_message", "result: finished after " + std::to_string(t.epochs_done) + " of " +
                                  std::to_string(t.epochs) + " epochs");
-    if (t.last_val_acc && *p.metrics.val_acc != *t.last_val_acc)
+    if (t.last_val_acc && p.metrics.val_acc && *p.metrics.val_acc != *t.last_val_acc)
       violate("bad_message", "result: val_acc differs from the last epoch's");
     p.metrics.epochs_done = t.epochs_done;
     t.pending = p;
@@ -829,13 +835,15 @@ struct Gateway::Impl {
     for (std::size_t i = 0; i < native.size(); ++i) {
       const auto& a = native[i];
       const auto& b = trial.curve[i];
-      auto check = [&](const char* name, double x, std::optional<double> y, bool loss) {
-        if (!out.agree) return;
-        const bool ok = y && (loss ? close_rel(x, *y, 1e-3) : std::fabs(x - *y) <= 1e-3);
+      auto check = [&](const char* name, std::optional<double> x, std::optional<double> y,
+                       bool loss) {
+        if (!out.agree || (!x && !y)) return;  // no validation data: neither has a value
+        const bool ok = x && y && (loss ? close_rel(*x, *y, 1e-3) : std::fabs(*x - *y) <= 1e-3);
         if (!ok) {
           out.agree = false;
           out.detail = "epoch " + std::to_string(i + 1) + " " + name + ": native " +
-                       json(x).dump() + ", client " + (y ? json(*y).dump() : "none");
+                       (x ? json(*x).dump() : "none") + ", client " +
+                       (y ? json(*y).dump() : "none");
         }
       };
       check("train_loss", a.train_loss, b.train_loss, true);

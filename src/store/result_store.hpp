@@ -155,6 +155,17 @@ class ResultStore {
   // The newest experiment with this name and spec hash (to resume it).
   virtual std::optional<ExperimentRecord> find_experiment(std::string_view name,
                                                           std::string_view spec_hash) = 0;
+  // One coordinator per experiment: a lease in the store. Takes or renews
+  // it for `holder` until now + `seconds`; true when `holder` holds it now
+  // (it was free, expired, or `holder`'s already), false, changing nothing,
+  // while another holder's lease runs. A coordinator that stops releases it;
+  // one that dies leaves it to expire, and the next one takes it over.
+  virtual bool acquire_coordinator(std::int64_t experiment_id, std::string_view holder,
+                                   double seconds) = 0;
+  // Gives the lease up if `holder` holds it; otherwise changes nothing.
+  virtual void release_coordinator(std::int64_t experiment_id, std::string_view holder) = 0;
+  // The holder of the experiment's unexpired coordinator lease, if any.
+  virtual std::optional<std::string> coordinator(std::int64_t experiment_id) = 0;
 
   // ---- trials ----
   // All trials in one transaction; ids in input order. Throws on a duplicate index.

@@ -12,7 +12,7 @@
 namespace dnnlab::store {
 namespace {
 
-constexpr std::array<sqlite::Migration, 3> kMigrations{{
+constexpr std::array<sqlite::Migration, 4> kMigrations{{
     {1, R"sql(
 CREATE TABLE experiments (
   id         INTEGER PRIMARY KEY,
@@ -147,6 +147,14 @@ CREATE TRIGGER trial_uncounted AFTER DELETE ON trials
 BEGIN
   UPDATE trial_counts SET n = n - 1 WHERE experiment_id = OLD.experiment_id AND status = OLD.status;
 END;
+)sql"},
+    // One coordinator per experiment: a lease its holder renews.
+    {4, R"sql(
+CREATE TABLE coordinator_leases (
+  experiment_id INTEGER PRIMARY KEY REFERENCES experiments (id),
+  holder        TEXT NOT NULL,
+  deadline      REAL NOT NULL
+);
 )sql"},
 }};
 
@@ -351,6 +359,39 @@ std::optional<ExperimentRecord> SqliteResultStore::find_experiment(std::string_v
   s.bind_text(1, name).bind_text(2, hash);
   if (!s.step()) return std::nullopt;
   return read_experiment(s);
+}
+
+bool SqliteResultStore::acquire_coordinator(std::int64_t experiment_id, std::string_view holder,
+                                            double seconds) {
+  check_not_empty(holder, "holder");
+  if (!(seconds > 0 && seconds <= 86400))
+    throw std::invalid_argument("seconds must be in (0, 86400], got " + std::to_string(seconds));
+  require_experiment(experiment_id);
+  const double now = sqlite::unix_now();
+  auto s = db_->prepare(
+      "INSERT INTO coordinator_leases (experiment_id, holder, deadline) VALUES (?1, ?2, ?3) "
+      "ON CONFLICT (experiment_id) DO UPDATE SET holder = excluded.holder, "
+      "deadline = excluded.deadline WHERE holder = excluded.holder OR deadline < ?4");
+  s.bind_int(1, experiment_id).bind_text(2, holder).bind_double(3, now + seconds);
+  s.bind_double(4, now);
+  s.run();
+  return db_->changes() == 1;
+}
+
+void SqliteResultStore::release_coordinator(std::int64_t experiment_id, std::string_view holder) {
+  check_id(experiment_id, "experiment_id");
+  auto s = db_->prepare("DELETE FROM coordinator_leases WHERE experiment_id = ?1 AND holder = ?2");
+  s.bind_int(1, experiment_id).bind_text(2, holder);
+  s.run();
+}
+
+std::optional<std::string> SqliteResultStore::coordinator(std::int64_t experiment_id) {
+  check_id(experiment_id, "experiment_id");
+  auto s = db_->prepare(
+      "SELECT holder FROM coordinator_leases WHERE experiment_id = ?1 AND deadline >= ?2");
+  s.bind_int(1, experiment_id).bind_double(2, sqlite::unix_now());
+  if (!s.step()) return std::nullopt;
+  return s.column_text(0);
 }
 
 // ---- trials ----

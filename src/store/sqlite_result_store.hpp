@@ -22,6 +22,10 @@ class SqliteResultStore final : public ResultStore {
   void set_status(std::int64_t experiment_id, ExperimentStatus status) override;
   std::optional<ExperimentRecord> find_experiment(std::string_view name,
                                                   std::string_view spec_hash) override;
+  bool acquire_coordinator(std::int64_t experiment_id, std::string_view holder,
+                           double seconds) override;
+  void release_coordinator(std::int64_t experiment_id, std::string_view holder) override;
+  std::optional<std::string> coordinator(std::int64_t experiment_id) override;
 
   std::vector<std::int64_t> add_trials(std::int64_t experiment_id,
                                        const std::vector<NewTrial>& trials) override;
@@ -50,7 +54,7 @@ class SqliteResultStore final : public ResultStore {
   std::vector<EventRecord> events_since(std::int64_t after_id, std::int64_t limit) override;
   std::vector<EventRecord> events_of_type(std::string_view type) override;
 
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
  private:
   void require_experiment(std::int64_t experiment_id);

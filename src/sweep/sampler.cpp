@@ -1,6 +1,7 @@
 // Grid and random samplers, trial seeds, and what all samplers share (see sampler.hpp).
 #include "sweep/sampler.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -56,6 +57,13 @@ uint64_t Sampler::space_size() const {
     n *= k;
   }
   return n;
+}
+
+int64_t Sampler::planned() const {
+  const uint64_t size = space_size();
+  if (search_.budget == 0) return static_cast<int64_t>(size);
+  if (size == 0) return search_.budget;
+  return static_cast<int64_t>(std::min<uint64_t>(size, static_cast<uint64_t>(search_.budget)));
 }
 
 static double uniform01(nn::Rng& rng) {

@@ -64,6 +64,10 @@ class Sampler {
   virtual void resume(const TrialConfig& issued);
 
   int64_t issued() const { return next_index_; }
+  // Trials next() issues in all: the budget, capped by the number of
+  // distinct points when every parameter is discrete (a grid without a
+  // budget: all its points). What a progress line may promise.
+  int64_t planned() const;
   const SearchSpec& search() const { return search_; }
 
  protected:

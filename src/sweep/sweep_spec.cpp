@@ -152,7 +152,7 @@ ParamSpec read_param(const YamlReader& r, const YAML::Node& key, const YAML::Nod
 
 struct SearchSection {
   SearchSpec spec;
-  std::optional<YAML::Node> mode_node, budget_node;
+  std::optional<YAML::Node> mode_node, budget_node, metric_node;
 };
 
 constexpr Field<SearchSection> kSearchFields[] = {
@@ -169,8 +169,11 @@ constexpr Field<SearchSection> kSearchFields[] = {
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, SearchSection& s) {
        s.spec.max_concurrent = r.integer(v, p, Range{0, 1e9});
      }},
-    {"metric", [](const YamlReader& r, const YAML::Node& v, const std::string& p,
-                  SearchSection& s) { s.spec.metric = r.choice(v, p, "metric", kMetrics); }},
+    {"metric",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, SearchSection& s) {
+       s.spec.metric = r.choice(v, p, "metric", kMetrics);
+       s.metric_node = v;
+     }},
     {"mode",
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, SearchSection& s) {
        s.spec.mode = r.choice(v, p, "mode", kModes);
@@ -348,7 +351,26 @@ nn::RunSpec SweepSpec::materialize(const TrialConfig& trial) const {
   return run;
 }
 
-SweepSpec parse_sweep(const std::string& text, const std::string& file) {
+namespace {
+
+// The YAML parser sees ${name} as $(name) (mask_placeholders); an error
+// quoting the masked text shows what the user wrote instead.
+std::string unmask(std::string s, const std::string& text) {
+  std::vector<size_t> at;
+  const std::string masked = mask_placeholders(text, &at);
+  std::vector<std::string> tokens;
+  for (size_t a : at) tokens.push_back(masked.substr(a, masked.find(')', a) + 1 - a));
+  for (const std::string& token : tokens) {
+    const std::string original = "${" + token.substr(2, token.size() - 3) + "}";
+    for (size_t i = s.find(token); i != std::string::npos; i = s.find(token, i + original.size()))
+      s.replace(i, token.size(), original);
+  }
+  return s;
+}
+
+}  // namespace
+
+SweepSpec parse_sweep(const std::string& text, const std::string& file) try {
   YamlReader r(file);
   std::vector<size_t> masked_at;
   const std::string masked = mask_placeholders(text, &masked_at);
@@ -420,11 +442,27 @@ SweepSpec parse_sweep(const std::string& text, const std::string& file) {
     for (const nlohmann::json& combo : check_combos(s)) {
       nn::RunSpec run = sweep.instantiate(combo);
       sweep.max_epochs = std::max<int64_t>(sweep.max_epochs, run.train.epochs);
+      // No validation data, no val_* values: nothing to search (or stop) by.
+      if (run.data.validation == 0 && s.metric.starts_with("val_"))
+        throw SpecError(
+            search.metric_node ? r.where(*search.metric_node) : s.where, "search.metric",
+            "'" + s.metric + "' needs validation data, but template.data.validation is 0" +
+                (combo.empty() ? std::string() : " (with " + describe_params(combo) + ")") +
+                (search.metric_node ? "" : " (val_acc is the default metric)") +
+                ": hold out validation samples, or search by train_loss or train_acc" +
+                (sweep.scheduler.type == "fifo" ? "" : " (the scheduler uses it too)"));
     }
     return sweep;
   } catch (const YAML::Exception& e) {
     throw SpecError(r.where(e.mark), "", e.msg);
   }
+} catch (const SpecError& e) {
+  const std::string what = e.what();
+  const std::string prefix = SpecError(e.where(), e.field(), "").what();
+  const std::string message = what.substr(std::min(prefix.size(), what.size()));
+  const std::string unmasked = unmask(message, text), field = unmask(e.field(), text);
+  if (unmasked == message && field == e.field()) throw;
+  throw SpecError(e.where(), field, unmasked);
 }
 
 SweepSpec load_sweep(const std::string& path) {

@@ -367,8 +367,15 @@ DNNLAB_API int dnnlab_model_fit_epoch_part(dnnlab_model* m, dnnlab_shard* val_sh
       }
       const nn::EpochResult r = m->trainer.end_epoch(has_val ? &val : nullptr, nullptr);
       ++m->epoch;
-      const double e[8] = {r.train_loss, r.train_acc,          r.val_loss, r.val_acc,
-                           r.seconds,    r.samples_per_second, r.lr,       double(r.epoch)};
+      // No validation data: 0 here; the gateway drops the values of such runs.
+      const double e[8] = {r.train_loss,
+                           r.train_acc,
+                           r.val_loss.value_or(0),
+                           r.val_acc.value_or(0),
+                           r.seconds,
+                           r.samples_per_second,
+                           r.lr,
+                           double(r.epoch)};
       for (double x : e)
         if (!std::isfinite(x))
           throw dnnlab::NumericError("epoch " + std::to_string(r.epoch) +

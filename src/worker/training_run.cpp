@@ -4,6 +4,12 @@
 #include "nn/kernels.hpp"
 
 namespace dnnlab::worker {
+namespace {
+// A value or null: no validation data means no validation metric.
+nlohmann::json or_null(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+}  // namespace
 
 data::LoadOptions load_options(const nn::DataSpec& spec, const std::string& data_dir) {
   data::LoadOptions o;
@@ -49,8 +55,8 @@ nlohmann::json result_json(const nn::RunSpec& spec, const RunResult& r, const da
     curve.push_back({{"epoch", e.epoch},
                      {"train_loss", e.train_loss},
                      {"train_acc", e.train_acc},
-                     {"val_loss", e.val_loss},
-                     {"val_acc", e.val_acc},
+                     {"val_loss", or_null(e.val_loss)},
+                     {"val_acc", or_null(e.val_acc)},
                      {"seconds", e.seconds},
                      {"samples_per_second", e.samples_per_second},
                      {"lr", e.lr}});
@@ -59,9 +65,9 @@ nlohmann::json result_json(const nn::RunSpec& spec, const RunResult& r, const da
           {"spec", spec.source},
           {"num_params", r.num_params},
           {"epochs", curve},
-          {"val_acc", r.curve.empty() ? 0.0 : r.curve.back().val_acc},
-          {"test_loss", r.test_loss},
-          {"test_acc", r.test_acc},
+          {"val_acc", r.curve.empty() ? nlohmann::json(nullptr) : or_null(r.curve.back().val_acc)},
+          {"test_loss", data.test.size() ? nlohmann::json(r.test_loss) : nlohmann::json(nullptr)},
+          {"test_acc", data.test.size() ? nlohmann::json(r.test_acc) : nlohmann::json(nullptr)},
           {"train_seconds", r.train_seconds},
           {"provenance", provenance(data)}};
 }

@@ -15,7 +15,7 @@ namespace dnnlab::worker {
 
 struct RunResult {
   std::vector<nn::EpochResult> curve;
-  double test_loss = 0, test_acc = 0;
+  double test_loss = 0, test_acc = 0;  // 0 without a test split (result_json: null)
   double train_seconds = 0;
   bool stopped_early = false;  // the observer ended it (pruned, cancelled)
   int64_t num_params = 0;

@@ -16,6 +16,7 @@
 #include "experiment/task.hpp"
 #include "sweep/sampler.hpp"
 #include "sweep/scheduler.hpp"
+#include "worker/lease_keeper.hpp"
 #include "worker/training_run.hpp"
 
 namespace dnnlab::worker {
@@ -51,6 +52,8 @@ class Worker {
     w.pid = getpid();
     b_.store->upsert_worker(w);
     b_.store->append_event("worker.joined", {{"worker", o_.worker_id}, {"kind", "native"}});
+    keeper_ =
+        std::make_unique<LeaseKeeper>(o_.broker_url, o_.store_url, o_.worker_id, o_.lease_seconds);
   }
   ~Worker() {
     try {
@@ -148,27 +151,21 @@ class Worker {
     return data_.emplace(data_key(spec), std::move(d)).first->second;
   }
 
-  // Streams epochs to the store, asks the scheduler, keeps the lease alive.
-  // The last epoch is held back and written with the trial's end.
+  // Streams epochs to the store, asks the scheduler, and stops training at
+  // the first batch after the lease was lost (the LeaseKeeper keeps it
+  // alive meanwhile). The last epoch is held back and written with the
+  // trial's end.
   class TrialObserver : public nn::TrainObserver {
    public:
     TrialObserver(Worker& w, queue::TaskLease& lease, int attempt, ExperimentCache& exp,
                   const store::TrialRecord& t, int epochs)
-        : w_(w),
-          lease_(lease),
-          attempt_(attempt),
-          exp_(exp),
-          trial_(t),
-          epochs_(epochs),
-          last_extend_(Clock::now()) {}
-    void on_batch(int, int64_t, int64_t, double, double, double) override {
-      if (seconds_since(last_extend_) > w_.o_.lease_seconds / 3) {
-        if (!w_.extend_leases(lease_)) lost_ = true;
-        w_.b_.store->heartbeat(w_.o_.worker_id, trial_.id);
-        last_extend_ = Clock::now();
-      }
+        : w_(w), lease_(lease), attempt_(attempt), exp_(exp), trial_(t), epochs_(epochs) {}
+    // Every batch: interrupted() is cheap, and a lost lease stops at once.
+    int64_t batch_interval() const override { return 1; }
+    bool interrupted() const override {
+      if (!lost_ && w_.keeper_->lost(lease_)) lost_ = true;
+      return lost_ || w_.stopping();
     }
-    bool interrupted() const override { return lost_ || w_.stopping(); }
     bool on_epoch(const nn::EpochResult& r) override {
       store::EpochMetrics m;
       m.epoch = r.epoch;
@@ -185,13 +182,13 @@ class Worker {
         return false;
       }
       if (!continue_after_epoch(*w_.b_.store, *exp_.sweep, *exp_.scheduler, trial_.experiment_id,
-                                trial_.id, trial_.index, r.epoch, m)) {
+                                trial_.id, trial_.index, r.epoch, epochs_, m)) {
         pruned_ = true;
         return false;
       }
       return true;
     }
-    bool lost() const { return lost_; }
+    bool lost() const { return lost_ || w_.keeper_->lost(lease_); }
     bool pruned() const { return pruned_; }
     const std::optional<store::EpochMetrics>& last_epoch() const { return last_epoch_; }
 
@@ -202,8 +199,8 @@ class Worker {
     ExperimentCache& exp_;
     const store::TrialRecord& trial_;
     int epochs_;
-    Clock::time_point last_extend_;
-    bool lost_ = false, pruned_ = false;
+    mutable bool lost_ = false;
+    bool pruned_ = false;
     std::optional<store::EpochMetrics> last_epoch_;
   };
 
@@ -225,7 +222,7 @@ class Worker {
     for (const PendingEnd& p : ends) {
       if (p.last_epoch) b_.store->record_epoch(p.trial_id, p.attempt, *p.last_epoch);
       if (b_.store->finish_trial(p.trial_id, p.attempt, p.status, p.metrics, p.error)) ++ended_;
-      b_.queue->ack(p.lease);
+      ack(p.lease);
     }
   }
 
@@ -253,16 +250,20 @@ class Worker {
   void give_back_ready() {
     for (Next& n : ready_) {
       if (n.kind == Next::kStarted) b_.store->release_trial(n.trial.id, n.attempt);
-      b_.queue->nack(n.lease, true, "worker stopped");
+      nack(n.lease, true, "worker stopped");
     }
     ready_.clear();
   }
 
-  // Keeps the current lease and the prefetched ones alive; false when the
-  // current one was lost.
-  bool extend_leases(queue::TaskLease& current) {
-    for (Next& n : ready_) b_.queue->extend(n.lease, o_.lease_seconds);
-    return b_.queue->extend(current, o_.lease_seconds);
+  // A task's end: the keeper lets go of its lease first (a done task can no
+  // longer be extended, which the keeper would take for a lost lease).
+  bool ack(const queue::TaskLease& lease) {
+    keeper_->drop(lease);
+    return b_.queue->ack(lease);
+  }
+  bool nack(const queue::TaskLease& lease, bool requeue, const std::string& why) {
+    keeper_->drop(lease);
+    return b_.queue->nack(lease, requeue, why);
   }
 
   // What lease_next() found.
@@ -279,7 +280,7 @@ class Worker {
   // Fails a trial that cannot run: it ends now, counted once.
   void fail(Next& n, const std::string& why) {
     if (!b_.store->mark_running(n.trial.id, n.attempt, o_.worker_id)) {
-      b_.queue->ack(n.lease);  // a newer attempt owns it
+      ack(n.lease);  // a newer attempt owns it
       return;
     }
     pending_.push_back(
@@ -294,12 +295,13 @@ class Worker {
     auto lease = b_.queue->lease(experiment::queue_name(exp), o_.worker_id, o_.lease_seconds);
     if (!lease) return n;
     n.lease = std::move(*lease);
+    keeper_->keep(n.lease);  // also while its data set loads
     n.kind = Next::kDone;
     experiment::TrialTask task;
     try {
       task = experiment::decode_task(n.lease.payload);
     } catch (const experiment::ProtocolError& e) {
-      b_.queue->nack(n.lease, false, e.what());
+      nack(n.lease, false, e.what());
       return n;
     }
     // The store's attempt: newer than any earlier run of a reopened trial.
@@ -307,7 +309,7 @@ class Worker {
     auto trial = b_.store->trial(task.trial_id);
     if (!trial || (trial->status != store::TrialStatus::queued &&
                    trial->status != store::TrialStatus::running)) {
-      b_.queue->ack(n.lease);  // already ended (a duplicate delivery) or gone
+      ack(n.lease);  // already ended (a duplicate delivery) or gone
       return n;
     }
     n.trial = std::move(*trial);
@@ -337,7 +339,7 @@ class Worker {
                   << "\n";
       return true;
     }
-    b_.queue->ack(n.lease);
+    ack(n.lease);
     return false;
   }
 
@@ -363,10 +365,13 @@ class Worker {
     TrialObserver obs(*this, n.lease, n.attempt, *n.exp, n.trial, n.run.train.epochs);
     RunResult r;
     const auto t0 = Clock::now();
+    keeper_->set_current_trial(n.trial.id);
     try {
       r = train_run(n.run, n.data->data, &obs);
       trial_seconds_ = 0.5 * trial_seconds_ + 0.5 * seconds_since(t0);
+      keeper_->set_current_trial(std::nullopt);
     } catch (const std::exception& e) {
+      keeper_->set_current_trial(std::nullopt);
       pending_.push_back(PendingEnd{n.lease,
                                     n.trial.id,
                                     n.attempt,
@@ -376,12 +381,15 @@ class Worker {
                                     e.what()});
       return;
     }
-    if (obs.lost()) return;  // someone else has the trial now
+    if (obs.lost()) {  // someone else has the trial now
+      keeper_->drop(n.lease);
+      return;
+    }
     if (stopping()) {
       // Ctrl-C: give the trial back; its next attempt starts afresh.
       b_.queue->write_together([&] {
         b_.store->release_trial(n.trial.id, n.attempt);
-        b_.queue->nack(n.lease, true, "worker stopped");
+        nack(n.lease, true, "worker stopped");
       });
       return;
     }
@@ -397,7 +405,7 @@ class Worker {
       p.metrics.val_loss = last.val_loss;
       p.metrics.val_acc = last.val_acc;
     }
-    p.metrics.test_acc = r.test_acc;
+    if (n.data->data.test.size()) p.metrics.test_acc = r.test_acc;
     p.metrics.epochs_done = static_cast<int64_t>(r.curve.size());
     p.metrics.seconds = r.train_seconds;
     p.status = obs.pruned() ? store::TrialStatus::pruned : store::TrialStatus::finished;
@@ -407,6 +415,7 @@ class Worker {
 
   WorkerOptions o_;
   experiment::Backends b_;
+  std::unique_ptr<LeaseKeeper> keeper_;  // the heartbeat thread
   std::map<int64_t, ExperimentCache> cache_;
   std::map<std::string, LoadedData> data_;
   std::vector<PendingEnd> pending_;  // ended trials, written with the next leases
@@ -431,14 +440,19 @@ int64_t run_worker(const WorkerOptions& options) {
 
 bool continue_after_epoch(store::ResultStore& store, const sweep::SweepSpec& sweep,
                           sweep::Scheduler& scheduler, int64_t experiment_id, int64_t trial_id,
-                          int64_t index, int64_t epoch, const store::EpochMetrics& m) {
+                          int64_t index, int64_t epoch, int64_t epochs,
+                          const store::EpochMetrics& m) {
   if (sweep.scheduler.type == "fifo") return true;
   const std::string& metric = sweep.search.metric;
   for (const auto& te : store.epochs_for(experiment_id, epoch))
     if (te.trial_id != trial_id)
       if (auto v = store::metric(te.metrics, metric)) scheduler.replay(te.trial_index, epoch, *v);
-  return scheduler.on_epoch(index, epoch, store::metric(m, metric).value_or(NAN)) !=
-         sweep::Decision::kStop;
+  const double value = store::metric(m, metric).value_or(NAN);
+  if (epoch >= epochs) {
+    scheduler.replay(index, epoch, value);  // counts for the others, stops nothing
+    return true;
+  }
+  return scheduler.on_epoch(index, epoch, value) != sweep::Decision::kStop;
 }
 
 }  // namespace dnnlab::worker

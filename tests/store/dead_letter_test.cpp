@@ -4,6 +4,8 @@
 // next tick fails the trial with the queue's reasons.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "experiment/coordinator.hpp"
 #include "experiment/task.hpp"
 #include "queue/test_support.hpp"
@@ -33,8 +35,8 @@ TEST(DeadLetters, ATaskTheQueueGivesUpOnFailsItsTrialAndTheExperimentFinishes) {
   auto b = experiment::open_backends(url, url);  // max_attempts 3
   const auto exp = experiment::Coordinator::submit(*b.store, *b.queue, kSweep, "dead.yaml");
   const std::string q = experiment::queue_name(exp);
-  experiment::Coordinator coord(*b.store, *b.queue, exp);
-  EXPECT_EQ(coord.tick().counts.queued, 3);
+  auto coord = std::make_unique<experiment::Coordinator>(*b.store, *b.queue, exp);
+  EXPECT_EQ(coord->tick().counts.queued, 3);
 
   // The first trial's task: taken by three workers that each die or give up
   // on it (the last one after marking it running).
@@ -53,6 +55,7 @@ TEST(DeadLetters, ATaskTheQueueGivesUpOnFailsItsTrialAndTheExperimentFinishes) {
   EXPECT_EQ(b.queue->counts(queue::dead_letter_queue(q)).queued, 1);
 
   // A coordinator restarted now must not publish the doomed trial again.
+  coord.reset();  // the first one stops (and hands the experiment over)
   experiment::Coordinator restarted(*b.store, *b.queue, exp);
   EXPECT_EQ(b.queue->counts(q).queued, 2);
 

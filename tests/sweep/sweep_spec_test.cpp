@@ -163,6 +163,16 @@ TEST(SweepSpec, BadFilesGiveLocatedErrors) {
        "search.method", "did you mean 'grid'"},
       {"unknown metric", replace(kBase, "method: random", "method: random\n  metric: val_accuracy"),
        "val_accuracy", "", "search.metric", "val_acc"},
+      {"a placeholder where the search needs a number",
+       replace(kBase, "budget: 10", "budget: ${depth}"), "${depth}", "budget:", "search.budget",
+       "got '${depth}'"},
+      {"no validation data, default metric val_acc",
+       replace(kBase, "limit_train: 1000}", "limit_train: 1000, validation: 0}"), "", "",
+       "search.metric", "'val_acc' needs validation data, but template.data.validation is 0"},
+      {"no validation data, metric val_loss",
+       replace(replace(kBase, "limit_train: 1000}", "limit_train: 1000, validation: 0}"),
+               "method: random", "method: random\n  metric: val_loss"),
+       "val_loss", "", "search.metric", "hold out validation samples"},
       {"unknown mode", replace(kBase, "method: random", "method: random\n  mode: maximum"),
        "maximum", "", "search.mode", "max"},
       {"unknown scheduler", replace(kBase, "type: asha", "type: hyperband"), "hyperband", "",
@@ -239,6 +249,14 @@ TEST(SweepSpec, PlaceholderErrorNamesLineAndColumn) {
     EXPECT_NE(std::string(e.what()).find("s.yaml:7:16"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("line 7, column 16"), std::string::npos) << e.what();
   }
+}
+
+TEST(SweepSpec, NoValidationDataIsFineForATrainMetric) {
+  const std::string text =
+      replace(replace(kBase, "limit_train: 1000}", "limit_train: 1000, validation: 0}"),
+              "method: random", "method: random\n  metric: train_loss");
+  const SweepSpec s = parse_sweep(text, "s.yaml");
+  EXPECT_EQ(s.search.metric, "train_loss");
 }
 
 TEST(SweepSpec, MissingFile) {

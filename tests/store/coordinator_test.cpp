@@ -1,0 +1,236 @@
+// The coordinator over a real queue and store, with the workers played by
+// the test: how many trials it keeps out (search.max_concurrent), what it
+// plans, and how an experiment ends.
+#include "experiment/coordinator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <ostream>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "experiment/task.hpp"
+#include "queue/test_support.hpp"
+
+namespace dnnlab {
+namespace {
+
+std::string sweep_yaml(const std::string& method, const std::string& extra_search,
+                       const std::string& parameters) {
+  return R"(name: coord
+template:
+  data: {dataset: synthetic, limit_train: 64, validation: 64}
+  model:
+    layers:
+      - dense: ${w}
+      - dense: 10
+  train:
+    epochs: 1
+    batch_size: 64
+    optimizer: {type: sgd, lr: ${lr}}
+search:
+  method: )" +
+         method + "\n" + extra_search + "  parameters:\n" + parameters;
+}
+
+const char* kTenPoints = "    w: [4, 8, 16, 32, 64]\n    lr: [0.1, 0.01]\n";
+
+// Plays the workers: ends every queued trial of `exp` (finished, or failed
+// when `fail`); returns how many.
+int end_queued(experiment::Backends& b, std::int64_t exp, bool fail = false) {
+  int n = 0;
+  while (auto lease = b.queue->lease(experiment::queue_name(exp), "w", 30)) {
+    const auto task = experiment::decode_task(lease->payload);
+    EXPECT_TRUE(b.store->mark_running(task.trial_id, lease->attempt, "w"));
+    store::TrialMetrics m;
+    if (!fail) m.val_acc = 0.5;
+    EXPECT_TRUE(b.store->finish_trial(
+        task.trial_id, lease->attempt,
+        fail ? store::TrialStatus::failed : store::TrialStatus::finished, m, fail ? "boom" : ""));
+    EXPECT_TRUE(b.queue->ack(*lease));
+    ++n;
+  }
+  return n;
+}
+
+struct MaxConcurrentCase {
+  std::string method;
+  int max_concurrent;
+};
+void PrintTo(const MaxConcurrentCase& c, std::ostream* os) {
+  *os << c.method << " max_concurrent " << c.max_concurrent;
+}
+
+class CoordinatorMaxConcurrent : public ::testing::TestWithParam<MaxConcurrentCase> {};
+
+// Used to stall for good: the refill rule for grid and random ("only in
+// batches of kBacklog / 2") left no room under any max_concurrent.
+TEST_P(CoordinatorMaxConcurrent, KeepsAtMostThatManyOutAndRunsEveryTrial) {
+  const auto [method, limit] = GetParam();
+  testing::TempDir dir;
+  const std::string url = dir.url("dnnlab.db");
+  auto b = experiment::open_backends(url, url);
+  const std::string extra = (method == "grid" ? "" : "  budget: 10\n") +
+                            std::string("  max_concurrent: ") + std::to_string(limit) + "\n";
+  const auto exp = experiment::Coordinator::submit(
+      *b.store, *b.queue, sweep_yaml(method, extra, kTenPoints), "coord.yaml");
+  experiment::Coordinator coord(*b.store, *b.queue, exp);
+  experiment::Progress p;
+  int ticks = 0;
+  for (; ticks < 100; ++ticks) {
+    p = coord.tick(/*in_flight=*/4);
+    EXPECT_EQ(p.planned, 10);
+    const auto out = p.counts.queued + p.counts.running;
+    EXPECT_LE(out, limit);
+    if (p.done) break;
+    ASSERT_GT(out, 0) << "tick " << ticks << ": nothing queued, nothing running, not done";
+    EXPECT_EQ(out, std::min<std::int64_t>(limit, 10 - p.counts.finished));
+    end_queued(b, exp);
+  }
+  EXPECT_TRUE(p.done);
+  EXPECT_EQ(p.counts.finished, 10);
+  EXPECT_EQ(p.counts.total(), 10);
+  EXPECT_EQ(b.store->experiment(exp)->status, store::ExperimentStatus::finished);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    GridAndRandom, CoordinatorMaxConcurrent,
+    ::testing::Values(MaxConcurrentCase{"grid", 1}, MaxConcurrentCase{"grid", 4},
+                      MaxConcurrentCase{"grid", 10}, MaxConcurrentCase{"grid", 25},
+                      MaxConcurrentCase{"random", 1}, MaxConcurrentCase{"random", 3},
+                      MaxConcurrentCase{"random", 10}, MaxConcurrentCase{"random", 25}),
+    [](const auto& info) {
+      return info.param.method + "_" + std::to_string(info.param.max_concurrent);
+    });
+
+TEST(Coordinator, RandomSearchOverASmallSpacePlansOnlyItsPoints) {
+  testing::TempDir dir;
+  const std::string url = dir.url("dnnlab.db");
+  auto b = experiment::open_backends(url, url);
+  const auto exp = experiment::Coordinator::submit(
+      *b.store, *b.queue,
+      sweep_yaml("random", "  budget: 10\n", "    w: [4, 8]\n    lr: [0.1, 0.01]\n"), "coord.yaml");
+  experiment::Coordinator coord(*b.store, *b.queue, exp);
+  experiment::Progress p = coord.tick();
+  EXPECT_EQ(p.planned, 4);
+  EXPECT_EQ(p.counts.queued, 4);
+  end_queued(b, exp);
+  p = coord.tick();
+  EXPECT_TRUE(p.done);
+  EXPECT_EQ(p.planned, 4);
+  EXPECT_EQ(p.counts.finished, 4);
+}
+
+TEST(Coordinator, AnExperimentWhoseEveryTrialFailedEndsFailed) {
+  testing::TempDir dir;
+  const std::string url = dir.url("dnnlab.db");
+  auto b = experiment::open_backends(url, url);
+  const auto exp = experiment::Coordinator::submit(*b.store, *b.queue,
+                                                   sweep_yaml("grid", "", kTenPoints), "c.yaml");
+  experiment::Coordinator coord(*b.store, *b.queue, exp);
+  coord.tick();
+  EXPECT_EQ(end_queued(b, exp, /*fail=*/true), 10);
+  EXPECT_TRUE(coord.tick().done);
+  EXPECT_EQ(b.store->experiment(exp)->status, store::ExperimentStatus::failed);
+  EXPECT_EQ(b.store->events_since(0, 1000).back().type, "experiment.failed");
+}
+
+TEST(Coordinator, OneTrialThatFinishedIsEnoughToFinish) {
+  testing::TempDir dir;
+  const std::string url = dir.url("dnnlab.db");
+  auto b = experiment::open_backends(url, url);
+  const auto exp = experiment::Coordinator::submit(
+      *b.store, *b.queue, sweep_yaml("grid", "  max_concurrent: 1\n", kTenPoints), "c.yaml");
+  experiment::Coordinator coord(*b.store, *b.queue, exp);
+  coord.tick();
+  EXPECT_EQ(end_queued(b, exp, /*fail=*/false), 1);
+  for (int i = 0; i < 20 && !coord.tick().done; ++i) end_queued(b, exp, /*fail=*/true);
+  const auto c = b.store->trial_counts(exp);
+  EXPECT_EQ(c.finished, 1);
+  EXPECT_EQ(c.failed, 9);
+  EXPECT_EQ(b.store->experiment(exp)->status, store::ExperimentStatus::finished);
+}
+
+TEST(CoordinatorLease, TheStoreGivesAnExperimentToOneHolderAtATime) {
+  testing::TempDir dir;
+  auto store = store::open_result_store(dir.url("dnnlab.db"));
+  store::ExperimentRecord e;
+  e.name = "x";
+  const auto exp = store->create_experiment(e);
+  EXPECT_FALSE(store->coordinator(exp));
+  EXPECT_TRUE(store->acquire_coordinator(exp, "a", 30));
+  EXPECT_TRUE(store->acquire_coordinator(exp, "a", 30));  // renewed
+  EXPECT_FALSE(store->acquire_coordinator(exp, "b", 30));
+  EXPECT_EQ(store->coordinator(exp), "a");
+  store->release_coordinator(exp, "b");  // not b's: nothing changes
+  EXPECT_EQ(store->coordinator(exp), "a");
+  store->release_coordinator(exp, "a");
+  EXPECT_TRUE(store->acquire_coordinator(exp, "b", 0.05));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // b dies: its lease runs out
+  EXPECT_FALSE(store->coordinator(exp));
+  EXPECT_TRUE(store->acquire_coordinator(exp, "a", 30));
+  EXPECT_THROW(store->acquire_coordinator(exp + 1, "a", 30), std::invalid_argument);
+  EXPECT_THROW(store->acquire_coordinator(exp, "", 30), std::invalid_argument);
+  EXPECT_THROW(store->acquire_coordinator(exp, "a", 0), std::invalid_argument);
+}
+
+// Two coordinators of one TPE sweep (two `dnnlab run` of it on one store)
+// used to issue the same indexes: "trials[0].index 4 already exists".
+TEST(CoordinatorLease, ASecondCoordinatorOnlyReportsUntilTheFirstStops) {
+  testing::TempDir dir;
+  const std::string url = dir.url("dnnlab.db");
+  auto b = experiment::open_backends(url, url);
+  const std::string yaml = sweep_yaml(
+      "tpe", "  budget: 10\n", "    w: {int: [4, 64]}\n    lr: {loguniform: [0.001, 1.0]}\n");
+  const auto exp = experiment::Coordinator::submit(*b.store, *b.queue, yaml, "tpe.yaml");
+  auto first = std::make_unique<experiment::Coordinator>(*b.store, *b.queue, exp, "first");
+  experiment::Coordinator second(*b.store, *b.queue, exp, "second");
+  EXPECT_EQ(first->tick(4).counts.queued, 4);
+  experiment::Progress p = second.tick(4);
+  EXPECT_FALSE(p.coordinating);
+  EXPECT_EQ(p.coordinator, "first");
+  EXPECT_FALSE(p.done);
+  EXPECT_EQ(p.counts.queued, 4);
+  EXPECT_EQ(p.planned, 10);
+  end_queued(b, exp);
+  EXPECT_TRUE(first->tick(4).coordinating);
+  EXPECT_FALSE(second.tick(4).coordinating);
+  EXPECT_EQ(b.store->trial_counts(exp).total(), 8);
+
+  first.reset();  // stops: the second takes over where it stopped
+  for (int i = 0; i < 20 && !(p = second.tick(4)).done; ++i) {
+    EXPECT_TRUE(p.coordinating);
+    end_queued(b, exp);
+  }
+  EXPECT_TRUE(p.done);
+  store::TrialQuery all;
+  all.limit = 0;
+  std::set<std::int64_t> indexes;
+  for (const auto& t : b.store->trials(exp, all)) indexes.insert(t.index);
+  EXPECT_EQ(indexes.size(), 10u);
+  EXPECT_EQ(*indexes.rbegin(), 9);
+  EXPECT_EQ(b.store->experiment(exp)->status, store::ExperimentStatus::finished);
+}
+
+TEST(CoordinatorLease, AKilledCoordinatorsExperimentIsTakenOverWhenItsLeaseExpires) {
+  testing::TempDir dir;
+  const std::string url = dir.url("dnnlab.db");
+  auto b = experiment::open_backends(url, url);
+  const auto exp = experiment::Coordinator::submit(*b.store, *b.queue,
+                                                   sweep_yaml("grid", "", kTenPoints), "grid.yaml");
+  // A coordinator that died holding a lease about to run out.
+  ASSERT_TRUE(b.store->acquire_coordinator(exp, "killed", 0.2));
+  experiment::Coordinator next(*b.store, *b.queue, exp, "next");
+  EXPECT_FALSE(next.tick().coordinating);
+  EXPECT_EQ(b.store->trial_counts(exp).total(), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  experiment::Progress p = next.tick();
+  EXPECT_TRUE(p.coordinating);
+  EXPECT_EQ(p.counts.queued, 10);
+}
+
+}  // namespace
+}  // namespace dnnlab
