@@ -101,13 +101,35 @@ std::int64_t parse_id(std::string_view s) {
   return parse_int(s, "id", 1, std::numeric_limits<std::int64_t>::max());
 }
 
-void only_params(const std::map<std::string, std::string>& query,
-                 std::initializer_list<std::string_view> allowed) {
-  for (const auto& [k, v] : query) {
-    bool ok = false;
-    for (auto a : allowed) ok = ok || k == a;
-    if (!ok) throw ApiError{400, "unknown query parameter '" + k + "'", k};
+// A query key as error messages show it: bounded, so a hostile 8 KB key is
+// not echoed back whole.
+std::string shown_key(std::string_view key) {
+  constexpr std::size_t kMax = 64;
+  return key.size() <= kMax ? std::string(key) : std::string(key.substr(0, kMax)) + "...";
+}
+
+bool is_word_of(std::string_view words, std::string_view w) {
+  std::size_t start = 0;
+  while (start < words.size()) {
+    std::size_t end = words.find(' ', start);
+    if (end == std::string_view::npos) end = words.size();
+    if (words.substr(start, end - start) == w) return true;
+    start = end + 1;
   }
+  return false;
+}
+
+// Every key must be one of `allowed` (space-separated): 400 naming the first other.
+void only_keys(const std::map<std::string, std::string>& query, std::string_view allowed) {
+  for (const auto& [k, v] : query)
+    if (!is_word_of(allowed, k)) {
+      std::string takes = allowed.empty() ? std::string("none") : std::string(allowed);
+      for (auto& c : takes)
+        if (c == ' ') c = ',';
+      throw ApiError{
+          400, "unknown query parameter '" + shown_key(k) + "' (this route takes: " + takes + ")",
+          shown_key(k)};
+    }
 }
 
 constexpr std::string_view kSortColumns[] = {
@@ -168,8 +190,13 @@ std::map<std::string, std::string> parse_query(std::string_view query) {
     if (!pair.empty()) {
       std::size_t eq = pair.find('=');
       std::string key = decode_component(pair.substr(0, eq));
+      if (key.empty())
+        throw ApiError{
+            400, "a query parameter has an empty name ('" + shown_key(std::string(pair)) + "')",
+            "query"};
       std::string value = eq == std::string_view::npos ? "" : decode_component(pair.substr(eq + 1));
-      if (out.count(key)) throw ApiError{400, "query parameter '" + key + "' given twice", key};
+      if (out.count(key))
+        throw ApiError{400, "query parameter '" + shown_key(key) + "' given twice", shown_key(key)};
       out.emplace(std::move(key), std::move(value));
     }
     start = end + 1;
@@ -185,7 +212,7 @@ json trial_json(const store::TrialRecord& t, bool with_curve) {
             {"experiment_id", t.experiment_id},
             {"index", t.index},
             {"params", std::move(params)},
-            {"seed", t.seed},
+            {"seed", std::to_string(t.seed)},  // a string: JSON numbers lose digits past 2^53
             {"status", store::to_string(t.status)},
             {"attempt", t.attempt},
             {"worker", t.worker},
@@ -295,8 +322,9 @@ void append_trial_json(std::string& out, const store::TrialRecord& t) {
     out += t.config_json;
   else
     append_string(out, t.config_json);
-  out += ",\"seed\":";
+  out += ",\"seed\":\"";
   append_int(out, t.seed);
+  out += "\"";
   out += ",\"status\":";
   append_string(out, store::to_string(t.status));
   out += ",\"attempt\":";
@@ -337,134 +365,212 @@ bool Api::may_read(std::string_view authorization, std::string_view query_token)
          bearer_matches("Bearer " + std::string(query_token), config_.token);
 }
 
+// One row of the route table.
+struct Api::Route {
+  enum class Access { open, read, write };  // read: public, or the token with --private-reads
+  // Segments; "{id}" is one segment (a positive integer, checked after the
+  // method and auth), a final "{path}" is the rest of the path (any segments).
+  std::string_view pattern;
+  // "GET" (answers HEAD too), "POST", "WEBSOCKET" (a GET upgrade) or "*" (any).
+  std::string_view method;
+  Access access;
+  // The query keys it takes, space-separated; "*": the query is the page's
+  // own (the dashboard and join page read ?token= themselves) and not parsed.
+  std::string_view query;
+  ApiResponse (Api::*handler)(const Call&);
+  std::string_view label = {};  // the metrics label when not the pattern
+};
+
+const std::vector<Api::Route>& Api::routes() {
+  using A = Route::Access;
+  // First matching pattern wins; a pattern's rows are adjacent, GET before POST.
+  static const std::vector<Route> kRoutes = {
+      {"/api/experiments", "GET", A::read, "token", &Api::list_experiments},
+      {"/api/experiments", "POST", A::write, "", &Api::submit},
+      {"/api/experiments/{id}", "GET", A::read, "token", &Api::get_experiment},
+      {"/api/experiments/{id}/cancel", "POST", A::write, "", &Api::cancel},
+      {"/api/experiments/{id}/trials", "GET", A::read, "sort order status limit offset token",
+       &Api::list_trials},
+      {"/api/trials/{id}", "GET", A::read, "token", &Api::get_trial},
+      {"/api/workers", "GET", A::read, "token", &Api::workers},
+      {"/api/stats", "GET", A::read, "token", &Api::get_stats},
+      {"/api/events", "GET", A::read, "after limit token", &Api::events},
+      {"/api/events", "WEBSOCKET", A::read, "after token", &Api::events_socket,
+       "/api/events (websocket)"},
+      {"/api/{path}", "*", A::open, "*", &Api::no_such_route, "/api/*"},
+      {"/metrics", "GET", A::read, "token", &Api::metrics},
+      {"/join", "GET", A::open, "*", &Api::join_page},
+      // The join token travels in the protocol's hello, not in the URL.
+      {"/join", "WEBSOCKET", A::open, "", &Api::join_socket, "/join (websocket)"},
+      {"/core/{path}", "GET", A::open, "", &Api::gateway_file, "/core/{file}"},
+      {"/shards/{path}", "GET", A::open, "", &Api::gateway_file, "/shards/{file}"},
+      {"/{path}", "GET", A::open, "*", &Api::static_file, "static"},
+  };
+  return kRoutes;
+}
+
+namespace {
+
+// Whether `parts` (split_path's) fit `pattern`; on a match the {id} segment,
+// if the pattern has one, goes to `id`.
+bool matches(std::string_view pattern, const std::vector<std::string_view>& parts,
+             std::optional<std::string_view>& id) {
+  const auto want = split_path(pattern);
+  std::optional<std::string_view> got;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (want[i] == "{path}" && i + 1 == want.size()) break;
+    if (i >= parts.size()) return false;
+    if (want[i] == "{id}")
+      got = parts[i];
+    else if (want[i] != parts[i])
+      return false;
+    if (i + 1 == want.size() && want.size() != parts.size()) return false;
+  }
+  id = got;
+  return true;
+}
+
+bool method_fits(std::string_view route_method, const ApiRequest& r) {
+  if (r.websocket) return route_method == "WEBSOCKET";
+  if (route_method == "*") return true;
+  if (route_method == "GET") return r.method == "GET" || r.method == "HEAD";
+  return route_method == r.method;
+}
+
+}  // namespace
+
 ApiResponse Api::handle(const ApiRequest& r) {
   std::string_view target = r.target;
   std::size_t q = target.find('?');
   std::string_view path = target.substr(0, q);
   std::string_view query = q == std::string_view::npos ? "" : target.substr(q + 1);
-  const bool is_api = path == "/api" || path.rfind("/api/", 0) == 0;
+  std::string label = "unmatched";
+  auto failed = [&](ApiResponse resp) {
+    resp.route = label;
+    return resp;
+  };
   try {
     if (path.empty() || path[0] != '/')
       throw ApiError{400, "request target must be a path", "target"};
-    auto params = parse_query(query);
-    return route(r, path, params);
+    return failed(route(r, path, query, label));
   } catch (const ApiError& e) {
-    auto resp = error_response(e.status, e.message, e.field);
-    resp.route = is_api ? "/api/*" : "static";
-    return resp;
+    return failed(error_response(e.status, e.message, e.field));
   } catch (const std::invalid_argument& e) {
-    auto resp = error_response(400, e.what());
-    resp.route = is_api ? "/api/*" : "static";
-    return resp;
+    return failed(error_response(400, e.what()));
   } catch (const std::exception& e) {
-    auto resp = error_response(500, std::string("internal error: ") + e.what());
-    resp.route = is_api ? "/api/*" : "static";
-    return resp;
+    return failed(error_response(500, std::string("internal error: ") + e.what()));
   }
 }
 
-ApiResponse Api::route(const ApiRequest& r, std::string_view path,
-                       const std::map<std::string, std::string>& query) {
-  auto parts = split_path(path);
-  const std::string& m = r.method;
-  const bool is_write = m != "GET" && m != "HEAD";
-
-  // Resolve the route pattern and the methods it takes, then check method and auth.
-  std::string route;
-  std::string allow = "GET";
-  std::int64_t id = 0;
-  std::string_view id_text;
-  if (!parts.empty() && parts[0] == "api") {
-    if (parts.size() == 2 && parts[1] == "experiments") {
-      route = "/api/experiments";
-      allow = "GET, POST";
-    } else if (parts.size() == 3 && parts[1] == "experiments") {
-      route = "/api/experiments/{id}";
-      id_text = parts[2];
-    } else if (parts.size() == 4 && parts[1] == "experiments" && parts[3] == "cancel") {
-      route = "/api/experiments/{id}/cancel";
-      allow = "POST";
-      id_text = parts[2];
-    } else if (parts.size() == 4 && parts[1] == "experiments" && parts[3] == "trials") {
-      route = "/api/experiments/{id}/trials";
-      id_text = parts[2];
-    } else if (parts.size() == 3 && parts[1] == "trials") {
-      route = "/api/trials/{id}";
-      id_text = parts[2];
-    } else if (parts.size() == 2 &&
-               (parts[1] == "workers" || parts[1] == "stats" || parts[1] == "events")) {
-      route = "/api/" + std::string(parts[1]);
-    } else {
-      ApiResponse resp = error_response(404, "no such API route: " + std::string(path), "path");
-      resp.route = "/api/*";
-      return resp;
+// Match, then method (405 with Allow), auth, query keys and id, then the handler.
+ApiResponse Api::route(const ApiRequest& r, std::string_view path, std::string_view query_text,
+                       std::string& label) {
+  const auto parts = split_path(path);
+  const auto& table = routes();
+  std::optional<std::string_view> id_text;
+  std::string_view pattern;
+  for (const Route& rt : table)
+    if (matches(rt.pattern, parts, id_text)) {
+      pattern = rt.pattern;
+      break;
     }
-  } else if (path == "/metrics") {
-    route = "/metrics";
-  } else {
-    route = "static";
-    allow = "GET, HEAD";
+  // Always found: "/{path}" matches every path that starts with '/'. Of the
+  // pattern's rows, the one for this method; the rest make the Allow header.
+  const Route* chosen = nullptr;
+  std::string allow;
+  for (const Route& rt : table) {
+    if (rt.pattern != pattern) continue;
+    if (label == "unmatched") label = rt.label.empty() ? rt.pattern : rt.label;
+    if (!chosen && method_fits(rt.method, r)) chosen = &rt;
+    if (rt.method == "GET" || rt.method == "POST")
+      allow +=
+          (allow.empty() ? "" : ", ") + std::string(rt.method == "GET" ? "GET, HEAD" : rt.method);
   }
-
-  auto finish = [&](ApiResponse resp) {
-    resp.route = route;
-    return resp;
-  };
-  if ((", " + allow + ",").find(", " + m + ",") == std::string::npos) {
-    ApiResponse resp = error_response(405, "method " + m + " is not allowed on " + route, "method");
+  if (!chosen && r.websocket) {
+    label += " (websocket)";
+    throw ApiError{404, "WebSocket is only offered on /api/events and /join", "path"};
+  }
+  if (!chosen) {
+    ApiResponse resp = error_response(405,
+                                      "method " + r.method + " is not allowed on " +
+                                          std::string(pattern) + " (allowed: " + allow + ")",
+                                      "method");
     resp.allow = allow;
-    return finish(std::move(resp));
+    return resp;
   }
-  if (is_write && !bearer_matches(r.authorization, config_.token))
-    return finish(error_response(401,
-                                 r.authorization.empty()
-                                     ? "this request needs 'Authorization: Bearer <token>'"
-                                     : "the bearer token is wrong",
-                                 "Authorization"));
-  if (!is_write && route != "static") {
+  label = chosen->label.empty() ? chosen->pattern : chosen->label;
+
+  std::map<std::string, std::string> query;
+  if (chosen->query != "*") query = parse_query(query_text);
+  if (chosen->access == Route::Access::write) {
+    if (!bearer_matches(r.authorization, config_.token))
+      throw ApiError{401,
+                     r.authorization.empty() ? "this request needs 'Authorization: Bearer <token>'"
+                     : bearer_credentials(r.authorization)
+                         ? "the bearer token is wrong"
+                         : "the Authorization header must be 'Bearer <token>'",
+                     "Authorization"};
+  } else if (chosen->access == Route::Access::read) {
     auto t = query.find("token");
     if (!may_read(r.authorization, t == query.end() ? "" : t->second))
-      return finish(error_response(401, "reads need the token on this server", "Authorization"));
+      throw ApiError{401, "reads need the token on this server", "Authorization"};
   }
-  if (!id_text.empty()) id = parse_id(id_text);
+  if (chosen->query != "*") only_keys(query, chosen->query);
+  const std::int64_t id = id_text ? parse_id(*id_text) : 0;
+  return (this->*chosen->handler)(Call{r, path, id, query});
+}
 
-  if (route == "/api/experiments") {
-    if (m == "POST") return finish(submit(r.body));
-    only_params(query, {"token"});
-    return finish(json_response(200, list_experiments()));
-  }
-  if (route == "/api/experiments/{id}") {
-    only_params(query, {"token"});
-    return finish(get_experiment(id));
-  }
-  if (route == "/api/experiments/{id}/cancel") return finish(cancel(id));
-  if (route == "/api/experiments/{id}/trials") return finish(list_trials(id, query));
-  if (route == "/api/trials/{id}") {
-    only_params(query, {"token"});
-    return finish(get_trial(id));
-  }
-  if (route == "/api/workers") {
-    only_params(query, {"token"});
-    return finish(json_response(200, workers()));
-  }
-  if (route == "/api/stats") {
-    only_params(query, {"token"});
-    return finish(json_response(200, stats()));
-  }
-  if (route == "/api/events") return finish(events(query));
-  if (route == "/metrics") {
-    ApiResponse resp;
-    resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    resp.body = prometheus();
-    return finish(std::move(resp));
-  }
-  StaticReply s = serve_static(config_.web_root, path);
+ApiResponse Api::no_such_route(const Call& c) {
+  return error_response(404, "no such API route: " + std::string(c.path), "path");
+}
+
+ApiResponse Api::metrics(const Call&) {
+  ApiResponse resp;
+  resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  resp.body = prometheus();
+  return resp;
+}
+
+ApiResponse Api::static_file(const Call& c) {
+  StaticReply s = serve_static(config_.web_root, c.path);
   ApiResponse resp;
   resp.status = s.status;
   resp.content_type = s.content_type;
   resp.body = std::move(s.body);
-  resp.immutable = s.immutable;
-  return finish(std::move(resp));
+  return resp;
+}
+
+ApiResponse Api::join_page(const Call&) {
+  StaticReply s = serve_static(config_.web_root, "/join.html");
+  ApiResponse resp;
+  resp.status = s.status;
+  resp.content_type = s.content_type;
+  resp.body = std::move(s.body);
+  return resp;
+}
+
+ApiResponse Api::join_socket(const Call&) {
+  ApiResponse resp;
+  resp.status = 101;
+  resp.upgrade = Upgrade::join;
+  return resp;
+}
+
+// The wasm core and data shards: content-hashed names, cached for good.
+ApiResponse Api::gateway_file(const Call& c) {
+  std::optional<ServedFile> f;
+  if (config_.gateway_file) f = config_.gateway_file(c.path);
+  ApiResponse resp;
+  if (!f || !f->body) {
+    resp.status = 404;
+    resp.content_type = "text/plain; charset=utf-8";
+    resp.body = "not found\n";
+    return resp;
+  }
+  resp.content_type = f->content_type;
+  resp.body = *f->body;
+  resp.immutable = true;
+  return resp;
 }
 
 const Api::ExperimentMeta& Api::meta(const store::ExperimentRecord& e) {
@@ -514,13 +620,14 @@ store::TrialCounts Api::counts(std::int64_t experiment_id) {
   return c;
 }
 
-json Api::list_experiments() {
+ApiResponse Api::list_experiments(const Call&) {
   json list = json::array();
   for (const auto& e : store_.experiments()) list.push_back(experiment_summary(e));
-  return {{"experiments", std::move(list)}};
+  return json_response(200, {{"experiments", std::move(list)}});
 }
 
-ApiResponse Api::get_experiment(std::int64_t id) {
+ApiResponse Api::get_experiment(const Call& c) {
+  const std::int64_t id = c.id;
   auto e = store_.experiment(id);
   if (!e) return error_response(404, "no experiment " + std::to_string(id), "id");
   json j = experiment_summary(*e);
@@ -532,7 +639,8 @@ ApiResponse Api::get_experiment(std::int64_t id) {
   return json_response(200, j);
 }
 
-ApiResponse Api::submit(const std::string& body) {
+ApiResponse Api::submit(const Call& c) {
+  const std::string& body = c.request.body;
   json req;
   try {
     req = json::parse(body);
@@ -559,15 +667,17 @@ ApiResponse Api::submit(const std::string& body) {
   }
 }
 
-ApiResponse Api::cancel(std::int64_t id) {
+ApiResponse Api::cancel(const Call& c) {
+  const std::int64_t id = c.id;
   if (!runner_.cancel(id)) return error_response(404, "no experiment " + std::to_string(id), "id");
   forget_counts();
   auto e = store_.experiment(id);
   return json_response(200, {{"id", id}, {"status", store::to_string(e->status)}});
 }
 
-ApiResponse Api::list_trials(std::int64_t id, const std::map<std::string, std::string>& query) {
-  only_params(query, {"sort", "order", "status", "limit", "offset", "token"});
+ApiResponse Api::list_trials(const Call& c) {
+  const std::int64_t id = c.id;
+  const auto& query = c.query;
   store::TrialQuery tq;
   if (auto it = query.find("sort"); it != query.end()) {
     bool ok = false;
@@ -599,8 +709,8 @@ ApiResponse Api::list_trials(std::int64_t id, const std::map<std::string, std::s
 
   if (!store_.experiment(id))
     return error_response(404, "no experiment " + std::to_string(id), "id");
-  const store::TrialCounts c = counts(id);
-  const std::int64_t total = tq.status ? count_of(c, *tq.status) : c.total();
+  const store::TrialCounts n = counts(id);
+  const std::int64_t total = tq.status ? count_of(n, *tq.status) : n.total();
   ApiResponse deferred;
   deferred.deferred = [id, tq, total](store::ResultStore& st) {
     const auto trials = st.trials(id, tq);
@@ -626,13 +736,14 @@ ApiResponse Api::list_trials(std::int64_t id, const std::map<std::string, std::s
   return deferred;
 }
 
-ApiResponse Api::get_trial(std::int64_t id) {
+ApiResponse Api::get_trial(const Call& c) {
+  const std::int64_t id = c.id;
   auto t = store_.trial(id);
   if (!t) return error_response(404, "no trial " + std::to_string(id), "id");
   return json_response(200, trial_json(*t, true));
 }
 
-json Api::workers() {
+ApiResponse Api::workers(const Call&) {
   json list = json::array();
   for (const auto& w : store_.workers())
     list.push_back({{"id", w.id},
@@ -643,7 +754,11 @@ json Api::workers() {
                     {"last_seen", w.last_seen},
                     {"current_trial", w.current_trial ? json(*w.current_trial) : json(nullptr)},
                     {"gone", w.gone}});
-  return {{"workers", std::move(list)}};
+  return json_response(200, {{"workers", std::move(list)}});
+}
+
+ApiResponse Api::get_stats(const Call&) {
+  return json_response(200, stats());
 }
 
 json Api::stats() {
@@ -677,8 +792,8 @@ json Api::event_json(const store::EventRecord& e) {
   return {{"id", e.id}, {"time", e.time}, {"type", e.type}, {"data", e.data}};
 }
 
-ApiResponse Api::events(const std::map<std::string, std::string>& query) {
-  only_params(query, {"after", "limit", "token"});
+ApiResponse Api::events(const Call& c) {
+  const auto& query = c.query;
   std::int64_t after = 0, limit = 1000;
   if (auto it = query.find("after"); it != query.end())
     after = parse_int(it->second, "after", 0, std::numeric_limits<std::int64_t>::max());
@@ -691,6 +806,16 @@ ApiResponse Api::events(const std::map<std::string, std::string>& query) {
     list.push_back(event_json(e));
   }
   return json_response(200, {{"events", std::move(list)}, {"last_id", last}});
+}
+
+// The WebSocket stream: events from the moment of connecting, or after ?after=ID.
+ApiResponse Api::events_socket(const Call& c) {
+  ApiResponse resp;
+  resp.status = 101;
+  resp.upgrade = Upgrade::events;
+  if (auto it = c.query.find("after"); it != c.query.end())
+    resp.events_after = parse_int(it->second, "after", 0, std::numeric_limits<std::int64_t>::max());
+  return resp;
 }
 
 std::string Api::prometheus() {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -22,18 +23,30 @@ struct ApiRequest {
   std::string target;  // path and query, as sent
   std::string body;
   std::string authorization;  // the Authorization header, if any
+  bool websocket = false;     // a WebSocket upgrade request (method GET)
 };
+
+// What a WebSocket upgrade that the API accepted (status 101) turns into.
+enum class Upgrade { none, events, join };
 
 struct ApiResponse {
   unsigned status = 200;
   std::string content_type = "application/json";
   std::string body;
-  std::string route;  // pattern for metrics ("/api/trials/{id}", "static", "unmatched")
+  std::string route;  // matched pattern for metrics ("/api/trials/{id}", "static", "unmatched")
   std::string allow;  // for 405
   bool immutable = false;
+  Upgrade upgrade = Upgrade::none;  // status 101: the session upgrades
+  std::int64_t events_after = -1;   // Upgrade::events: replay after this id (-1: from now)
   // Set for reads that may run on a reader thread with that thread's own
   // store (the trial list): the session calls it and sends what it returns.
   std::function<ApiResponse(store::ResultStore&)> deferred;
+};
+
+// A file the browser gateway serves (the wasm core, data shards).
+struct ServedFile {
+  std::string content_type;
+  std::shared_ptr<const std::string> body;
 };
 
 // How stale trial counts (and list totals) may be: a live dashboard's refresh.
@@ -43,6 +56,8 @@ struct ApiConfig {
   std::string token;
   bool public_reads = true;
   std::string web_root;
+  // /core/... and /shards/... files; none when unset.
+  std::function<std::optional<ServedFile>(std::string_view path)> gateway_file;
 };
 
 // Splits "a=1&b=x%20y" (percent- and plus-decoded). Throws ApiError on a bad escape.
@@ -53,7 +68,9 @@ class Api {
   Api(store::ResultStore& store, ExperimentRunner& runner, const HttpMetrics& metrics,
       ApiConfig config);
 
-  // Never throws: every failure is a JSON error response.
+  // Never throws: every failure is a JSON error response. Routes by one table
+  // (kRoutes in api.cpp): pattern, method, who may call it, the query keys it
+  // takes. GET routes answer HEAD too; other methods get 405 with Allow.
   ApiResponse handle(const ApiRequest& request);
 
   // Shared with the WebSocket stream.
@@ -72,18 +89,36 @@ class Api {
     bool parsed = false;
   };
 
-  ApiResponse route(const ApiRequest& r, std::string_view path,
-                    const std::map<std::string, std::string>& query);
-  nlohmann::json list_experiments();
+  // One matched request, as the route's handler sees it.
+  struct Call {
+    const ApiRequest& request;
+    std::string_view path;
+    std::int64_t id;  // the {id} part; 0 when the route has none
+    const std::map<std::string, std::string>& query;
+  };
+  struct Route;
+  static const std::vector<Route>& routes();
+
+  ApiResponse route(const ApiRequest& r, std::string_view path, std::string_view query,
+                    std::string& label);
+  ApiResponse list_experiments(const Call&);
   nlohmann::json experiment_summary(const store::ExperimentRecord& e);
-  ApiResponse get_experiment(std::int64_t id);
-  ApiResponse submit(const std::string& body);
-  ApiResponse cancel(std::int64_t id);
-  ApiResponse list_trials(std::int64_t id, const std::map<std::string, std::string>& query);
-  ApiResponse get_trial(std::int64_t id);
-  nlohmann::json workers();
+  ApiResponse get_experiment(const Call&);
+  ApiResponse submit(const Call&);
+  ApiResponse cancel(const Call&);
+  ApiResponse list_trials(const Call&);
+  ApiResponse get_trial(const Call&);
+  ApiResponse workers(const Call&);
+  ApiResponse get_stats(const Call&);
+  ApiResponse events(const Call&);
+  ApiResponse events_socket(const Call&);
+  ApiResponse metrics(const Call&);
+  ApiResponse no_such_route(const Call&);
+  ApiResponse join_page(const Call&);
+  ApiResponse join_socket(const Call&);
+  ApiResponse gateway_file(const Call&);
+  ApiResponse static_file(const Call&);
   nlohmann::json stats();
-  ApiResponse events(const std::map<std::string, std::string>& query);
   std::string prometheus();
   const ExperimentMeta& meta(const store::ExperimentRecord& e);
   // trial_counts() scans the experiment's trials (about 12 ms at 100,000), so

@@ -63,6 +63,7 @@ bool ExperimentRunner::cancel(std::int64_t id) {
   if (auto it = coordinators_.find(id); it != coordinators_.end()) {
     it->second->cancel();
     coordinators_.erase(it);
+    planned_.erase(id);
     return true;
   }
   queue_.cancel(experiment::queue_name(id));
@@ -77,6 +78,7 @@ bool ExperimentRunner::cancel(std::int64_t id) {
 void ExperimentRunner::adopt(std::int64_t id) {
   adopted_.insert(id);
   coordinators_.erase(id);
+  planned_.erase(id);
 }
 
 void ExperimentRunner::tick() {
@@ -86,12 +88,14 @@ void ExperimentRunner::tick() {
       experiment::Progress p = it->second->tick();
       planned_[it->first] = p.planned;
       if (p.done) {
+        planned_.erase(it->first);
         it = coordinators_.erase(it);
         continue;
       }
     } catch (const std::exception& ex) {
       // One broken experiment must not stop the others (or the server).
       std::cerr << "dnnlab serve: experiment " << it->first << ": " << ex.what() << "\n";
+      planned_.erase(it->first);
       it = coordinators_.erase(it);
       continue;
     }
@@ -116,6 +120,8 @@ void ExperimentRunner::sample_rate() {
 }
 
 std::optional<std::int64_t> ExperimentRunner::planned(std::int64_t id) const {
+  // Documented as present only while this server drives the experiment.
+  if (!coordinators_.count(id)) return std::nullopt;
   auto it = planned_.find(id);
   if (it == planned_.end()) return std::nullopt;
   return it->second;

@@ -43,6 +43,7 @@ class ExperimentRunner {
   // Ticks every coordinator; samples throughput about once a second.
   void tick();
 
+  // Trials the sweep will run in all, while a coordinator here drives it.
   std::optional<std::int64_t> planned(std::int64_t experiment_id) const;
   double trials_per_second() const { return rate_; }
   // Tasks waiting in the queues of running experiments.

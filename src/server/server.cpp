@@ -112,8 +112,12 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
 // One WebSocket client of /api/events: store events (and throughput) as text frames.
 class EventSession : public std::enable_shared_from_this<EventSession> {
  public:
-  EventSession(tcp::socket socket, std::shared_ptr<Server::Impl> impl)
-      : ws_(std::move(socket)), impl_(std::move(impl)), cursor_(impl_->last_event_id) {}
+  // after >= 0: replay the events after that id first (the URL's ?after=).
+  EventSession(tcp::socket socket, std::shared_ptr<Server::Impl> impl, std::int64_t after)
+      : ws_(std::move(socket)),
+        impl_(std::move(impl)),
+        cursor_(impl_->last_event_id),
+        replay_after_(after) {}
 
   void run(http::request<http::string_body> req) {
     impl_->event_sessions[this] = weak_from_this();
@@ -125,6 +129,14 @@ class EventSession : public std::enable_shared_from_this<EventSession> {
       if (ec) return self->finish();
       self->open_ = true;
       self->read();
+      if (self->replay_after_ >= 0) {
+        try {
+          self->replay(self->replay_after_);
+        } catch (const std::exception& e) {
+          log_error("events", e.what());
+          return self->close();
+        }
+      }
       self->flush();
     });
   }
@@ -183,7 +195,11 @@ class EventSession : public std::enable_shared_from_this<EventSession> {
               .dump());
       return flush();
     }
-    std::int64_t after = msg["after"].get<std::int64_t>();
+    replay(msg["after"].get<std::int64_t>());
+  }
+
+  // Sends every stored event after `after`, then continues live from there.
+  void replay(std::int64_t after) {
     cursor_ = after;
     for (;;) {
       auto events = impl_->store->events_since(cursor_, 1000);
@@ -210,6 +226,7 @@ class EventSession : public std::enable_shared_from_this<EventSession> {
   beast::flat_buffer in_;
   std::deque<std::string> out_;
   std::int64_t cursor_;
+  std::int64_t replay_after_;
   bool open_ = false, writing_ = false, closed_ = false;
 };
 
@@ -372,73 +389,25 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (ec) return close();  // timeout, reset: nobody to answer
 
     auto req = parser_->release();
-    std::string_view target(req.target().data(), req.target().size());
-    std::string_view path = target.substr(0, target.find('?'));
-    if (websocket::is_upgrade(req) && path == "/join") {
-      // The join token travels in hello; /join gives nothing without it.
-      impl_->metrics.observe("GET", "/join (websocket)", 101, 0.0);
-      stream_.expires_never();
-      std::make_shared<JoinSession>(stream_.release_socket(), impl_)->run(std::move(req));
-      return;
-    }
-    if (websocket::is_upgrade(req)) {
-      if (path != "/api/events")
-        return reply_error_and_close(http::status::not_found,
-                                     "WebSocket is only offered on /api/events and /join", "path");
-      std::string query_token;
-      if (auto q = target.find('?'); q != std::string_view::npos) {
-        try {
-          auto params = parse_query(target.substr(q + 1));
-          if (auto it = params.find("token"); it != params.end()) query_token = it->second;
-        } catch (...) {
-        }
-      }
-      std::string auth(req[http::field::authorization]);
-      if (!impl_->api->may_read(auth, query_token))
-        return reply_error_and_close(http::status::unauthorized,
-                                     "reads need the token on this server", "Authorization");
-      impl_->metrics.observe("GET", "/api/events (websocket)", 101, 0.0);
-      stream_.expires_never();
-      auto ws = std::make_shared<EventSession>(stream_.release_socket(), impl_);
-      ws->run(std::move(req));
-      return;
-    }
-
+    // Every request, upgrades included, is routed by the API's one table.
     const auto t0 = Clock::now();
-    if (req.method() == http::verb::get || req.method() == http::verb::head) {
-      // The browser workers' files: the join page, the core, data shards.
-      std::optional<ApiResponse> g;
-      if (path == "/join") {
-        StaticReply st = serve_static(impl_->opt.web_root, "/join.html");
-        g.emplace();
-        g->status = st.status;
-        g->content_type = st.content_type;
-        g->body = std::move(st.body);
-        g->route = "/join";
-      } else if (path.rfind("/core/", 0) == 0 || path.rfind("/shards/", 0) == 0) {
-        g.emplace();
-        g->route = path.rfind("/core/", 0) == 0 ? "/core/{file}" : "/shards/{file}";
-        if (auto asset = impl_->gateway->asset(path)) {
-          g->content_type = asset->content_type;
-          g->body = *asset->body;
-          g->immutable = true;
-        } else {
-          g->status = 404;
-          g->body = json{{"error", "no such file: " + std::string(path)}, {"field", "path"}}.dump();
-        }
-      }
-      if (g) {
-        Reply reply{req.version(), req.keep_alive(), req.method() == http::verb::head,
-                    std::string(req.method_string()), t0};
-        return respond(std::move(*g), reply);
-      }
-    }
     ApiRequest a;
     a.method = std::string(req.method_string());
-    a.target = std::string(target);
-    a.body = std::move(req.body());
+    a.target = std::string(req.target());
     a.authorization = std::string(req[http::field::authorization]);
+    a.websocket = websocket::is_upgrade(req);
+    if (!a.websocket) a.body = std::move(req.body());
     ApiResponse r = impl_->api->handle(a);
+    if (r.upgrade != Upgrade::none) {
+      impl_->metrics.observe(a.method, r.route, 101, 0.0);
+      stream_.expires_never();
+      if (r.upgrade == Upgrade::join)
+        std::make_shared<JoinSession>(stream_.release_socket(), impl_)->run(std::move(req));
+      else
+        std::make_shared<EventSession>(stream_.release_socket(), impl_, r.events_after)
+            ->run(std::move(req));
+      return;
+    }
     Reply reply{req.version(), req.keep_alive(), req.method() == http::verb::head,
                 std::move(a.method), t0};
     if (r.deferred && impl_->pool) {
@@ -650,8 +619,17 @@ Server::Server(asio::io_context& io, ServerOptions options)
   s.runner = std::make_unique<ExperimentRunner>(*s.store, *s.queue, s.opt.run_coordinators);
   if (s.opt.token_file.empty()) s.opt.token_file = default_token_file(s.opt.store_url);
   s.token = load_or_create_token(s.opt.token_file);
-  s.api = std::make_unique<Api>(*s.store, *s.runner, s.metrics,
-                                ApiConfig{s.token.token, s.opt.public_reads, s.opt.web_root});
+  ApiConfig ac;
+  ac.token = s.token.token;
+  ac.public_reads = s.opt.public_reads;
+  ac.web_root = s.opt.web_root;
+  ac.gateway_file = [&s](std::string_view path) -> std::optional<ServedFile> {
+    if (!s.gateway) return std::nullopt;
+    auto f = s.gateway->asset(path);
+    if (!f) return std::nullopt;
+    return ServedFile{f->content_type, f->body};
+  };
+  s.api = std::make_unique<Api>(*s.store, *s.runner, s.metrics, std::move(ac));
   if (s.opt.join_token_file.empty())
     s.opt.join_token_file =
         (std::filesystem::path(s.opt.token_file).parent_path() / "dnnlab.join-token").string();

@@ -108,10 +108,9 @@ StaticReply serve_static(const std::string& web_root, std::string_view path) {
   std::ostringstream body;
   body << f.rdbuf();
   if (!f) return missing;
-  StaticReply r{200, std::string(content_type_for(file.extension().string())), body.str()};
-  // esbuild names assets with a content hash ("index-3FZ7Q2.js"): safe to cache for long.
-  r.immutable = rel.rfind("assets/", 0) == 0;
-  return r;
+  // The bundle's names carry no content hash (app.js, app.css): the server
+  // sends them with no-cache, so a rebuilt dashboard shows on the next load.
+  return {200, std::string(content_type_for(file.extension().string())), body.str()};
 }
 
 }  // namespace dnnlab::server

@@ -10,7 +10,6 @@ struct StaticReply {
   unsigned status = 200;  // 200, 400 (bad path) or 404
   std::string content_type;
   std::string body;
-  bool immutable = false;  // content-hashed asset name: cache for long
 };
 
 // Serves `path` (the target without its query) from `web_root`; "/" is

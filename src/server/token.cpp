@@ -88,14 +88,24 @@ std::string default_token_file(std::string_view store_url) {
   return "dnnlab.token";
 }
 
+std::optional<std::string_view> bearer_credentials(std::string_view authorization) {
+  constexpr std::string_view kBearer = "bearer";
+  if (authorization.size() <= kBearer.size() || authorization[kBearer.size()] != ' ')
+    return std::nullopt;
+  for (std::size_t i = 0; i < kBearer.size(); ++i)
+    if ((authorization[i] | 0x20) != kBearer[i]) return std::nullopt;
+  std::string_view rest = authorization.substr(kBearer.size());
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  if (rest.empty()) return std::nullopt;
+  return rest;
+}
+
 bool bearer_matches(std::string_view authorization, std::string_view token) {
-  constexpr std::string_view kBearer = "Bearer ";
-  if (authorization.size() != kBearer.size() + token.size()) return false;
-  if (authorization.substr(0, kBearer.size()) != kBearer) return false;
+  auto credentials = bearer_credentials(authorization);
+  if (!credentials || credentials->size() != token.size()) return false;
   unsigned diff = 0;
   for (std::size_t i = 0; i < token.size(); ++i)
-    diff |= static_cast<unsigned char>(authorization[kBearer.size() + i]) ^
-            static_cast<unsigned char>(token[i]);
+    diff |= static_cast<unsigned char>((*credentials)[i]) ^ static_cast<unsigned char>(token[i]);
   return diff == 0 && !token.empty();
 }
 

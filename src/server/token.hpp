@@ -2,6 +2,7 @@
 // file only its owner can read, and reused by every later start.
 #pragma once
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -24,7 +25,12 @@ LoadedToken load_or_create_token(const std::string& path);
 // Where the token lives by default: beside an sqlite store, else ./dnnlab.token.
 std::string default_token_file(std::string_view store_url);
 
-// Constant-time comparison of an Authorization header against the token.
+// The credentials of an Authorization header of the Bearer scheme, or none.
+// The scheme is case-insensitive and followed by one or more spaces (RFC 7235).
+std::optional<std::string_view> bearer_credentials(std::string_view authorization);
+
+// Constant-time comparison of an Authorization header's bearer credentials
+// against the token.
 bool bearer_matches(std::string_view authorization, std::string_view token);
 
 }  // namespace dnnlab::server

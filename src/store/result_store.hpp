@@ -102,7 +102,8 @@ struct TrialRecord {
 
 struct TrialQuery {
   // One of: id, index, seed, status, attempt, started_at, finished_at, train_loss,
-  // train_acc, val_loss, val_acc, test_acc, epochs_done, seconds. Empty values sort last.
+  // train_acc, val_loss, val_acc, test_acc, epochs_done, seconds. Empty values sort last;
+  // seeds sort as the unsigned 64-bit numbers they are.
   std::string sort_by = "index";
   bool descending = false;
   std::optional<TrialStatus> status;  // only trials in this state
@@ -197,6 +198,9 @@ class ResultStore {
   // ended or was cancelled. Throws std::invalid_argument for an unknown id.
   virtual std::optional<int> reopen_trial(std::int64_t trial_id) = 0;
   // Cancels an experiment's trials that have not ended; returns how many.
+  // epochs_done becomes the current attempt's stored epoch count (what the
+  // curve shows), and each trial that was running gets a trial.cancelled
+  // event {experiment, trial, index, worker, attempt, epochs}, in one commit.
   virtual std::int64_t cancel_trials(std::int64_t experiment_id) = 0;
 
   virtual std::vector<TrialRecord> trials(std::int64_t experiment_id, const TrialQuery& query) = 0;

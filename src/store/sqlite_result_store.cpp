@@ -162,11 +162,14 @@ CREATE TABLE coordinator_leases (
 struct SortColumn {
   std::string_view name;
   std::string_view column;
+  // SQLite integers are signed: a uint64 column (the seed) holds its bit
+  // pattern, so values from 2^63 up read as negative and must sort after the rest.
+  bool unsigned64 = false;
 };
 constexpr std::array<SortColumn, 14> kSortColumns{{
     {"id", "id"},
     {"index", "idx"},
-    {"seed", "seed"},
+    {"seed", "seed", true},
     {"status", "status"},
     {"attempt", "attempt"},
     {"started_at", "started_at"},
@@ -180,14 +183,28 @@ constexpr std::array<SortColumn, 14> kSortColumns{{
     {"seconds", "seconds"},
 }};
 
-std::string_view sort_column(std::string_view name, std::string_view field) {
+const SortColumn& find_sort_column(std::string_view name, std::string_view field) {
   for (const SortColumn& c : kSortColumns)
-    if (c.name == name) return c.column;
+    if (c.name == name) return c;
   std::string allowed;
   for (const SortColumn& c : kSortColumns)
     allowed += (allowed.empty() ? "" : ", ") + std::string(c.name);
   throw std::invalid_argument(std::string(field) + ": unknown column '" + std::string(name) +
                               "' (allowed: " + allowed + ")");
+}
+
+std::string_view sort_column(std::string_view name, std::string_view field) {
+  return find_sort_column(name, field).column;
+}
+
+// "col DIR NULLS LAST", or for a uint64 column its unsigned order: the
+// non-negative int64 values first (0 .. 2^63-1), then the negative ones
+// (2^63 .. 2^64-1), which already sort among themselves as unsigned.
+std::string order_by(const SortColumn& c, bool descending) {
+  const std::string dir = descending ? " DESC" : " ASC";
+  const std::string col(c.column);
+  if (c.unsigned64) return "(" + col + " < 0)" + dir + ", " + col + dir;
+  return col + dir + " NULLS LAST";
 }
 
 constexpr std::string_view kTrialColumns =
@@ -536,29 +553,49 @@ std::optional<int> SqliteResultStore::reopen_trial(std::int64_t trial_id) {
 }
 
 std::int64_t SqliteResultStore::cancel_trials(std::int64_t experiment_id) {
+  sqlite::WriteTransaction tx(*db_);
   require_experiment(experiment_id);
-  auto s = db_->prepare(
-      "UPDATE trials SET status = 'cancelled', finished_at = ?2 "
-      "WHERE experiment_id = ?1 AND status IN ('queued', 'running')");
-  s.bind_int(1, experiment_id).bind_double(2, sqlite::unix_now());
+  const double now = sqlite::unix_now();
+  // epochs_done counts the current attempt's stored epochs (what the curve
+  // shows): a running trial's were only ever written by finish_trial.
+  constexpr std::string_view kEpochsDone =
+      "(SELECT count(*) FROM epochs e WHERE e.trial_id = t.id AND e.attempt = t.attempt)";
+  {
+    // Only running trials get an event: they had a trial.started, and a
+    // dashboard must see them end. Queued ones end with experiment.cancelled.
+    auto e = db_->prepare(
+        "INSERT INTO events (time, type, data) SELECT ?2, 'trial.cancelled', "
+        "json_object('experiment', t.experiment_id, 'trial', t.id, 'index', t.idx, "
+        "'worker', t.worker, 'attempt', t.attempt, 'epochs', " +
+        std::string(kEpochsDone) +
+        ") FROM trials t WHERE t.experiment_id = ?1 AND t.status = 'running' ORDER BY t.id");
+    e.bind_int(1, experiment_id).bind_double(2, now);
+    e.run();
+  }
+  auto s =
+      db_->prepare("UPDATE trials AS t SET status = 'cancelled', finished_at = ?2, epochs_done = " +
+                   std::string(kEpochsDone) +
+                   " WHERE t.experiment_id = ?1 AND t.status IN ('queued', 'running')");
+  s.bind_int(1, experiment_id).bind_double(2, now);
   s.run();
-  return db_->changes();
+  const std::int64_t n = db_->changes();
+  tx.commit();
+  return n;
 }
 
 std::vector<TrialRecord> SqliteResultStore::trials(std::int64_t experiment_id,
                                                    const TrialQuery& q) {
   check_id(experiment_id, "experiment_id");
-  const std::string_view column = sort_column(q.sort_by, "sort_by");
+  const SortColumn& column = find_sort_column(q.sort_by, "sort_by");
   if (q.limit < 0)
     throw std::invalid_argument("limit must not be negative, got " + std::to_string(q.limit));
   if (q.offset < 0)
     throw std::invalid_argument("offset must not be negative, got " + std::to_string(q.offset));
-  const char* dir = q.descending ? "DESC" : "ASC";
-  std::string sql =
-      "SELECT " + std::string(kTrialColumns) + " FROM trials WHERE experiment_id = ?1" +
-      (q.status ? " AND status = ?2" : " AND ?2 IS NULL") +
-      (q.worker ? " AND worker = ?5 " : " AND ?5 IS NULL ") + "ORDER BY " + std::string(column) +
-      " " + dir + " NULLS LAST, idx ASC" + " LIMIT ?3 OFFSET ?4";
+  std::string sql = "SELECT " + std::string(kTrialColumns) +
+                    " FROM trials WHERE experiment_id = ?1" +
+                    (q.status ? " AND status = ?2" : " AND ?2 IS NULL") +
+                    (q.worker ? " AND worker = ?5 " : " AND ?5 IS NULL ") + "ORDER BY " +
+                    order_by(column, q.descending) + ", idx ASC LIMIT ?3 OFFSET ?4";
   auto s = db_->prepare(sql);
   s.bind_int(1, experiment_id);
   if (q.status)

@@ -41,7 +41,7 @@ function makeTrial(exp, index, r, status) {
   const finishedAt = T0 + exp.offset + index * 2;
   const done = status === 'finished' || status === 'pruned';
   return {
-    id: exp.idBase + index + 1, experiment_id: exp.id, index, params: p, seed: 1000 + index, status, attempt: 1,
+    id: exp.idBase + index + 1, experiment_id: exp.id, index, params: p, seed: String(1000 + index), status, attempt: 1,
     worker: status === 'queued' ? null : `w${(index % 3) + 1}`,
     started_at: status === 'queued' ? null : finishedAt - seconds,
     finished_at: done ? finishedAt : null,
@@ -102,8 +102,11 @@ export async function startFakeApi({ dist, trials = 132, port = 0, host = '127.0
   function summary(e) {
     const c = counts(e.trials);
     const best = e.trials.reduce((b, t) => (t.status === 'finished' && t.val_acc > b ? t.val_acc : b), -Infinity);
-    return { id: e.id, name: e.name, status: c.running + c.queued ? 'running' : 'finished', method: e.method,
-      created_at: T0 + e.offset - 5, counts: c, planned: e.trials.length, best: Number.isFinite(best) ? best : null };
+    const running = c.running + c.queued > 0;
+    // As the server: `planned` only while a coordinator drives the experiment.
+    return { id: e.id, name: e.name, status: running ? 'running' : 'finished', method: e.method,
+      created_at: T0 + e.offset - 5, counts: c, ...(running ? { planned: e.trials.length } : {}),
+      best: Number.isFinite(best) ? best : null };
   }
 
   function listTrials(e, q) {

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <algorithm>
+
 #include "queue/test_support.hpp"
 
 namespace dnnlab::store {
@@ -504,6 +506,64 @@ TEST_F(ResultStoreTest, TrialsFilterByWorker) {
   EXPECT_TRUE(store_->trials(exp_, q).empty());
   q.worker.reset();
   EXPECT_EQ(store_->trials(exp_, q).size(), 4u);
+}
+
+// Seeds are unsigned 64-bit: those above 2^63 (stored as negative int64 in
+// SQLite) must sort after the smaller ones, in both orders.
+TEST_F(ResultStoreTest, SeedsSortUnsigned) {
+  const std::vector<std::uint64_t> seeds = {
+      14612436867286432432ull, 1052595102462929473ull, 5, 18446744073709551615ull,
+      9223372036854775808ull,  9223372036854775807ull, 0};
+  std::vector<NewTrial> trials;
+  for (std::size_t i = 0; i < seeds.size(); ++i)
+    trials.push_back({static_cast<std::int64_t>(i), "{}", seeds[i]});
+  store_->add_trials(exp_, trials);
+  std::vector<std::uint64_t> sorted = seeds;
+  std::sort(sorted.begin(), sorted.end());
+  TrialQuery q;
+  q.sort_by = "seed";
+  std::vector<std::uint64_t> got;
+  for (const auto& t : store_->trials(exp_, q)) got.push_back(t.seed);
+  EXPECT_EQ(got, sorted);
+  q.descending = true;
+  got.clear();
+  for (const auto& t : store_->trials(exp_, q)) got.push_back(t.seed);
+  EXPECT_EQ(got, std::vector<std::uint64_t>(sorted.rbegin(), sorted.rend()));
+  q.limit = 2;
+  q.offset = 1;  // paging walks the same order
+  got.clear();
+  for (const auto& t : store_->trials(exp_, q)) got.push_back(t.seed);
+  EXPECT_EQ(got, (std::vector<std::uint64_t>{sorted[5], sorted[4]}));
+}
+
+// A trial cancelled while running keeps the epochs its curve shows and gets a
+// trial.cancelled event; queued trials are cancelled quietly (the experiment's
+// own event covers them, and one event per queued trial would flood the stream).
+TEST_F(ResultStoreTest, CancelKeepsTheCurveCountAndLogsRunningTrials) {
+  auto ids = add(3);
+  ASSERT_TRUE(store_->mark_running(ids[0], 1, "w1"));
+  for (int ep = 1; ep <= 6; ++ep) ASSERT_TRUE(store_->record_epoch(ids[0], 1, at_epoch(ep, 0.5)));
+  finish(ids[1], 0.7);
+  const auto before = store_->events_since(0, 10000);
+  const std::int64_t last = before.empty() ? 0 : before.back().id;
+  EXPECT_EQ(store_->cancel_trials(exp_), 2);
+  auto t = store_->trial(ids[0]);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->status, TrialStatus::cancelled);
+  EXPECT_EQ(t->curve.size(), 6u);
+  EXPECT_EQ(t->metrics.epochs_done, 6);
+  EXPECT_EQ(store_->trial(ids[2])->metrics.epochs_done, 0);
+  EXPECT_EQ(store_->trial(ids[1])->metrics.epochs_done, 3);  // ended before: untouched
+  auto events = store_->events_since(last, 10000);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].type, "trial.cancelled");
+  EXPECT_EQ(events[0].data["trial"], ids[0]);
+  EXPECT_EQ(events[0].data["experiment"], exp_);
+  EXPECT_EQ(events[0].data["worker"], "w1");
+  EXPECT_EQ(events[0].data["epochs"], 6);
+  // Nothing left to cancel: no change, no event.
+  EXPECT_EQ(store_->cancel_trials(exp_), 0);
+  EXPECT_TRUE(store_->events_since(events[0].id, 10).empty());
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ export function experimentPage(id) {
       case 'trial.finished':
         study.onFinished(ev);
         // falls through
-      case 'trial.started': case 'trial.pruned': case 'trial.failed':
+      case 'trial.started': case 'trial.pruned': case 'trial.failed': case 'trial.cancelled':
         refreshTable();
         refreshCounts();
         break;

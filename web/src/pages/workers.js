@@ -19,6 +19,8 @@ events.on((ev) => {
     startedBy.delete(trial);
     if (w !== undefined) ends.push([ev.time ? toMillis(ev.time) / 1000 : Date.now() / 1000, String(w)]);
     if (ends.length > 10000) ends.splice(0, 5000);
+  } else if (ev.type === 'trial.cancelled') {
+    startedBy.delete(trial); // stopped, not done: no rate
   }
 });
 
