@@ -11,7 +11,7 @@ packages=(
   libboost-dev libboost-system-dev
   dataset-fashion-mnist
   emscripten nodejs npm chromium
-  clang-format
+  clang-format clang-14 libclang-rt-14-dev libfuzzer-14-dev
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libopenblas-dev python3-torch python3-numpy hyperfine valgrind)

@@ -118,7 +118,7 @@ class Reader {
         if (peek() != '"') fail(i_, "expected a key string");
         std::string k = string();
         expect(':');
-        v.members.emplace_back(std::move(k), value(depth + 1));
+        v.members.push_back({std::move(k), value(depth + 1)});
         if (peek() == ',') {
           ++i_;
           continue;

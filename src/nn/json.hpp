@@ -18,6 +18,8 @@
 
 namespace dnnlab::nn::json {
 
+struct Member;
+
 struct Value {
   enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
   bool b = false;
@@ -26,10 +28,17 @@ struct Value {
   int64_t i = 0;         // its exact value
   std::string str;
   std::vector<Value> items;
-  std::vector<std::pair<std::string, Value>> members;  // in document order
+  std::vector<Member> members;  // in document order
   size_t offset = 0;                                   // where the value starts (+ base)
   // The first member named `key`, or nullptr.
   const Value* get(std::string_view key) const;
+};
+
+// An object's member. Not a std::pair: a pair of an incomplete Value cannot
+// be named inside Value itself (clang rejects it with libstdc++).
+struct Member {
+  std::string first;
+  Value second;
 };
 
 class SyntaxError : public std::runtime_error {
