@@ -60,10 +60,14 @@ TEST(Safetensors, WriterRejectsProgrammerErrors) {
 }
 
 TEST(Safetensors, EmptyFileAndScalars) {
-  SafetensorsFile f = read_safetensors(write_safetensors({}));
+  const std::string empty = write_safetensors({});
+  SafetensorsFile f = read_safetensors(empty);
   EXPECT_TRUE(f.tensors.empty());
   std::vector<float> one = {7.f};
-  f = read_safetensors(write_safetensors({{"s", "F32", {}, bytes_of(one)}}));
+  // The tensors are views into the bytes: those must outlive `f` (ASan caught
+  // this test reading a destroyed temporary).
+  const std::string bytes = write_safetensors({{"s", "F32", {}, bytes_of(one)}});
+  f = read_safetensors(bytes);
   EXPECT_EQ(f.tensors.at("s").f32(), one);
 }
 

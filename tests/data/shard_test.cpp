@@ -234,7 +234,8 @@ TEST(Shard, MalformedShardsNameTheProblem) {
     p.y = {0, 3};  // classes = 3
     const std::string bytes = p.bytes();
     DataError e = decode_error(bytes);
-    const nn::SafetensorsTensor& y = nn::read_safetensors(bytes).tensors.at("train_y");
+    const nn::SafetensorsFile parsed = nn::read_safetensors(bytes);
+    const nn::SafetensorsTensor& y = parsed.tensors.at("train_y");  // not of a temporary
     EXPECT_EQ(e.offset(), y.offset + 1);
     EXPECT_NE(std::string(e.what()).find("label 3 of sample 1"), std::string::npos) << e.what();
   }
