@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -60,5 +61,15 @@ inline Result run(const std::string& args, const std::string& env = "") {
 inline bool have_fashion_mnist() {
   return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
 }
+
+// Skips a test that needs the real data set on a machine without it, but
+// fails it under CI (CI set): a skipped test would count as passed there.
+#define DNNLAB_NEED_FASHION_MNIST()                                              \
+  do {                                                                           \
+    if (!::dnnlab::cli_test::have_fashion_mnist()) {                             \
+      if (std::getenv("CI")) FAIL() << "dataset-fashion-mnist is not installed"; \
+      GTEST_SKIP() << "dataset-fashion-mnist is not installed";                  \
+    }                                                                            \
+  } while (0)
 
 }  // namespace dnnlab::cli_test

@@ -87,7 +87,7 @@ void expect_each_trial_once(store::ResultStore& s, int64_t exp, size_t planned) 
 }
 
 TEST(RunCmd, QuickSweepCompletesAndResultsCommandsWork) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  DNNLAB_NEED_FASHION_MNIST();
   TempDir dir;
   const std::string db = "sqlite:" + (dir.path / "t.db").string();
   const std::string sweep = std::string(DNNLAB_SOURCE_DIR) + "/examples/quick-sweep.yaml";
@@ -124,7 +124,7 @@ TEST(RunCmd, QuickSweepCompletesAndResultsCommandsWork) {
 }
 
 TEST(RunCmd, WorkerKilledMidTrialIsRedeliveredAndCountedOnce) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  DNNLAB_NEED_FASHION_MNIST();
   TempDir dir;
   dir.write("sweep.yaml", sweep_yaml(40));
   const std::string db = "sqlite:" + (dir.path / "t.db").string();
@@ -158,7 +158,7 @@ TEST(RunCmd, WorkerKilledMidTrialIsRedeliveredAndCountedOnce) {
 }
 
 TEST(RunCmd, CoordinatorKilledThenResumedFinishesEveryTrialOnce) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  DNNLAB_NEED_FASHION_MNIST();
   TempDir dir;
   dir.write("sweep.yaml", sweep_yaml(12));
   const std::string db = "sqlite:" + (dir.path / "t.db").string();
@@ -225,7 +225,7 @@ search:
 }
 
 TEST(RunCmd, CtrlCReleasesRunningTrialsAndRunningAgainFinishes) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  DNNLAB_NEED_FASHION_MNIST();
   TempDir dir;
   dir.write("sweep.yaml", sweep_yaml(40));
   const std::string db = "sqlite:" + (dir.path / "t.db").string();

@@ -134,7 +134,7 @@ TEST(TrainCmd, CorruptGzipIsADataError) {
 }
 
 TEST(TrainCmd, SameSeedSameWeightsAndProvenance) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  DNNLAB_NEED_FASHION_MNIST();
   TempDir a, b, c;
   auto spec = a.write("tiny.yaml", kSpec);
   Result ra = run("train -q " + spec.string() + " --out " + a.path.string());
@@ -277,7 +277,7 @@ double accuracy_line(const std::string& out, const std::string& label) {
 // The bar: the published 256-128-100 MLP reaches 0.8833; ours must
 // reach 0.885 within 10 epochs.
 TEST(Examples, FashionMlpReachesTestAccuracy0885) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  DNNLAB_NEED_FASHION_MNIST();
   TempDir dir;
   Result r = run("train -q " + std::string(DNNLAB_SOURCE_DIR) +
                  "/examples/fashion-mlp.yaml --out " + dir.path.string());
@@ -288,7 +288,7 @@ TEST(Examples, FashionMlpReachesTestAccuracy0885) {
 }
 
 TEST(Examples, SevenHundredLayerMlpTrainsWithoutNanOrInf) {
-  if (!have_fashion_mnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  DNNLAB_NEED_FASHION_MNIST();
   TempDir dir;
   Result r =
       run("train -q " + std::string(DNNLAB_SOURCE_DIR) +
