@@ -7,7 +7,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <deque>
+#include <limits>
 #include <map>
+#include <set>
 
 #include "server/gateway_assets.hpp"
 #include "server/gateway_tickets.hpp"
@@ -67,20 +70,22 @@ json core_spec_json(const nn::RunSpec& spec, const std::vector<std::int64_t>& in
 
 namespace {
 
-// The client's id, made safe for a worker id.
-std::string sanitize(std::string_view s) {
-  std::string out;
-  for (char c : s)
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') out += c;
-  if (out.size() > 40) out.resize(40);
-  return out.empty() ? "anon" : out;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// "1.2.3.4:5678" or "::1:5678" -> the address without the port.
+std::string address_of(const std::string& remote) {
+  const std::size_t colon = remote.rfind(':');
+  return colon == std::string::npos ? remote : remote.substr(0, colon);
 }
 
 struct Client {
-  std::string remote;
-  std::string client_key;  // from hello
-  TicketHolder holder;     // worker id and core build
+  std::string remote;   // address:port
+  std::string address;  // the ticket cap and hello rate are per address
+  double opened_at = 0;
+  std::string identity;  // issued by the server (gateway_trust.hpp)
+  TicketHolder holder;   // worker id and core build
   bool greeted = false;
+  bool closing = false;  // poll() has asked for its close
   std::optional<Ticket> ticket;
 };
 
@@ -94,7 +99,7 @@ struct Gateway::Impl {
         core(opt.web_root),
         shards(opt.data_dir, [this] { return held_shards(); }),
         tickets(s, q, opt, shards),
-        trust(s, opt.verify_fraction),
+        trust(s, opt),
         verifier(opt.store_url, opt.data_dir) {}
 
   store::ResultStore& store;
@@ -106,7 +111,16 @@ struct Gateway::Impl {
   ShardCache shards;
   TicketDesk tickets;
   TrustBook trust;
+  // Identity -> the worker ids its connections had (its trials are found by them).
+  std::map<std::string, std::set<std::string>> workers_of;
+  std::map<std::string, std::deque<double>> hellos_by_address;  // times, the last minute
+  double swept_at = 0;
+  // Closes decided outside poll() (another connection of a quarantined
+  // identity): poll() hands them out.
+  std::vector<std::pair<ClientId, GatewayReply>> deferred;
   Verifier verifier;  // last: stopped first
+
+  double now() const { return opt.clock ? opt.clock() : unix_now(); }
 
   std::vector<std::shared_ptr<const Shard>> held_shards() const {
     std::vector<std::shared_ptr<const Shard>> out;
@@ -118,15 +132,35 @@ struct Gateway::Impl {
   // ---- messages ----
   GatewayReply hello(Client& c, const json& msg) {
     if (c.greeted) violate("bad_message", "hello: already said hello");
+    // Every hello counts, a wrong token too: it bounds guessing, identities
+    // issued, worker rows and join events per address.
+    auto& times = hellos_by_address[c.address];
+    while (!times.empty() && times.front() < now() - 60) times.pop_front();
+    if (static_cast<int>(times.size()) >= opt.hellos_per_minute)
+      violate("rate_limited", "hello: more than " + std::to_string(opt.hellos_per_minute) +
+                                  " hellos a minute from this address; try again later");
+    times.push_back(now());
     const std::string token = text(msg, "hello", "token", 256);
     if (!bearer_matches("Bearer " + token, opt.join_token))
       violate("unauthorized", "hello: the join token is wrong");
-    c.client_key = text(msg, "hello", "client", 128);
-    if (trust.quarantined(c.client_key))
+    // The identity the server gave this client before, or a new one: a
+    // credential it did not sign (made up, or another server's) earns nothing.
+    std::optional<std::string> identity;
+    std::string credential;
+    if (auto it = msg.find("client"); it != msg.end() && !it->is_null()) {
+      credential = text(msg, "hello", "client", 128);
+      identity = trust.identity_of(credential);
+    }
+    if (!identity) {
+      TrustBook::Identity fresh = trust.issue();
+      identity = fresh.id;
+      credential = fresh.credential;
+    }
+    if (trust.quarantined(*identity))
       violate("quarantined", "quarantined: this client's results disagreed with a native re-run");
     std::string agent;
     if (msg.contains("agent") && msg["agent"].is_string())
-      agent = msg["agent"].get<std::string>().substr(0, 200);
+      agent = utf8_prefix(msg["agent"].get<std::string>(), 200);
     if (msg.contains("capabilities") && !msg["capabilities"].is_object())
       violate("bad_message", "hello: 'capabilities' must be an object");
     core.scan();
@@ -139,20 +173,23 @@ struct Gateway::Impl {
       if (auto f = msg["capabilities"].value("fma", json()); f.is_boolean())
         c.holder.fma = f.get<bool>();
     }
-    std::string id = "browser-" + sanitize(c.client_key);
+    // Two tabs of one browser share an identity; each connection its own worker id.
+    std::string id = "browser-" + *identity;
     for (int n = 2;; ++n) {
       bool taken = false;
       for (const auto& [_, o] : clients) taken |= o.holder.worker_id == id;
       if (!taken) break;
-      id = "browser-" + sanitize(c.client_key) + "-" + std::to_string(n);
+      id = "browser-" + *identity + "-" + std::to_string(n);
     }
+    c.identity = *identity;
     c.holder.worker_id = id;
     c.greeted = true;
+    workers_of[c.identity].insert(id);
     store::WorkerRecord w;
     w.id = id;
     w.kind = store::WorkerKind::browser;
     w.host = c.remote;
-    w.started_at = unix_now();
+    w.started_at = now();
     store.upsert_worker(w);
     store.append_event(
         "worker.joined",
@@ -160,6 +197,7 @@ struct Gateway::Impl {
     GatewayReply r;
     r.frames.push_back(frame({{"type", "welcome"},
                               {"worker", id},
+                              {"client", credential},
                               {"heartbeat_seconds", opt.heartbeat_seconds},
                               {"max_text_bytes", opt.max_text_bytes},
                               {"max_binary_bytes", opt.max_binary_bytes},
@@ -174,27 +212,48 @@ struct Gateway::Impl {
     return *c.ticket;
   }
 
-  // Gives the ticket's trial back: the next attempt starts afresh elsewhere.
-  void release(Client& c, const std::string& why) {
+  bool expired(const Ticket& t) const { return now() > t.issued_at + opt.ticket_lifetime_seconds; }
+
+  // The client gave its ticket up unfinished: the trial goes back without
+  // spending an attempt, and it counts against the client.
+  void abandon(Client& c) {
     if (!c.ticket) return;
-    tickets.release(*c.ticket, why);
+    tickets.give_back(*c.ticket);
+    trust.abandoned(c.identity, now());
     c.ticket.reset();
+  }
+
+  GatewayReply idle(double retry, const char* reason) {
+    GatewayReply r;
+    json j{{"type", "idle"}, {"retry_seconds", retry}};
+    if (reason) j["reason"] = reason;
+    r.frames.push_back(frame(std::move(j)));
+    return r;
   }
 
   GatewayReply request(Client& c) {
     if (c.ticket) violate("bad_message", "request: ticket \"" + c.ticket->id + "\" is still held");
-    GatewayReply r;
-    bool preparing = false;
-    if (auto t = tickets.next(c.holder, preparing)) {
-      c.ticket = std::move(t->first);
-      r.frames.push_back(frame(std::move(t->second)));
-      store.heartbeat(c.holder.worker_id, c.ticket->trial_id);
-    } else if (preparing) {
-      r.frames.push_back(
-          frame({{"type", "idle"}, {"retry_seconds", 1}, {"reason", "preparing data"}}));
-    } else {
-      r.frames.push_back(frame({{"type", "idle"}, {"retry_seconds", 1}}));
+    if (double wait = trust.cooldown_left(c.identity, now()); wait > 0)
+      return idle(std::ceil(wait), "too many abandoned tickets");
+    if (trust.pending_verifications(c.identity) >= opt.max_pending_verifications)
+      return idle(5, "waiting for verification");
+    int by_client = 0, by_address = 0;
+    for (const auto& [_, o] : clients) {
+      if (!o.ticket) continue;
+      by_client += o.identity == c.identity;
+      by_address += o.address == c.address;
     }
+    if (by_client >= opt.max_tickets_per_client) return idle(5, "ticket limit per client");
+    if (by_address >= opt.max_tickets_per_address) return idle(5, "ticket limit per address");
+    bool preparing = false;
+    c.holder.provisional = !trust.trusted(c.identity);
+    auto t = tickets.next(c.holder, preparing);
+    if (!t) return preparing ? idle(1, "preparing data") : idle(1, nullptr);
+    c.ticket = std::move(t->first);
+    c.ticket->issued_at = now();
+    GatewayReply r;
+    r.frames.push_back(frame(std::move(t->second)));
+    store.heartbeat(c.holder.worker_id, c.ticket->trial_id);
     return r;
   }
 
@@ -202,25 +261,35 @@ struct Gateway::Impl {
     Ticket& t = held(c, msg, "progress");
     if (t.pending) violate("bad_message", "progress: the result was already sent");
     const double epoch = number(msg, "progress", "epoch");
+    if (epoch > t.epochs || epoch < 1)
+      violate("out_of_range", "progress: epoch " + json(epoch).dump() +
+                                  " is outside the trial's 1.." + std::to_string(t.epochs));
     if (epoch != t.epochs_done + 1)
       violate("bad_message", "progress: expected epoch " + std::to_string(t.epochs_done + 1));
     if (t.stopped) violate("bad_message", "progress: the verdict was to stop");
     store::EpochMetrics m;
     m.epoch = t.epochs_done + 1;
-    m.train_loss = finite_number(msg, "progress", "train_loss");
-    m.train_acc = finite_number(msg, "progress", "train_acc");
+    m.train_loss = in_range(msg, "progress", "train_loss", 0, kInf);
+    m.train_acc = in_range(msg, "progress", "train_acc", 0, 1);
     if (t.has_val) {  // without validation data there is no value (a client sends 0)
-      m.val_loss = finite_number(msg, "progress", "val_loss");
-      m.val_acc = finite_number(msg, "progress", "val_acc");
+      m.val_loss = in_range(msg, "progress", "val_loss", 0, kInf);
+      m.val_acc = in_range(msg, "progress", "val_acc", 0, 1);
     }
-    m.seconds = finite_number(msg, "progress", "seconds");
-    if (msg.contains("lr")) m.lr = finite_number(msg, "progress", "lr");
+    m.seconds = in_range(msg, "progress", "seconds", 0, kInf);
+    if (msg.contains("lr")) m.lr = in_range(msg, "progress", "lr", 0, kInf);
+    if (msg.contains("samples_per_second"))
+      in_range(msg, "progress", "samples_per_second", 0, kInf);
     GatewayReply r;
     auto verdict = [&](bool go, const char* reason) {
       json j{{"type", "verdict"}, {"ticket", t.id}, {"epoch", m.epoch}, {"continue", go}};
       if (reason) j["reason"] = reason;
       r.frames.push_back(frame(std::move(j)));
     };
+    if (expired(t)) {
+      verdict(false, "lost");  // past its lifetime: someone else gets it
+      abandon(c);
+      return r;
+    }
     if (!queue.extend(t.lease, opt.lease_seconds) ||
         !store.record_epoch(t.trial_id, t.attempt, m)) {
       verdict(false, "lost");  // someone else has the trial now
@@ -231,8 +300,13 @@ struct Gateway::Impl {
     t.epochs_done = static_cast<int>(m.epoch);
     t.last_val_acc = m.val_acc;
     ExperimentCache& ec = tickets.experiment(t.experiment_id);
-    const bool go = worker::continue_after_epoch(store, *ec.sweep, *ec.scheduler, t.experiment_id,
-                                                 t.trial_id, t.index, m.epoch, t.epochs, m);
+    // An untrusted client's numbers must not move the experiment's
+    // scheduler: its verdict comes from a scratch one.
+    std::unique_ptr<sweep::Scheduler> scratch;
+    if (!trust.trusted(c.identity)) scratch = sweep::make_scheduler(*ec.sweep);
+    const bool go =
+        worker::continue_after_epoch(store, *ec.sweep, scratch ? *scratch : *ec.scheduler,
+                                     t.experiment_id, t.trial_id, t.index, m.epoch, t.epochs, m);
     if (!go) t.stopped = true;
     verdict(go, go ? nullptr : "pruned");
     return r;
@@ -243,16 +317,20 @@ struct Gateway::Impl {
     if (t.pending) violate("bad_message", "result: already sent for this ticket");
     const std::string status = text(msg, "result", "status", 16);
     if (status == "failed") {
-      std::string error = msg.contains("error") && msg["error"].is_string()
-                              ? msg["error"].get<std::string>().substr(0, 2000)
-                              : "failed in the browser";
-      store::TrialMetrics none;
-      none.epochs_done = t.epochs_done;
-      const bool counted = store.finish_trial(t.trial_id, t.attempt, store::TrialStatus::failed,
-                                              none, "browser: " + error);
-      queue.ack(t.lease);
-      if (counted) maybe_verify(c, t);
-      return accepted(c, counted);
+      // Not the trial's end: it runs again elsewhere, and a native re-run
+      // decides whether the failure was real.
+      const std::string error = msg.contains("error") && msg["error"].is_string()
+                                    ? utf8_prefix(msg["error"].get<std::string>(), 2000)
+                                    : "failed in the browser";
+      store.append_event("trial.browser_failed", {{"trial", t.trial_id},
+                                                  {"attempt", t.attempt},
+                                                  {"worker", c.holder.worker_id},
+                                                  {"epochs_done", t.epochs_done},
+                                                  {"error", error}});
+      VerifyJob job{t.trial_id, t.attempt, c.holder.worker_id, c.identity, t.epochs_done};
+      tickets.give_back(t);
+      submit(std::move(job));
+      return accepted(c, false);
     }
     if (status != "finished" && status != "pruned")
       violate("bad_message", "result: 'status' must be finished, pruned or failed");
@@ -263,14 +341,15 @@ struct Gateway::Impl {
     if (!mj.is_object()) violate("bad_message", "result: 'metrics' must be an object");
     PendingResult p;
     p.status = status == "pruned" ? store::TrialStatus::pruned : store::TrialStatus::finished;
-    p.metrics.train_loss = finite_number(mj, "result.metrics", "train_loss");
-    p.metrics.train_acc = finite_number(mj, "result.metrics", "train_acc");
+    p.metrics.train_loss = in_range(mj, "result.metrics", "train_loss", 0, kInf);
+    p.metrics.train_acc = in_range(mj, "result.metrics", "train_acc", 0, 1);
     if (t.has_val) {
-      p.metrics.val_loss = finite_number(mj, "result.metrics", "val_loss");
-      p.metrics.val_acc = finite_number(mj, "result.metrics", "val_acc");
+      p.metrics.val_loss = in_range(mj, "result.metrics", "val_loss", 0, kInf);
+      p.metrics.val_acc = in_range(mj, "result.metrics", "val_acc", 0, 1);
     }
-    p.metrics.test_acc = finite_number(mj, "result.metrics", "test_acc");
-    p.metrics.seconds = finite_number(mj, "result.metrics", "seconds");
+    p.metrics.test_acc = in_range(mj, "result.metrics", "test_acc", 0, 1);
+    if (mj.contains("test_loss")) in_range(mj, "result.metrics", "test_loss", 0, kInf);
+    p.metrics.seconds = in_range(mj, "result.metrics", "seconds", 0, kInf);
     const double done = number(mj, "result.metrics", "epochs_done");
     if (done != t.epochs_done)
       violate("bad_message", "result: epochs_done " + json(done).dump() + " but " +
@@ -318,10 +397,20 @@ struct Gateway::Impl {
                                   " at offset " + std::to_string(4 + h + 4 * i) + ")");
     }
     const PendingResult res = *t.pending;
-    const bool counted = store.finish_trial(t.trial_id, t.attempt, res.status, res.metrics);
-    queue.ack(t.lease);
-    if (counted) tickets.experiment(t.experiment_id).scheduler->on_finish(t.index);
-    if (counted) maybe_verify(c, t);
+    // Decided now, with the server's secret: the client could not know.
+    const bool verify = trust.choose_for_verification(c.identity, t.trial_id, t.attempt);
+    bool counted = false;
+    // A result to be verified is provisional until it is (DESIGN.md, "Trust").
+    queue.write_together([&] {
+      store.set_provisional(t.trial_id, t.attempt, verify);
+      counted = store.finish_trial(t.trial_id, t.attempt, res.status, res.metrics);
+      queue.ack(t.lease);
+    });
+    if (counted) {
+      trust.completed(c.identity);
+      tickets.experiment(t.experiment_id).scheduler->on_finish(t.index);
+      if (verify) submit({t.trial_id, t.attempt, c.holder.worker_id, c.identity, std::nullopt});
+    }
     return accepted(c, counted);
   }
 
@@ -337,7 +426,8 @@ struct Gateway::Impl {
   GatewayReply heartbeat(Client& c, const json& msg) {
     if (auto it = msg.find("ticket"); it != msg.end() && !it->is_null()) {
       Ticket& t = held(c, msg, "heartbeat");
-      if (!queue.extend(t.lease, opt.lease_seconds)) {
+      // Past its lifetime it is not extended (poll() takes it back).
+      if (!expired(t) && !queue.extend(t.lease, opt.lease_seconds)) {
         // Lost (it expired): the next progress gets a 'lost' verdict.
       }
     }
@@ -349,23 +439,55 @@ struct Gateway::Impl {
   }
 
   // ---- verification ----
-  void maybe_verify(const Client& c, const Ticket& t) {
-    if (!trust.chosen_for_verification(t.trial_id)) return;
-    verifier.submit({t.trial_id, t.attempt, c.holder.worker_id, c.client_key});
+  void submit(VerifyJob job) {
+    ++trust.pending_verifications(job.client_key);
+    verifier.submit(std::move(job));
   }
 
-  // The client's results are not to be trusted: refuse it, reopen its trials.
-  void quarantine(const VerifyOutcome& o, std::vector<std::pair<ClientId, GatewayReply>>& out) {
-    if (!trust.quarantine(o.job.worker_id, o.job.client_key, o.job.trial_id, o.detail)) return;
+  void decided(const VerifyOutcome& o, std::vector<std::pair<ClientId, GatewayReply>>& out) {
+    int& pending = trust.pending_verifications(o.job.client_key);
+    pending = std::max(0, pending - 1);
+    if (o.job.failed_after) {
+      if (o.agree) {
+        tickets.fail_for_good(o.job.trial_id, o.job.worker_id,
+                              "failed in a browser and in a native re-run: " + o.detail);
+      } else if (trust.unconfirmed_failure(o.job.client_key) > opt.max_unconfirmed_failures) {
+        quarantine(o.job.client_key, o.job.worker_id, o.job.trial_id,
+                   "failures a native re-run did not confirm (" + o.detail + ")", out);
+      }
+      return;
+    }
+    if (o.agree) {
+      trust.agreed(o.job.client_key);
+      store.set_provisional(o.job.trial_id, o.job.attempt, false);  // it counts now
+      return;
+    }
+    quarantine(o.job.client_key, o.job.worker_id, o.job.trial_id,
+               "a result disagreed with a native re-run (" + o.detail + ")", out);
+  }
+
+  // The identity's results are not to be trusted: refuse it, close its
+  // connections, reopen its trials.
+  void quarantine(const std::string& identity, const std::string& worker_id, std::int64_t trial,
+                  const std::string& why, std::vector<std::pair<ClientId, GatewayReply>>& out) {
+    if (!trust.quarantine(identity, worker_id, trial, why)) return;
     for (auto& [id, c] : clients)
-      if (c.client_key == o.job.client_key || c.holder.worker_id == o.job.worker_id)
-        out.emplace_back(id, error_reply({kPolicy, "quarantined",
-                                          "quarantined: a result disagreed with a native re-run (" +
-                                              o.detail + ")"}));
-    tickets.reopen_trials_of({o.job.worker_id});
+      if (c.identity == identity && !c.closing) {
+        c.closing = true;
+        abandon(c);
+        out.emplace_back(id, error_reply({kPolicy, "quarantined", "quarantined: " + why}));
+      }
+    auto& ids = workers_of[identity];
+    ids.insert("browser-" + identity);
+    tickets.reopen_trials_of({ids.begin(), ids.end()});
   }
 
   GatewayReply dispatch(Client& c, std::string_view frame_text) {
+    if (!c.greeted && frame_text.size() > opt.max_hello_bytes)
+      violate("too_big",
+              "frame too big: before hello, frames are limited to " +
+                  std::to_string(opt.max_hello_bytes) + " bytes",
+              kTooBig);
     if (frame_text.size() > opt.max_text_bytes)
       violate("too_big",
               "frame too big: text frames are limited to " + std::to_string(opt.max_text_bytes) +
@@ -394,10 +516,15 @@ struct Gateway::Impl {
     if (type == "progress") return progress(c, msg);
     if (type == "result") return result(c, msg);
     if (type == "heartbeat") return heartbeat(c, msg);
-    violate("bad_message", "unknown message type '" + type.substr(0, 32) + "'");
+    violate("bad_message", "unknown message type '" + type + "'");
   }
 
   GatewayReply dispatch_binary(Client& c, std::string_view bytes) {
+    if (!c.greeted && bytes.size() > opt.max_hello_bytes)
+      violate("too_big",
+              "frame too big: before hello, frames are limited to " +
+                  std::to_string(opt.max_hello_bytes) + " bytes",
+              kTooBig);
     if (bytes.size() > opt.max_binary_bytes)
       violate("too_big",
               "frame too big: binary frames are limited to " +
@@ -408,20 +535,55 @@ struct Gateway::Impl {
   }
 
   // Runs a handler: a violation closes the client with its reason; nothing
-  // escapes to the server.
+  // escapes to the server. A number no honest client sends (out of range)
+  // quarantines its identity as well.
   template <class F>
   GatewayReply guarded(ClientId id, F&& handle) {
     auto it = clients.find(id);
     if (it == clients.end()) return {};
     Client& c = it->second;
+    if (c.closing) return {};
     try {
       return handle(c);
     } catch (const Violation& v) {
-      if (v.kind == "non_finite") release(c, "non-finite result");
+      c.closing = true;
+      abandon(c);
+      if (v.kind == "out_of_range" && c.greeted) {
+        quarantine(c.identity, c.holder.worker_id, 0, v.message, deferred);
+      }
       return error_reply(v);
     } catch (const std::exception& e) {
       return error_reply({kInternal, "internal", std::string("internal error: ") + e.what()});
     }
+  }
+
+  // Periodic duties: no hello in time, tickets past their lifetime, old rows.
+  void sweep(std::vector<std::pair<ClientId, GatewayReply>>& out) {
+    const double t = now();
+    for (auto& [id, c] : clients) {
+      if (c.closing) continue;
+      if (!c.greeted && t - c.opened_at > opt.hello_timeout_seconds) {
+        c.closing = true;
+        out.emplace_back(
+            id, error_reply(
+                    {kPolicy, "hello_timeout",
+                     "hello: none within " + json(opt.hello_timeout_seconds).dump() + " seconds"}));
+      } else if (c.ticket && expired(*c.ticket)) {
+        const std::string tid = c.ticket->id;
+        c.closing = true;
+        abandon(c);
+        out.emplace_back(id,
+                         error_reply({kPolicy, "ticket_expired",
+                                      "ticket \"" + tid + "\" outlived its lifetime of " +
+                                          json(opt.ticket_lifetime_seconds).dump() + " seconds"}));
+      }
+    }
+    if (t - swept_at < 60) return;
+    swept_at = t;
+    for (auto it = hellos_by_address.begin(); it != hellos_by_address.end();)
+      it = !it->second.empty() && it->second.back() >= t - 60 ? std::next(it)
+                                                              : hellos_by_address.erase(it);
+    store.forget_gone_workers(store::WorkerKind::browser, t - opt.gone_worker_ttl_seconds);
   }
 };
 
@@ -429,6 +591,7 @@ Gateway::Gateway(store::ResultStore& store, queue::TaskQueue& queue, GatewayOpti
   if (options.join_token.empty()) throw std::invalid_argument("gateway: a join token is needed");
   if (!(options.verify_fraction >= 0 && options.verify_fraction <= 1))
     throw std::invalid_argument("verify-fraction: must be in [0, 1]");
+  if (options.secret.empty()) options.secret = random_hex(32);
   impl_ = std::make_unique<Impl>(store, queue, std::move(options));
   impl_->core.scan();
 }
@@ -437,7 +600,10 @@ Gateway::~Gateway() = default;
 
 Gateway::ClientId Gateway::open(std::string remote_address) {
   const ClientId id = impl_->next_id++;
-  impl_->clients[id].remote = std::move(remote_address);
+  Client& c = impl_->clients[id];
+  c.address = address_of(remote_address);
+  c.remote = std::move(remote_address);
+  c.opened_at = impl_->now();
   return id;
 }
 
@@ -453,22 +619,29 @@ void Gateway::close(ClientId id) {
   auto it = impl_->clients.find(id);
   if (it == impl_->clients.end()) return;
   Client& c = it->second;
-  impl_->release(c, "connection closed");
-  if (c.greeted) {
-    try {
+  try {
+    impl_->abandon(c);
+    if (c.greeted) {
       impl_->store.mark_worker_gone(c.holder.worker_id);
       impl_->store.append_event("worker.left", {{"worker", c.holder.worker_id}});
-    } catch (const std::exception&) {
     }
+  } catch (const std::exception&) {
   }
   impl_->clients.erase(it);
 }
 
 std::vector<std::pair<Gateway::ClientId, GatewayReply>> Gateway::poll() {
   std::vector<std::pair<ClientId, GatewayReply>> out;
-  for (const auto& o : impl_->verifier.take_outcomes())
-    if (!o.agree) impl_->quarantine(o, out);
+  out.swap(impl_->deferred);
+  for (const auto& o : impl_->verifier.take_outcomes()) impl_->decided(o, out);
+  impl_->sweep(out);
   return out;
+}
+
+std::size_t Gateway::max_frame(ClientId id) const {
+  auto it = impl_->clients.find(id);
+  if (it == impl_->clients.end() || !it->second.greeted) return impl_->opt.max_hello_bytes;
+  return std::max(impl_->opt.max_text_bytes, impl_->opt.max_binary_bytes);
 }
 
 std::optional<GatewayAsset> Gateway::asset(std::string_view path) {

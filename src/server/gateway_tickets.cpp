@@ -111,6 +111,8 @@ std::optional<std::pair<Ticket, json>> TicketDesk::issue(const TicketHolder& hol
     queue_.ack(lease);
     return std::nullopt;
   }
+  // Its epochs must not move ASHA/median before the client is trusted.
+  if (holder.provisional) store_.set_provisional(trial->id, attempt, true);
   Ticket t;
   t.id = "t-" + std::to_string(trial->id) + "-" + std::to_string(attempt);
   t.lease = lease;
@@ -135,12 +137,25 @@ std::optional<std::pair<Ticket, json>> TicketDesk::issue(const TicketHolder& hol
   return std::pair{std::move(t), std::move(j)};
 }
 
-void TicketDesk::release(const Ticket& t, const std::string& why) {
+void TicketDesk::give_back(const Ticket& t) {
   try {
-    store_.release_trial(t.trial_id, t.attempt);
-    queue_.nack(t.lease, true, why);
+    queue_.write_together([&] {
+      if (!queue_.ack(t.lease)) return;  // lost: the queue has redelivered it
+      store_.release_trial(t.trial_id, t.attempt);
+      experiment::TrialTask task{t.experiment_id, t.trial_id, t.index};
+      task.attempt_base = t.attempt;
+      queue_.publish(experiment::queue_name(t.experiment_id), experiment::encode_task(task));
+    });
   } catch (const std::exception&) {
   }
+}
+
+void TicketDesk::fail_for_good(std::int64_t trial_id, const std::string& worker_id,
+                               const std::string& error) {
+  auto trial = store_.trial(trial_id);
+  if (!trial || trial->status != store::TrialStatus::queued) return;  // running again, or ended
+  if (store_.mark_running(trial_id, trial->attempt + 1, worker_id))
+    store_.finish_trial(trial_id, trial->attempt + 1, store::TrialStatus::failed, {}, error);
 }
 
 void TicketDesk::reopen_trials_of(const std::vector<std::string>& worker_ids) {

@@ -16,8 +16,8 @@
 #include "server/gateway.hpp"
 #include "server/gateway_assets.hpp"
 #include "store/result_store.hpp"
-#include "sweep/scheduler.hpp"
 #include "sweep/sampler.hpp"
+#include "sweep/scheduler.hpp"
 #include "sweep/sweep_spec.hpp"
 
 namespace dnnlab::server {
@@ -31,6 +31,7 @@ struct PendingResult {
 struct Ticket {
   std::string id;
   queue::TaskLease lease;
+  double issued_at = 0;  // unix seconds: its lifetime counts from here
   int attempt = 0;
   std::int64_t trial_id = 0, experiment_id = 0, index = 0;
   std::int64_t num_params = 0;
@@ -56,6 +57,7 @@ struct TicketHolder {
   std::string worker_id;
   std::string kernels = "wasm-simd128";  // the core build it runs
   std::optional<bool> fma;               // relaxed build: is its madd fused there
+  bool provisional = false;              // untrusted: its trials are provisional from the start
 };
 
 class TicketDesk {
@@ -73,8 +75,15 @@ class TicketDesk {
   std::optional<std::pair<Ticket, nlohmann::json>> next(const TicketHolder& holder,
                                                         bool& preparing);
 
-  // Gives the ticket's trial back: the next attempt starts afresh elsewhere.
-  void release(const Ticket& t, const std::string& why);
+  // Gives the ticket's trial back without spending one of the queue's
+  // max_attempts (a browser going away is the client's fault, not the
+  // trial's): the lease is acked and the task published again as a newer
+  // attempt, which starts afresh elsewhere. Nothing when the lease was lost.
+  void give_back(const Ticket& t);
+
+  // Ends a queued trial as failed: a browser's failure that a native re-run
+  // confirmed. Its task, when leased, is then acked as a duplicate.
+  void fail_for_good(std::int64_t trial_id, const std::string& worker_id, const std::string& error);
 
   // Puts every ended trial of these workers back in their queues, as newer
   // attempts (their results are not to be trusted).

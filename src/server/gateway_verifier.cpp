@@ -76,7 +76,7 @@ void Verifier::loop() {
     try {
       if (!st) st = store::open_result_store(store_url_);
       auto trial = st->trial(job.trial_id);
-      if (!trial || trial->attempt != job.attempt) {
+      if (!trial || (!job.failed_after && trial->attempt != job.attempt)) {
         skip = true;  // it was reopened or redone since
       } else {
         auto& sw = sweeps[trial->experiment_id];
@@ -91,9 +91,14 @@ void Verifier::loop() {
           if (data.size() >= 2) data.clear();
           data.emplace(key, data::load(worker::load_options(run.data, data_dir_)));
         }
-        out = compare(job, *trial, run, data.at(key));
+        out = job.failed_after ? confirm_failure(job, run, data.at(key))
+                               : compare(job, *trial, run, data.at(key));
+        // With "client", a restarted gateway rebuilds its record of agreement.
         st->append_event("trial.verified", {{"trial", job.trial_id},
+                                            {"attempt", job.attempt},
                                             {"worker", job.worker_id},
+                                            {"client", job.client_key},
+                                            {"failure", job.failed_after.has_value()},
                                             {"agree", out.agree},
                                             {"detail", out.detail}});
       }
@@ -105,6 +110,24 @@ void Verifier::loop() {
     --busy_;
     if (!skip) outcomes_.push_back(std::move(out));
   }
+}
+
+VerifyOutcome Verifier::confirm_failure(const VerifyJob& job, const nn::RunSpec& run,
+                                        const data::Dataset& ds) {
+  struct Stop : nn::TrainObserver {
+    int n;
+    explicit Stop(int n) : n(n) {}
+    bool on_epoch(const nn::EpochResult& r) override { return r.epoch < n; }
+  } stop(*job.failed_after + 1);
+  VerifyOutcome out{job, false, ""};
+  try {
+    worker::train_run(run, ds, &stop);
+    out.detail = "the client reported a failure; the native run trained";
+  } catch (const NumericError& e) {
+    out.agree = true;
+    out.detail = e.what();
+  }
+  return out;
 }
 
 VerifyOutcome Verifier::compare(const VerifyJob& job, const store::TrialRecord& trial,

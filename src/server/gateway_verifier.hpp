@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,7 +20,11 @@ namespace dnnlab::server {
 struct VerifyJob {
   std::int64_t trial_id = 0;
   int attempt = 0;
-  std::string worker_id, client_key;
+  std::string worker_id, client_key;  // client_key: the identity
+  // A reported failure after this many epochs: agreed when the native run
+  // fails too (within one more epoch). The trial has been given back, so
+  // its attempt may have moved on.
+  std::optional<int> failed_after;
 };
 
 struct VerifyOutcome {
@@ -47,6 +52,9 @@ class Verifier {
   // and compares epoch by epoch (1e-3 relative on losses, absolute on accuracies).
   static VerifyOutcome compare(const VerifyJob& job, const store::TrialRecord& trial,
                                const nn::RunSpec& run, const data::Dataset& ds);
+  // Re-runs a trial a client reported failed: agreed when it fails natively too.
+  static VerifyOutcome confirm_failure(const VerifyJob& job, const nn::RunSpec& run,
+                                       const data::Dataset& ds);
 
  private:
   void loop();

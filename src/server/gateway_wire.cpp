@@ -75,4 +75,13 @@ std::string text(const json& msg, const char* type, const char* name, std::size_
   return s;
 }
 
+double in_range(const json& msg, const char* type, const char* name, double lo, double hi) {
+  const double d = finite_number(msg, type, name);
+  if (d < lo || d > hi)
+    violate("out_of_range", std::string(type) + ": '" + name + "' " + json(d).dump() +
+                                " is outside [" + json(lo).dump() + ", " +
+                                (std::isinf(hi) ? std::string("inf") : json(hi).dump()) + "]");
+  return d;
+}
+
 }  // namespace dnnlab::server::wire

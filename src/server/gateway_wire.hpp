@@ -46,5 +46,8 @@ double number(const json& msg, const char* type, const char* name);
 // JSON has no NaN or infinity: browsers send them as null.
 double finite_number(const json& msg, const char* type, const char* name);
 std::string text(const json& msg, const char* type, const char* name, std::size_t max = 256);
+// A finite number in [lo, hi]; outside it is an "out_of_range" violation
+// (the gateway refuses the client: no honest client sends one).
+double in_range(const json& msg, const char* type, const char* name, double lo, double hi);
 
 }  // namespace dnnlab::server::wire

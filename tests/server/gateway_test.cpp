@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -119,13 +120,15 @@ class GatewayTest : public ::testing::Test {
     url = "sqlite:" + dir.file("dnnlab.db");
     st = store::open_result_store(url);
     queue::TaskQueueOptions qo;
-    qo.max_attempts = 100;  // the malformed-input test gives trials back many times
+    qo.max_attempts = max_attempts;
     q = queue::open_task_queue(url, qo);
     exp = experiment::Coordinator::submit(*st, *q, sweep_text, "tiny.yaml");
     experiment::Coordinator(*st, *q, exp).tick(100);
     sweep = std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(sweep_text, "tiny.yaml"));
-    GatewayOptions o;
+    GatewayOptions o = extra;
     o.join_token = "join-secret";
+    o.secret = "gateway-secret";  // the same across restarts, as dnnlab serve keeps it
+    o.clock = [this] { return now; };
     o.store_url = url;
     o.broker_url = url;
     o.verify_fraction = verify_fraction;
@@ -142,8 +145,9 @@ class GatewayTest : public ::testing::Test {
 
   // A connected client that said hello; returns its id and worker id.
   std::pair<Gateway::ClientId, std::string> join(const std::string& key,
-                                                 const char* kernels = "wasm-simd128") {
-    auto id = gw->open("127.0.0.1:1");
+                                                 const char* kernels = "wasm-simd128",
+                                                 const std::string& remote = "127.0.0.1:1") {
+    auto id = gw->open(remote);
     auto r = send(id, {{"v", 1},
                        {"type", "hello"},
                        {"token", "join-secret"},
@@ -154,6 +158,7 @@ class GatewayTest : public ::testing::Test {
     json w = parse_frame(r.frames.at(0));
     EXPECT_EQ(w["type"], "welcome");
     EXPECT_EQ(w["v"], 1);
+    credential[id] = w.value("client", "");
     return {id, w["worker"].get<std::string>()};
   }
 
@@ -211,6 +216,10 @@ class GatewayTest : public ::testing::Test {
   }
 
   TempDir dir;
+  GatewayOptions extra;    // limits a test changes before start()
+  int max_attempts = 100;  // the malformed-input test gives trials back many times
+  double now = 1.7e9;      // the gateway's clock
+  std::map<Gateway::ClientId, std::string> credential;  // from each welcome
   std::string url;
   std::unique_ptr<store::ResultStore> st;
   std::unique_ptr<queue::TaskQueue> q;
@@ -339,32 +348,33 @@ TEST_F(GatewayTest, ALiarIsQuarantinedAndItsTrialsAreTrainedAgain) {
   EXPECT_EQ(events("worker.quarantined")[0].data["worker"], wl);
   gw->close(liar);
 
-  // Its trial is open again, and the liar cannot come back.
+  // Its trial is open again, and the liar cannot come back under the
+  // identity the server gave it.
   EXPECT_EQ(st->trial(trial)->status, store::TrialStatus::queued);
+  const std::string cred = credential[liar];
+  ASSERT_EQ(cred.size(), 24u + 1 + 32) << cred;
+  const std::string identity = cred.substr(0, 24);
+  EXPECT_EQ(wl, "browser-" + identity);
+  auto hello = [&](const std::string& client) {
+    return json{{"v", 1}, {"type", "hello"}, {"token", "join-secret"}, {"client", client}}.dump();
+  };
   auto again = gw->open("127.0.0.1:2");
-  auto refused =
-      send(again, {{"v", 1}, {"type", "hello"}, {"token", "join-secret"}, {"client", "liar"}});
+  auto refused = gw->on_text(again, hello(cred));
   EXPECT_TRUE(refused.close);
   EXPECT_NE(refused.reason.find("quarantined"), std::string::npos);
-  EXPECT_EQ(events("worker.quarantined")[0].data["client"], "liar");
+  EXPECT_EQ(events("worker.quarantined")[0].data["client"], identity);
   {
     // Nor after a restart: the quarantine is rebuilt from the store.
     GatewayOptions o;
     o.join_token = "join-secret";
+    o.secret = "gateway-secret";
     Gateway restarted(*st, *q, o);
     auto id = restarted.open("127.0.0.1:3");
-    auto r = restarted.on_text(
-        id, json{{"v", 1}, {"type", "hello"}, {"token", "join-secret"}, {"client", "liar"}}.dump());
+    auto r = restarted.on_text(id, hello(cred));
     EXPECT_TRUE(r.close);
     EXPECT_NE(r.reason.find("quarantined"), std::string::npos) << r.reason;
     auto other = restarted.open("127.0.0.1:4");
-    EXPECT_FALSE(restarted
-                     .on_text(other, json{{"v", 1},
-                                          {"type", "hello"},
-                                          {"token", "join-secret"},
-                                          {"client", "someone-else"}}
-                                         .dump())
-                     .close);
+    EXPECT_FALSE(restarted.on_text(other, hello("someone-else")).close);
   }
 
   // An honest client trains all three, the reopened one as a newer attempt.
@@ -413,6 +423,7 @@ TEST_F(GatewayTest, VerdictsComeFromTheExperimentsScheduler) {
   std::string asha = kSweep;
   asha.replace(asha.find("epochs: 2"), 9, "epochs: 3");
   asha.replace(asha.find("type: fifo"), 10, "type: asha\n  min_epochs: 1\n  reduction_factor: 3");
+  extra.trust_after = 0;  // trusted clients: their epochs move the scheduler
   start(0.0, asha.c_str());
   auto [a, wa] = join("a");
   auto [b, wb] = join("b");
@@ -721,7 +732,9 @@ TEST(GatewaySocket, ClosesWithReasonsAndKeepsServing) {
     ws.read(buf);
     json w = json::parse(beast::buffers_to_string(buf.data()));
     EXPECT_EQ(w["type"], "welcome");
-    EXPECT_EQ(w["worker"], "browser-sock");
+    // The server names the client: a random id and its MAC, kept by the page.
+    const std::string cred = w["client"];
+    EXPECT_EQ(w["worker"], "browser-" + cred.substr(0, 24));
     ws.write(asio::buffer(json{{"v", 1}, {"type", "heartbeat"}, {"ticket", nullptr}}.dump()));
     buf.clear();
     ws.read(buf);
