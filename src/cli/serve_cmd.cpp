@@ -100,6 +100,54 @@ Command add_serve(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--join-token-file", o->server.join_token_file,
                 "Where the join token is kept (default: dnnlab.join-token beside the token)");
+  // Browser gateway limits (docs/protocol.md, "Limits").
+  auto& g = o->server.gateway;
+  c->add_option("--trust-after", g.trust_after,
+                "Browser results all re-run natively before a client is sampled instead")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  c->add_option("--max-pending-verifications", g.max_pending_verifications,
+                "Native re-runs queued per browser client before it gets no more tickets")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--max-unconfirmed-failures", g.max_unconfirmed_failures,
+                "Browser failures a re-run did not confirm before the client is quarantined")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  c->add_option("--max-hello-bytes", g.max_hello_bytes, "Largest /join frame before hello")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--hello-timeout", g.hello_timeout_seconds,
+                "Seconds a /join connection may take to say hello")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--hellos-per-minute", g.hellos_per_minute, "Hellos per minute per address")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--ticket-lifetime", g.ticket_lifetime_seconds,
+                "Seconds a browser ticket lives, however often it is extended")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--max-tickets-per-client", g.max_tickets_per_client,
+                "Tickets one browser identity may hold at once")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--max-tickets-per-address", g.max_tickets_per_address,
+                "Tickets the browsers of one address may hold at once")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--max-abandons", g.max_abandons,
+                "Tickets a browser may abandon in a row before its cooldown")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--abandon-cooldown", g.abandon_cooldown_seconds,
+                "Seconds without tickets after too many abandoned ones")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  c->add_option("--gone-worker-ttl", g.gone_worker_ttl_seconds,
+                "Seconds the row of a browser worker that left is kept")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   c->add_flag("!--no-coordinators", o->server.run_coordinators,
               "Do not drive running experiments (another process does)");
   return [o] { return run_serve(*o); };

@@ -140,6 +140,7 @@ void Coordinator::rebuild() {
   for (const auto& t : trials) {
     sampler_->resume({t.index, nlohmann::json::parse(t.config_json), t.seed});
     if (ended(t.status)) {
+      if (t.provisional) continue;  // observed once verified
       if (auto v = store::metric(t.metrics, sweep_->search.metric)) sampler_->observe(t.index, *v);
       observed_.insert(t.id);
     } else {
@@ -186,7 +187,7 @@ Progress Coordinator::tick(int64_t in_flight) {
     recent.descending = true;
     recent.limit = 200;
     for (const auto& t : store_.trials(id_, recent)) {
-      if (!ended(t.status) || observed_.count(t.id)) continue;
+      if (!ended(t.status) || t.provisional || observed_.count(t.id)) continue;
       observed_.insert(t.id);
       if (auto v = store::metric(t.metrics, sweep_->search.metric)) sampler_->observe(t.index, *v);
     }

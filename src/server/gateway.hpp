@@ -20,6 +20,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -39,11 +40,38 @@ struct GatewayOptions {
   std::string data_dir;    // where the data sets are (empty: the default)
   // The verifier opens its own connections with these.
   std::string store_url, broker_url;
+  // Signs client identities and draws which results are verified; never sent
+  // to clients. Empty: a random one for this process (identities then do not
+  // survive a restart). `dnnlab serve` keeps it in dnnlab.gateway-secret.
+  std::string secret;
   double lease_seconds = 120;
   double heartbeat_seconds = 10;
-  double verify_fraction = 0.1;  // of browser results re-run natively, by trial id hash
+  // Adaptive replication: a client's first `trust_after` results are all
+  // re-run natively; afterwards a falling fraction, never below this one.
+  double verify_fraction = 0.1;
+  int trust_after = 3;
+  // Re-runs queued per client; a client over it gets `idle` until they are done.
+  int max_pending_verifications = 4;
+  // A client whose failures were not confirmed by a native re-run this many
+  // times is quarantined.
+  int max_unconfirmed_failures = 2;
   std::size_t max_text_bytes = 64 * 1024;
   std::size_t max_binary_bytes = 64u << 20;
+  std::size_t max_hello_bytes = 4096;  // any frame before hello
+  double hello_timeout_seconds = 10;   // closed when no hello came in time
+  int hellos_per_minute = 30;          // per remote address
+  // A ticket's life, however often it is extended by heartbeats.
+  double ticket_lifetime_seconds = 4 * 3600;
+  int max_tickets_per_client = 2;    // concurrent, per identity
+  int max_tickets_per_address = 16;  // concurrent, per remote address
+  // After this many abandoned tickets in a row a client gets no ticket for
+  // `abandon_cooldown_seconds`.
+  int max_abandons = 3;
+  double abandon_cooldown_seconds = 600;
+  // Rows of browser workers that left are deleted after this long.
+  double gone_worker_ttl_seconds = 24 * 3600;
+  // Unix seconds; tests replace it.
+  std::function<double()> clock;
 };
 
 // What to do after a frame: send `frames` (text) in order, then close if asked.
@@ -78,7 +106,13 @@ class Gateway {
 
   // Clients to disconnect now (quarantined by the verifier), with the reply
   // to send them. Call periodically on the io thread.
+  // Also closes clients that said no hello in time and tickets past their
+  // lifetime, and expires rows of browser workers that left long ago.
   std::vector<std::pair<ClientId, GatewayReply>> poll();
+
+  // The largest frame this client may send now (small before hello): the
+  // session reads no more than this.
+  std::size_t max_frame(ClientId id) const;
 
   // GET /core/<stem>.<hash>.<ext> and /shards/<sha256>.safetensors.
   std::optional<GatewayAsset> asset(std::string_view path);

@@ -245,7 +245,7 @@ class JoinSession : public std::enable_shared_from_this<JoinSession> {
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, "dnnlab"); }));
-    ws_.read_message_max(impl_->opt.max_join_frame);
+    ws_.read_message_max(impl_->gateway->max_frame(id_));
     ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) {
       if (ec) return self->finish();
       self->open_ = true;
@@ -282,6 +282,8 @@ class JoinSession : public std::enable_shared_from_this<JoinSession> {
   }
 
   void read() {
+    // Small until hello: a client that has not said hello cannot make us hold 64 MiB.
+    ws_.read_message_max(impl_->gateway->max_frame(id_));
     ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec == websocket::error::message_too_big) {
         // Beast has already sent close 1009; end the session.
@@ -640,8 +642,13 @@ Server::Server(asio::io_context& io, ServerOptions options)
     throw std::invalid_argument("--join-token-file " + s.opt.join_token_file +
                                 " holds the write token (from " + s.opt.token_file +
                                 "): the join token must differ from it");
-  GatewayOptions go;
+  GatewayOptions go = s.opt.gateway;
   go.join_token = s.join_token.token;
+  // Signs browser identities; kept beside the tokens, never sent.
+  go.secret = load_or_create_token((std::filesystem::path(s.opt.join_token_file).parent_path() /
+                                    "dnnlab.gateway-secret")
+                                       .string())
+                  .token;
   go.web_root = s.opt.web_root;
   go.data_dir = s.opt.data_dir;
   go.store_url = s.opt.store_url;

@@ -23,6 +23,8 @@
 #include <memory>
 #include <string>
 
+#include "server/gateway.hpp"
+
 namespace dnnlab::server {
 
 namespace asio = boost::asio;
@@ -43,6 +45,10 @@ struct ServerOptions {
   double verify_fraction = 0.1;            // of browser results re-run natively
   double browser_lease_seconds = 120;      // a closed tab gives its trial back at once anyway
   std::size_t max_join_frame = 64u << 20;  // larger /join frames close the connection (1009)
+  // The gateway's other limits (hello, tickets, trust; docs/protocol.md).
+  // Its join token, secret, paths, lease, verify fraction and binary frame
+  // limit come from the fields above.
+  GatewayOptions gateway;
 };
 
 class Server {

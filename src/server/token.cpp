@@ -15,6 +15,13 @@
 namespace dnnlab::server {
 namespace {
 
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
 std::string random_hex(std::size_t bytes) {
   std::ifstream f("/dev/urandom", std::ios::binary);
   std::string raw(bytes, '\0');
@@ -28,13 +35,6 @@ std::string random_hex(std::size_t bytes) {
   }
   return out;
 }
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
-}  // namespace
 
 LoadedToken load_or_create_token(const std::string& path) {
   namespace fs = std::filesystem;

@@ -25,6 +25,9 @@ LoadedToken load_or_create_token(const std::string& path);
 // Where the token lives by default: beside an sqlite store, else ./dnnlab.token.
 std::string default_token_file(std::string_view store_url);
 
+// `bytes` random bytes from /dev/urandom, as lower-case hex.
+std::string random_hex(std::size_t bytes);
+
 // The credentials of an Authorization header of the Bearer scheme, or none.
 // The scheme is case-insensitive and followed by one or more spaces (RFC 7235).
 std::optional<std::string_view> bearer_credentials(std::string_view authorization);

@@ -98,6 +98,9 @@ struct TrialRecord {
   std::string error;
   nlohmann::json provenance = nlohmann::json::object();  // build id, compiler, kernel, data sha256
   std::vector<EpochMetrics> curve;  // filled by trial(id) only: the current attempt's epochs
+  // From an untrusted client and not yet verified: not an experiment's best,
+  // not fed to adaptive samplers, not in epochs_for (set_provisional).
+  bool provisional = false;
 };
 
 struct TrialQuery {
@@ -206,11 +209,15 @@ class ResultStore {
   virtual std::vector<TrialRecord> trials(std::int64_t experiment_id, const TrialQuery& query) = 0;
   virtual std::optional<TrialRecord> trial(std::int64_t trial_id) = 0;  // with its curve
   virtual TrialCounts trial_counts(std::int64_t experiment_id) = 0;
-  // The finished trial with the best `metric` (a TrialQuery sort column).
+  // Marks the trial's current attempt provisional (an untrusted client's
+  // result, not yet verified) or not. mark_running clears it. False,
+  // changing nothing, when `attempt` is not the trial's current one.
+  virtual bool set_provisional(std::int64_t trial_id, int attempt, bool provisional) = 0;
+  // The finished, not provisional trial with the best `metric` (a TrialQuery sort column).
   virtual std::optional<TrialRecord> best_trial(std::int64_t experiment_id,
                                                 std::string_view metric = "val_acc",
                                                 bool maximize = true) = 0;
-  // Every trial's metrics at `epoch` (current attempts only).
+  // Every trial's metrics at `epoch` (current attempts, not provisional).
   virtual std::vector<TrialEpoch> epochs_for(std::int64_t experiment_id, std::int64_t epoch) = 0;
 
   // ---- workers ----
@@ -219,6 +226,9 @@ class ResultStore {
   virtual void heartbeat(std::string_view worker_id, std::optional<std::int64_t> current_trial) = 0;
   virtual std::vector<WorkerRecord> workers() = 0;
   virtual void mark_worker_gone(std::string_view worker_id) = 0;
+  // Deletes the rows of workers of `kind` that left and were last seen
+  // before this time (unix seconds); returns how many.
+  virtual std::int64_t forget_gone_workers(WorkerKind kind, double last_seen_before) = 0;
 
   // ---- events (append-only) ----
   // mark_running, record_epoch and finish_trial append their own events

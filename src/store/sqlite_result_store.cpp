@@ -12,7 +12,7 @@
 namespace dnnlab::store {
 namespace {
 
-constexpr std::array<sqlite::Migration, 4> kMigrations{{
+constexpr std::array<sqlite::Migration, 5> kMigrations{{
     {1, R"sql(
 CREATE TABLE experiments (
   id         INTEGER PRIMARY KEY,
@@ -156,6 +156,12 @@ CREATE TABLE coordinator_leases (
   deadline      REAL NOT NULL
 );
 )sql"},
+    // A result from an untrusted client (a browser) until a native re-run
+    // agrees: kept, shown, but not an experiment's best, not fed to TPE,
+    // not in ASHA's rungs.
+    {5, R"sql(
+ALTER TABLE trials ADD COLUMN provisional INTEGER NOT NULL DEFAULT 0;
+)sql"},
 }};
 
 // TrialQuery.sort_by name -> column. The only strings ever spliced into SQL.
@@ -209,7 +215,8 @@ std::string order_by(const SortColumn& c, bool descending) {
 
 constexpr std::string_view kTrialColumns =
     "id, experiment_id, idx, config, seed, status, attempt, worker, started_at, finished_at, "
-    "train_loss, train_acc, val_loss, val_acc, test_acc, epochs_done, seconds, error, provenance";
+    "train_loss, train_acc, val_loss, val_acc, test_acc, epochs_done, seconds, error, provenance, "
+    "provisional";
 
 constexpr std::string_view kExperimentColumns =
     "id, name, spec_text, spec_hash, spec_path, method, created_at, status, provenance";
@@ -268,6 +275,7 @@ TrialRecord read_trial(const sqlite::Statement& s) {
   t.metrics.seconds = s.column_double(16);
   t.error = s.column_text(17);
   t.provenance = parse_stored_json(s.column_text(18));
+  t.provisional = s.column_int(19) != 0;
   return t;
 }
 
@@ -453,7 +461,7 @@ bool SqliteResultStore::mark_running(std::int64_t trial_id, int attempt, std::st
       "UPDATE trials SET status = 'running', attempt = ?2, worker = ?3, started_at = ?4, "
       "finished_at = NULL, train_loss = NULL, train_acc = NULL, val_loss = NULL, "
       "val_acc = NULL, test_acc = NULL, epochs_done = 0, seconds = 0, error = '', "
-      "provenance = ?5 "
+      "provenance = ?5, provisional = 0 "
       "WHERE id = ?1 AND status IN ('queued', 'running') AND attempt <= ?2");
   s.bind_int(1, trial_id).bind_int(2, attempt).bind_text(3, worker_id);
   s.bind_double(4, sqlite::unix_now()).bind_text(5, provenance.dump());
@@ -664,10 +672,11 @@ std::optional<TrialRecord> SqliteResultStore::best_trial(std::int64_t experiment
                                                          std::string_view metric, bool maximize) {
   check_id(experiment_id, "experiment_id");
   const std::string_view column = sort_column(metric, "metric");
-  auto s = db_->prepare("SELECT " + std::string(kTrialColumns) +
-                        " FROM trials WHERE experiment_id = ?1 AND status = 'finished' AND " +
-                        std::string(column) + " IS NOT NULL ORDER BY " + std::string(column) +
-                        (maximize ? " DESC" : " ASC") + ", idx LIMIT 1");
+  auto s = db_->prepare(
+      "SELECT " + std::string(kTrialColumns) +
+      " FROM trials WHERE experiment_id = ?1 AND status = 'finished' AND provisional = 0 AND " +
+      std::string(column) + " IS NOT NULL ORDER BY " + std::string(column) +
+      (maximize ? " DESC" : " ASC") + ", idx LIMIT 1");
   s.bind_int(1, experiment_id);
   if (!s.step()) return std::nullopt;
   return read_trial(s);
@@ -680,7 +689,7 @@ std::vector<TrialEpoch> SqliteResultStore::epochs_for(std::int64_t experiment_id
       "SELECT t.id, t.idx, e.epoch, e.train_loss, e.train_acc, e.val_loss, e.val_acc, "
       "e.seconds, e.lr FROM trials t JOIN epochs e "
       "ON e.trial_id = t.id AND e.attempt = t.attempt AND e.epoch = ?2 "
-      "WHERE t.experiment_id = ?1 ORDER BY t.idx");
+      "WHERE t.experiment_id = ?1 AND t.provisional = 0 ORDER BY t.idx");
   s.bind_int(1, experiment_id).bind_int(2, epoch);
   std::vector<TrialEpoch> out;
   while (s.step()) out.push_back({s.column_int(0), s.column_int(1), read_epoch(s, 2)});
@@ -735,6 +744,24 @@ void SqliteResultStore::mark_worker_gone(std::string_view worker_id) {
   s.run();
   if (db_->changes() == 0)
     throw std::invalid_argument("worker_id '" + std::string(worker_id) + "' is not registered");
+}
+
+bool SqliteResultStore::set_provisional(std::int64_t trial_id, int attempt, bool provisional) {
+  check_id(trial_id, "trial_id");
+  check_attempt(attempt, 1);
+  auto s = db_->prepare("UPDATE trials SET provisional = ?3 WHERE id = ?1 AND attempt = ?2");
+  s.bind_int(1, trial_id).bind_int(2, attempt).bind_int(3, provisional ? 1 : 0);
+  s.run();
+  if (db_->changes() == 1) return true;
+  require_trial(trial_id);
+  return false;
+}
+
+std::int64_t SqliteResultStore::forget_gone_workers(WorkerKind kind, double last_seen_before) {
+  auto s = db_->prepare("DELETE FROM workers WHERE kind = ?1 AND gone = 1 AND last_seen < ?2");
+  s.bind_text(1, to_string(kind)).bind_double(2, last_seen_before);
+  s.run();
+  return db_->changes();
 }
 
 // ---- events ----

@@ -49,12 +49,14 @@ class SqliteResultStore final : public ResultStore {
   void heartbeat(std::string_view worker_id, std::optional<std::int64_t> current_trial) override;
   std::vector<WorkerRecord> workers() override;
   void mark_worker_gone(std::string_view worker_id) override;
+  std::int64_t forget_gone_workers(WorkerKind kind, double last_seen_before) override;
+  bool set_provisional(std::int64_t trial_id, int attempt, bool provisional) override;
 
   std::int64_t append_event(std::string_view type, const nlohmann::json& data) override;
   std::vector<EventRecord> events_since(std::int64_t after_id, std::int64_t limit) override;
   std::vector<EventRecord> events_of_type(std::string_view type) override;
 
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
  private:
   void require_experiment(std::int64_t experiment_id);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "experiment/coordinator.hpp"
 #include "experiment/task.hpp"
 #include "nn/model.hpp"
+#include "server/gateway_trust.hpp"
 #include "server_fixture.hpp"
 #include "sweep/sweep_spec.hpp"
 #include "worker/training_run.hpp"
@@ -119,13 +121,15 @@ class GatewayTest : public ::testing::Test {
     url = "sqlite:" + dir.file("dnnlab.db");
     st = store::open_result_store(url);
     queue::TaskQueueOptions qo;
-    qo.max_attempts = 100;  // the malformed-input test gives trials back many times
+    qo.max_attempts = max_attempts;
     q = queue::open_task_queue(url, qo);
     exp = experiment::Coordinator::submit(*st, *q, sweep_text, "tiny.yaml");
     experiment::Coordinator(*st, *q, exp).tick(100);
     sweep = std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(sweep_text, "tiny.yaml"));
-    GatewayOptions o;
+    GatewayOptions o = extra;
     o.join_token = "join-secret";
+    o.secret = "gateway-secret";  // the same across restarts, as dnnlab serve keeps it
+    o.clock = [this] { return now; };
     o.store_url = url;
     o.broker_url = url;
     o.verify_fraction = verify_fraction;
@@ -142,8 +146,9 @@ class GatewayTest : public ::testing::Test {
 
   // A connected client that said hello; returns its id and worker id.
   std::pair<Gateway::ClientId, std::string> join(const std::string& key,
-                                                 const char* kernels = "wasm-simd128") {
-    auto id = gw->open("127.0.0.1:1");
+                                                 const char* kernels = "wasm-simd128",
+                                                 const std::string& remote = "127.0.0.1:1") {
+    auto id = gw->open(remote);
     auto r = send(id, {{"v", 1},
                        {"type", "hello"},
                        {"token", "join-secret"},
@@ -154,6 +159,7 @@ class GatewayTest : public ::testing::Test {
     json w = parse_frame(r.frames.at(0));
     EXPECT_EQ(w["type"], "welcome");
     EXPECT_EQ(w["v"], 1);
+    credential[id] = w.value("client", "");
     return {id, w["worker"].get<std::string>()};
   }
 
@@ -211,6 +217,12 @@ class GatewayTest : public ::testing::Test {
   }
 
   TempDir dir;
+  GatewayOptions extra;    // limits a test changes before start()
+  int max_attempts = 100;  // the malformed-input test gives trials back many times
+  // The gateway's clock (the store's rows keep the real one).
+  double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::map<Gateway::ClientId, std::string> credential;  // from each welcome
   std::string url;
   std::unique_ptr<store::ResultStore> st;
   std::unique_ptr<queue::TaskQueue> q;
@@ -339,32 +351,33 @@ TEST_F(GatewayTest, ALiarIsQuarantinedAndItsTrialsAreTrainedAgain) {
   EXPECT_EQ(events("worker.quarantined")[0].data["worker"], wl);
   gw->close(liar);
 
-  // Its trial is open again, and the liar cannot come back.
+  // Its trial is open again, and the liar cannot come back under the
+  // identity the server gave it.
   EXPECT_EQ(st->trial(trial)->status, store::TrialStatus::queued);
+  const std::string cred = credential[liar];
+  ASSERT_EQ(cred.size(), 24u + 1 + 32) << cred;
+  const std::string identity = cred.substr(0, 24);
+  EXPECT_EQ(wl, "browser-" + identity);
+  auto hello = [&](const std::string& client) {
+    return json{{"v", 1}, {"type", "hello"}, {"token", "join-secret"}, {"client", client}}.dump();
+  };
   auto again = gw->open("127.0.0.1:2");
-  auto refused =
-      send(again, {{"v", 1}, {"type", "hello"}, {"token", "join-secret"}, {"client", "liar"}});
+  auto refused = gw->on_text(again, hello(cred));
   EXPECT_TRUE(refused.close);
   EXPECT_NE(refused.reason.find("quarantined"), std::string::npos);
-  EXPECT_EQ(events("worker.quarantined")[0].data["client"], "liar");
+  EXPECT_EQ(events("worker.quarantined")[0].data["client"], identity);
   {
     // Nor after a restart: the quarantine is rebuilt from the store.
     GatewayOptions o;
     o.join_token = "join-secret";
+    o.secret = "gateway-secret";
     Gateway restarted(*st, *q, o);
     auto id = restarted.open("127.0.0.1:3");
-    auto r = restarted.on_text(
-        id, json{{"v", 1}, {"type", "hello"}, {"token", "join-secret"}, {"client", "liar"}}.dump());
+    auto r = restarted.on_text(id, hello(cred));
     EXPECT_TRUE(r.close);
     EXPECT_NE(r.reason.find("quarantined"), std::string::npos) << r.reason;
     auto other = restarted.open("127.0.0.1:4");
-    EXPECT_FALSE(restarted
-                     .on_text(other, json{{"v", 1},
-                                          {"type", "hello"},
-                                          {"token", "join-secret"},
-                                          {"client", "someone-else"}}
-                                         .dump())
-                     .close);
+    EXPECT_FALSE(restarted.on_text(other, hello("someone-else")).close);
   }
 
   // An honest client trains all three, the reopened one as a newer attempt.
@@ -413,6 +426,7 @@ TEST_F(GatewayTest, VerdictsComeFromTheExperimentsScheduler) {
   std::string asha = kSweep;
   asha.replace(asha.find("epochs: 2"), 9, "epochs: 3");
   asha.replace(asha.find("type: fifo"), 10, "type: asha\n  min_epochs: 1\n  reduction_factor: 3");
+  extra.trust_after = 0;  // trusted clients: their epochs move the scheduler
   start(0.0, asha.c_str());
   auto [a, wa] = join("a");
   auto [b, wb] = join("b");
@@ -721,7 +735,9 @@ TEST(GatewaySocket, ClosesWithReasonsAndKeepsServing) {
     ws.read(buf);
     json w = json::parse(beast::buffers_to_string(buf.data()));
     EXPECT_EQ(w["type"], "welcome");
-    EXPECT_EQ(w["worker"], "browser-sock");
+    // The server names the client: a random id and its MAC, kept by the page.
+    const std::string cred = w["client"];
+    EXPECT_EQ(w["worker"], "browser-" + cred.substr(0, 24));
     ws.write(asio::buffer(json{{"v", 1}, {"type", "heartbeat"}, {"ticket", nullptr}}.dump()));
     buf.clear();
     ws.read(buf);
@@ -882,6 +898,300 @@ TEST(GatewaySocket, ServesTheCoreUnderContentHashedNames) {
   EXPECT_NE(relaxed, wasm);
   EXPECT_FALSE(gw.asset("/core/dnnlab_core.wasm"));  // only the hashed name
   EXPECT_FALSE(gw.asset("/core/../dnnlab.db"));
+}
+
+// ---- issue 12: trust and bounds ----
+
+TEST(GatewayTrust, IdentitiesAreSignedAndVerificationFallsWithAgreement) {
+  TempDir dir;
+  auto st = store::open_result_store("sqlite:" + dir.file("t.db"));
+  GatewayOptions o;
+  o.secret = "s1";
+  o.verify_fraction = 0.1;
+  o.trust_after = 3;
+  TrustBook book(*st, o);
+  auto a = book.issue();
+  EXPECT_EQ(book.identity_of(a.credential), a.id);
+  // The public id alone, a made-up MAC, another server's credential: nothing.
+  EXPECT_FALSE(book.identity_of(a.id));
+  EXPECT_FALSE(book.identity_of(a.id + "." + std::string(32, '0')));
+  EXPECT_FALSE(book.identity_of("browser-" + a.id));
+  GatewayOptions o2 = o;
+  o2.secret = "s2";
+  TrustBook other(*st, o2);
+  EXPECT_FALSE(other.identity_of(a.credential));
+  EXPECT_NE(book.issue().id, a.id);
+
+  auto share = [&](TrustBook& b) {
+    int n = 0;
+    for (int t = 1; t <= 20000; ++t) n += b.choose_for_verification(a.id, t, 1);
+    return n / 20000.0;
+  };
+  EXPECT_EQ(share(book), 1.0) << "a new identity: every result";
+  for (int i = 0; i < 3; ++i) book.agreed(a.id);
+  EXPECT_TRUE(book.trusted(a.id));
+  EXPECT_NEAR(share(book), 0.75, 0.02);  // 3 / (3 + 1)
+  for (int i = 0; i < 97; ++i) book.agreed(a.id);
+  EXPECT_NEAR(share(book), 0.1, 0.01) << "never below --verify-fraction";
+  // Which ones depends on the secret, which the client never sees.
+  for (int i = 0; i < 100; ++i) other.agreed(a.id);
+  int differ = 0;
+  for (int t = 1; t <= 2000; ++t)
+    differ += book.choose_for_verification(a.id, t, 1) != other.choose_for_verification(a.id, t, 1);
+  EXPECT_GT(differ, 100);
+}
+
+TEST_F(GatewayTest, AForgedOrBorrowedIdentityIsNotHonoured) {
+  auto [a, wa] = join("whatever-i-like");
+  const std::string cred = credential[a];
+  EXPECT_NE(wa, "browser-whatever-i-like") << "the client does not choose its id";
+  const std::string public_id = wa.substr(std::string("browser-").size());
+  std::string forged = cred;
+  forged.back() = forged.back() == '0' ? '1' : '0';
+  for (const std::string& attempt : {public_id, wa, forged}) {
+    auto [b, wb] = join(attempt);
+    EXPECT_NE(wb.rfind(wa, 0), 0u) << attempt << " became " << wb;
+    EXPECT_NE(credential[b], cred);
+  }
+  // The real credential is the same identity (a second tab: its own worker id).
+  auto [c, wc] = join(cred);
+  EXPECT_EQ(wc, wa + "-2");
+  EXPECT_EQ(credential[c], cred);
+}
+
+TEST_F(GatewayTest, ImpossibleNumbersRefuseTheClientAndReopenItsResults) {
+  auto [h, wh] = join("h");
+  auto first = request(h);
+  ASSERT_TRUE(first);
+  ASSERT_FALSE(work(h, *first).close);
+  const std::int64_t done = first->at("trial")["id"];
+  EXPECT_EQ(st->trial(done)->status, store::TrialStatus::finished);
+  auto t = request(h);
+  ASSERT_TRUE(t);
+  auto prog = [&](const json& tk, int epoch, const char* name, double value) {
+    json p{{"v", 1},          {"type", "progress"}, {"ticket", tk["ticket"]},
+           {"epoch", epoch},  {"train_loss", 1.0},  {"train_acc", 0.5},
+           {"val_loss", 1.0}, {"val_acc", 0.5},     {"seconds", 0.1}};
+    if (name) p[name] = value;
+    return p;
+  };
+  auto r = send(h, prog(*t, 1, "val_acc", 7.5));
+  EXPECT_TRUE(r.close);
+  EXPECT_EQ(r.close_code, 1008);
+  EXPECT_NE(r.reason.find("'val_acc' 7.5 is outside [0.0, 1.0]"), std::string::npos) << r.reason;
+  gw->close(h);
+  EXPECT_EQ(st->trial(t->at("trial")["id"].get<std::int64_t>())->status,
+            store::TrialStatus::queued);
+  EXPECT_EQ(st->trial(done)->status, store::TrialStatus::queued) << "its result reopened";
+  auto back = gw->open("127.0.0.1:1");
+  auto refused = send(
+      back, {{"v", 1}, {"type", "hello"}, {"token", "join-secret"}, {"client", credential[h]}});
+  EXPECT_NE(refused.reason.find("quarantined"), std::string::npos) << refused.reason;
+
+  struct Case {
+    const char* field;
+    double value;
+    int epoch;
+    const char* reason;
+  } cases[] = {{"seconds", -1, 1, "'seconds' -1.0 is outside"},
+               {"train_loss", -0.5, 1, "'train_loss' -0.5 is outside"},
+               {"val_acc", 1e300, 1, "'val_acc' 1e+300 is outside"},
+               {nullptr, 0, 3, "epoch 3.0 is outside the trial's 1..2"}};
+  for (const auto& c : cases) {
+    auto [id, w] = join("x");
+    auto tk = request(id);
+    ASSERT_TRUE(tk);
+    auto rr = send(id, prog(*tk, c.epoch, c.field, c.value));
+    EXPECT_TRUE(rr.close) << c.reason;
+    EXPECT_NE(rr.reason.find(c.reason), std::string::npos) << rr.reason;
+    gw->close(id);
+  }
+  EXPECT_EQ(st->best_trial(exp), std::nullopt);
+}
+
+TEST_F(GatewayTest, ABrowserFailureDoesNotEndTheTrial) {
+  max_attempts = 3;
+  extra.max_unconfirmed_failures = 0;
+  start(0.0);
+  auto [a, wa] = join("a");
+  auto t = request(a);
+  ASSERT_TRUE(t);
+  const std::int64_t trial = t->at("trial")["id"];
+  auto r = send(a, {{"v", 1},
+                    {"type", "result"},
+                    {"ticket", t->at("ticket")},
+                    {"status", "failed"},
+                    {"error", "out of memory"}});
+  ASSERT_FALSE(r.close) << r.reason;
+  json acc = parse_frame(r.frames.at(0));
+  EXPECT_EQ(acc["type"], "accepted");
+  EXPECT_FALSE(acc["counted"].get<bool>());
+  EXPECT_EQ(st->trial(trial)->status, store::TrialStatus::queued) << "it runs again elsewhere";
+  // The native re-run trains: the failure was not real.
+  auto closes = settle(*gw);
+  ASSERT_EQ(closes.size(), 1u);
+  EXPECT_NE(closes[0].second.reason.find("not confirm"), std::string::npos)
+      << closes[0].second.reason;
+  ASSERT_EQ(events("worker.quarantined").size(), 1u);
+  gw->close(a);
+  auto [b, wb] = join("b");
+  int n = 0;
+  while (auto tk = request(b)) {
+    if (tk->at("trial")["id"] == trial) EXPECT_EQ(tk->at("trial")["attempt"], 2);
+    ASSERT_FALSE(work(b, *tk).close);
+    ++n;
+  }
+  EXPECT_EQ(n, 3);
+  EXPECT_EQ(st->trial(trial)->status, store::TrialStatus::finished);
+}
+
+TEST_F(GatewayTest, AbandonedTicketsCostTheClientNotTheTrial) {
+  max_attempts = 3;
+  start(0.0);
+  // Fifteen tabs take a trial each and close: every trial is abandoned five
+  // times, more than max_attempts.
+  std::map<std::int64_t, int> taken;
+  for (int i = 0; i < 15; ++i) {
+    auto [c, w] = join("tab", "wasm-simd128", "10.0.0." + std::to_string(i) + ":1");
+    auto t = request(c);
+    ASSERT_TRUE(t) << i;
+    ++taken[t->at("trial")["id"].get<std::int64_t>()];
+    gw->close(c);
+  }
+  EXPECT_EQ(taken.size(), 3u);
+  for (auto [trial, n] : taken) {
+    EXPECT_EQ(n, 5) << trial;
+    EXPECT_EQ(st->trial(trial)->status, store::TrialStatus::queued);
+  }
+  EXPECT_EQ(q->counts(experiment::queue_name(exp)).dead, 0) << "max_attempts not spent";
+
+  // One identity abandoning three in a row waits out a cooldown.
+  auto [a, wa] = join("quitter");
+  const std::string cred = credential[a];
+  for (int i = 0; i < 3; ++i) {
+    auto [c, w] = i == 0 ? std::pair{a, wa} : join(cred);
+    ASSERT_TRUE(request(c));
+    gw->close(c);
+  }
+  auto [c, w] = join(cred);
+  auto r = send(c, {{"v", 1}, {"type", "request"}});
+  json idle = parse_frame(r.frames.at(0));
+  EXPECT_EQ(idle["type"], "idle");
+  EXPECT_EQ(idle["reason"], "too many abandoned tickets");
+  now += 601;
+  int done = 0;
+  while (auto t = request(c)) {
+    ASSERT_FALSE(work(c, *t).close);
+    ++done;
+  }
+  EXPECT_EQ(done, 3);
+  EXPECT_EQ(st->trial_counts(exp).finished, 3);
+}
+
+TEST_F(GatewayTest, TicketsHaveALifetimeAndCaps) {
+  extra.ticket_lifetime_seconds = 100;
+  extra.max_tickets_per_client = 1;
+  extra.max_tickets_per_address = 2;
+  start(0.0);
+  auto [a, wa] = join("a");
+  auto t = request(a);
+  ASSERT_TRUE(t);
+  // Caps: the same identity in a second tab, then a third client on the address.
+  auto [a2, wa2] = join(credential[a]);
+  json idle = parse_frame(send(a2, {{"v", 1}, {"type", "request"}}).frames.at(0));
+  EXPECT_EQ(idle["reason"], "ticket limit per client");
+  auto [b, wb] = join("b");
+  ASSERT_TRUE(request(b));
+  auto [c, wc] = join("c");
+  idle = parse_frame(send(c, {{"v", 1}, {"type", "request"}}).frames.at(0));
+  EXPECT_EQ(idle["reason"], "ticket limit per address");
+  auto [d, wd] = join("d", "wasm-simd128", "10.9.9.9:7");
+  EXPECT_TRUE(request(d)) << "another address is not held back";
+
+  // Heartbeats do not keep a ticket past its lifetime.
+  now += 50;
+  EXPECT_FALSE(send(a, {{"v", 1}, {"type", "heartbeat"}, {"ticket", t->at("ticket")}}).close);
+  now += 51;
+  EXPECT_FALSE(send(a, {{"v", 1}, {"type", "heartbeat"}, {"ticket", t->at("ticket")}}).close);
+  bool closed = false;
+  for (auto& [id, reply] : gw->poll())
+    if (id == a) {
+      closed = true;
+      EXPECT_NE(reply.reason.find("outlived its lifetime"), std::string::npos) << reply.reason;
+    }
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(st->trial(t->at("trial")["id"].get<std::int64_t>())->status,
+            store::TrialStatus::queued);
+}
+
+TEST_F(GatewayTest, UntrustedResultsAreProvisionalUntilVerified) {
+  auto [a, wa] = join("new");
+  auto t = request(a);
+  ASSERT_TRUE(t);
+  const std::int64_t trial = t->at("trial")["id"];
+  EXPECT_TRUE(st->trial(trial)->provisional) << "an untrusted client's epochs";
+  ASSERT_FALSE(work(a, *t).close);
+  EXPECT_EQ(st->trial(trial)->status, store::TrialStatus::finished);
+  EXPECT_TRUE(st->trial(trial)->provisional);
+  EXPECT_EQ(st->best_trial(exp), std::nullopt) << "not the best before it is verified";
+  EXPECT_TRUE(st->epochs_for(exp, 1).empty()) << "nor in ASHA's rungs";
+  EXPECT_TRUE(settle(*gw).empty());
+  EXPECT_FALSE(st->trial(trial)->provisional);
+  ASSERT_TRUE(st->best_trial(exp));
+  EXPECT_EQ(st->best_trial(exp)->id, trial);
+  EXPECT_EQ(st->epochs_for(exp, 1).size(), 1u);
+}
+
+TEST_F(GatewayTest, HelloIsBoundedAndWorkerRowsExpire) {
+  // Before hello: small frames only, and a deadline.
+  auto early = gw->open("127.0.0.1:5");
+  EXPECT_EQ(gw->max_frame(early), 4096u);
+  auto r = gw->on_binary(early, std::string(5000, 'x'));
+  EXPECT_EQ(r.close_code, 1009);
+  EXPECT_NE(r.reason.find("before hello"), std::string::npos) << r.reason;
+  gw->close(early);
+  auto silent = gw->open("127.0.0.1:6");
+  EXPECT_TRUE(gw->poll().empty());
+  now += 11;
+  auto closes = gw->poll();
+  ASSERT_EQ(closes.size(), 1u);
+  EXPECT_EQ(closes[0].first, silent);
+  EXPECT_NE(closes[0].second.reason.find("hello: none within"), std::string::npos);
+  gw->close(silent);
+
+  // An agent cut in the middle of a character.
+  auto id = gw->open("127.0.0.1:7");
+  r = send(id, {{"v", 1},
+                {"type", "hello"},
+                {"token", "join-secret"},
+                {"agent", std::string(199, 'a') + "\xc3\xa9"}});
+  EXPECT_FALSE(r.close) << r.reason;
+  EXPECT_GT(gw->max_frame(id), 4096u);
+  gw->close(id);
+
+  // Hellos per address per minute.
+  int refused = 0;
+  for (int i = 0; i < 40; ++i) {
+    auto c = gw->open("10.1.1.1:" + std::to_string(i));
+    auto rr = send(c, {{"v", 1}, {"type", "hello"}, {"token", "join-secret"}});
+    refused += rr.close && rr.reason.find("hellos a minute") != std::string::npos;
+    gw->close(c);
+  }
+  EXPECT_EQ(refused, 10);
+  auto elsewhere = gw->open("10.2.2.2:1");
+  EXPECT_FALSE(send(elsewhere, {{"v", 1}, {"type", "hello"}, {"token", "join-secret"}}).close);
+  gw->close(elsewhere);
+
+  // Rows of browsers that left go after --gone-worker-ttl.
+  auto browsers = [&] {
+    int n = 0;
+    for (const auto& w : st->workers()) n += w.kind == store::WorkerKind::browser;
+    return n;
+  };
+  EXPECT_GT(browsers(), 30);
+  now += 24 * 3600 + 61;
+  gw->poll();
+  EXPECT_EQ(browsers(), 0);
 }
 
 }  // namespace

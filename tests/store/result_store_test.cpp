@@ -373,6 +373,7 @@ TEST_F(ResultStoreTest, CountsOfAVersion2FileAreRebuiltOnOpen) {
     ASSERT_EQ(sqlite3_exec(db.get(),
                            "DROP TRIGGER trial_counted; DROP TRIGGER trial_recounted; "
                            "DROP TRIGGER trial_uncounted; DROP TABLE trial_counts; "
+                           "ALTER TABLE trials DROP COLUMN provisional; "
                            "DROP TABLE coordinator_leases; "
                            "UPDATE schema_version SET version = 2 WHERE component = 'store'",
                            nullptr, nullptr, nullptr),

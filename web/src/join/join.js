@@ -6,17 +6,22 @@ import { gatewayUrl } from './protocol.js';
 const $ = (id) => document.getElementById(id);
 const token = new URLSearchParams(location.search).get('token') ?? '';
 
+// The identity the server issued this browser ("<id>.<mac>", from welcome):
+// kept so that its record of agreement follows it across reloads. Null the
+// first time: the server issues one (the page cannot choose its own).
+const clientKey = 'dnnlab-client-v2';
 function clientId() {
-  const key = 'dnnlab-client';
   try {
-    let id = localStorage.getItem(key);
-    if (!id) {
-      id = crypto.randomUUID?.() ?? `${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
-      localStorage.setItem(key, id);
-    }
-    return id;
+    return localStorage.getItem(clientKey);
   } catch {
-    return `ephemeral-${Math.random().toString(36).slice(2)}`; // storage blocked
+    return null; // storage blocked: a new identity each visit
+  }
+}
+function keepClientId(id) {
+  try {
+    if (id && localStorage.getItem(clientKey) !== id) localStorage.setItem(clientKey, id);
+  } catch {
+    // storage blocked
   }
 }
 
@@ -68,6 +73,10 @@ if (!token) {
   worker.onmessage = (ev) => {
     if (ev.data?.type !== 'state') return;
     const s = ev.data.state;
+    if (s.client && s.client !== join.client) {
+      join.client = s.client;
+      keepClientId(s.client);
+    }
     Object.assign(join, {
       state: s.connection, activity: s.activity, trialsDone: s.trialsDone, trialsFailed: s.trialsFailed,
       current: s.current, samplesPerSecond: s.samplesPerSecond, paused: s.paused, worker: s.worker,

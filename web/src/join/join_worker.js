@@ -13,6 +13,7 @@ const state = {
   activity: 'idle',       // idle | loading | training | waiting | paused
   paused: false,
   worker: null,           // the worker id from welcome
+  client: null,           // the identity the server issued (welcome.client)
   trialsDone: 0,
   trialsFailed: 0,
   current: null,          // { ticket, experiment, index, trial, attempt, epoch, epochs,
@@ -209,7 +210,10 @@ async function onMessage(msg) {
     case 'welcome':
       welcome = msg;
       failures = 0;
-      set({ connection: 'connected', worker: msg.worker, error: '' });
+      // The server's name for this client: sent back on every reconnect,
+      // and to the page, which keeps it in localStorage.
+      if (typeof msg.client === 'string') cfg.client = msg.client;
+      set({ connection: 'connected', worker: msg.worker, client: cfg.client, error: '' });
       clearInterval(heartbeatTimer);
       heartbeatTimer = setInterval(
         () => send(proto.heartbeat(holding, state.paused)),

@@ -1,0 +1,187 @@
+// Tickets from queue leases, and giving them back (gateway_tickets.hpp).
+#include "server/gateway_tickets.hpp"
+
+#include "experiment/coordinator.hpp"
+#include "experiment/task.hpp"
+#include "nn/model.hpp"
+#include "server/gateway_wire.hpp"
+
+namespace dnnlab::server {
+
+using nlohmann::json;
+
+ExperimentCache& TicketDesk::experiment(std::int64_t id) {
+  auto it = experiments_.find(id);
+  if (it != experiments_.end()) return it->second;
+  auto e = store_.experiment(id);
+  if (!e) throw std::invalid_argument("experiment " + std::to_string(id) + " does not exist");
+  ExperimentCache c;
+  c.sweep = std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(e->spec_text, e->spec_path));
+  c.scheduler = sweep::make_scheduler(*c.sweep);
+  return experiments_.emplace(id, std::move(c)).first->second;
+}
+
+// Whether the shard of the experiment's (first trial's) data is ready;
+// starts building it if not. Nothing to build yet, or a build that failed
+// (its trials then fail with the error when leased), counts as ready.
+bool TicketDesk::data_ready(std::int64_t exp_id) {
+  try {
+    ExperimentCache& ec = experiment(exp_id);
+    if (!ec.data) {
+      store::TrialQuery first;
+      first.limit = 1;
+      first.sort_by = "index";
+      auto ts = store_.trials(exp_id, first);
+      if (ts.empty()) return true;
+      ec.data =
+          ec.sweep->materialize({ts[0].index, json::parse(ts[0].config_json), ts[0].seed}).data;
+    }
+    return shards_.if_ready(*ec.data) != nullptr;
+  } catch (const std::exception&) {
+    return true;
+  }
+}
+
+const std::vector<std::int64_t>& TicketDesk::running_experiments() {
+  const double now = wire::unix_now();
+  if (now - running_listed_at_ > 1.0) {
+    running_.clear();
+    for (const auto& e : store_.experiments())
+      if (e.status == store::ExperimentStatus::running) running_.push_back(e.id);
+    running_listed_at_ = now;
+  }
+  return running_;
+}
+
+std::optional<std::pair<Ticket, json>> TicketDesk::next(const TicketHolder& holder,
+                                                        bool& preparing) {
+  for (std::int64_t exp : running_experiments()) {
+    if (!data_ready(exp)) {
+      preparing = true;
+      continue;
+    }
+    for (int tries = 0; tries < 16; ++tries) {
+      auto lease = queue_.lease(experiment::queue_name(exp), holder.worker_id, opt_.lease_seconds);
+      if (!lease) break;
+      if (auto t = issue(holder, exp, *lease)) return t;
+    }
+  }
+  return std::nullopt;
+}
+
+// Turns a lease into a ticket, or ends it (duplicate, bad trial) and returns nullopt.
+std::optional<std::pair<Ticket, json>> TicketDesk::issue(const TicketHolder& holder,
+                                                         std::int64_t exp_id,
+                                                         queue::TaskLease& lease) {
+  experiment::TrialTask task;
+  try {
+    task = experiment::decode_task(lease.payload);
+  } catch (const experiment::ProtocolError& e) {
+    queue_.nack(lease, false, e.what());
+    return std::nullopt;
+  }
+  const int attempt = task.attempt(lease.attempt);
+  auto trial = store_.trial(task.trial_id);
+  if (!trial || (trial->status != store::TrialStatus::queued &&
+                 trial->status != store::TrialStatus::running)) {
+    queue_.ack(lease);
+    return std::nullopt;
+  }
+  nn::RunSpec run;
+  std::shared_ptr<const Shard> sh;
+  std::int64_t num_params = 0;
+  try {
+    ExperimentCache& ec = experiment(task.experiment_id);
+    run = ec.sweep->materialize({trial->index, json::parse(trial->config_json), trial->seed});
+    sh = shards_.get(run.data);
+    nn::Shape in;
+    for (std::int64_t d : sh->sample_shape) in.d[in.rank++] = d;
+    num_params = nn::Model::build(run.model, in, sh->classes, run.train.seed).num_params();
+  } catch (const std::exception& e) {
+    if (store_.mark_running(trial->id, attempt, holder.worker_id))
+      store_.finish_trial(trial->id, attempt, store::TrialStatus::failed, {}, e.what());
+    queue_.ack(lease);
+    return std::nullopt;
+  }
+  json prov = sh->provenance;
+  prov["kernel_target"] = holder.kernels;
+  if (holder.fma) prov["relaxed_madd_fused"] = *holder.fma;  // the relaxed build's rounding
+  prov["worker_kind"] = "browser";
+  if (!store_.mark_running(trial->id, attempt, holder.worker_id, prov)) {
+    queue_.ack(lease);
+    return std::nullopt;
+  }
+  // Its epochs must not move ASHA/median before the client is trusted.
+  if (holder.provisional) store_.set_provisional(trial->id, attempt, true);
+  Ticket t;
+  t.id = "t-" + std::to_string(trial->id) + "-" + std::to_string(attempt);
+  t.lease = lease;
+  t.attempt = attempt;
+  t.trial_id = trial->id;
+  t.experiment_id = exp_id;
+  t.index = trial->index;
+  t.num_params = num_params;
+  t.shard = sh;
+  t.epochs = run.train.epochs;
+  t.has_val = run.data.validation > 0;
+  json j{{"type", "ticket"},
+         {"ticket", t.id},
+         {"trial",
+          {{"id", t.trial_id}, {"experiment", exp_id}, {"index", t.index}, {"attempt", attempt}}},
+         {"spec", core_spec_json(run, sh->sample_shape, sh->classes)},
+         {"data",
+          {{"url", "/shards/" + sh->sha256 + ".safetensors"},
+           {"sha256", sh->sha256},
+           {"bytes", sh->bytes->size()}}},
+         {"lease_seconds", opt_.lease_seconds}};
+  return std::pair{std::move(t), std::move(j)};
+}
+
+void TicketDesk::give_back(const Ticket& t) {
+  try {
+    queue_.write_together([&] {
+      if (!queue_.ack(t.lease)) return;  // lost: the queue has redelivered it
+      store_.release_trial(t.trial_id, t.attempt);
+      experiment::TrialTask task{t.experiment_id, t.trial_id, t.index};
+      task.attempt_base = t.attempt;
+      queue_.publish(experiment::queue_name(t.experiment_id), experiment::encode_task(task));
+    });
+  } catch (const std::exception&) {
+  }
+}
+
+void TicketDesk::fail_for_good(std::int64_t trial_id, const std::string& worker_id,
+                               const std::string& error) {
+  auto trial = store_.trial(trial_id);
+  if (!trial || trial->status != store::TrialStatus::queued) return;  // running again, or ended
+  if (store_.mark_running(trial_id, trial->attempt + 1, worker_id))
+    store_.finish_trial(trial_id, trial->attempt + 1, store::TrialStatus::failed, {}, error);
+}
+
+void TicketDesk::reopen_trials_of(const std::vector<std::string>& worker_ids) {
+  for (const auto& e : store_.experiments()) {
+    std::vector<std::string> payloads;
+    for (const auto& w : worker_ids) {
+      store::TrialQuery q;
+      q.worker = w;
+      q.limit = 0;
+      for (const auto& t : store_.trials(e.id, q)) {
+        if (t.status != store::TrialStatus::finished && t.status != store::TrialStatus::pruned &&
+            t.status != store::TrialStatus::failed)
+          continue;
+        if (auto attempt = store_.reopen_trial(t.id)) {
+          experiment::TrialTask task{e.id, t.id, t.index};
+          task.attempt_base = *attempt;
+          payloads.push_back(experiment::encode_task(task));
+        }
+      }
+    }
+    if (payloads.empty()) continue;
+    queue_.publish_batch(experiment::queue_name(e.id), payloads);
+    if (e.status != store::ExperimentStatus::running)
+      store_.set_status(e.id, store::ExperimentStatus::running);
+    running_listed_at_ = -1;
+  }
+}
+
+}  // namespace dnnlab::server

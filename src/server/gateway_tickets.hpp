@@ -1,0 +1,108 @@
+// Tickets: the gateway's adapter of the queue for browser workers. A ticket
+// is one queue lease of one trial, marked running in the store under the
+// client's worker id and sent as a JSON spec plus a data shard URL; when the
+// client goes away it is given back.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "queue/task_queue.hpp"
+#include "server/gateway.hpp"
+#include "server/gateway_assets.hpp"
+#include "store/result_store.hpp"
+#include "sweep/sampler.hpp"
+#include "sweep/scheduler.hpp"
+#include "sweep/sweep_spec.hpp"
+
+namespace dnnlab::server {
+
+// A result reported by the client, waiting for its weights frame.
+struct PendingResult {
+  store::TrialStatus status = store::TrialStatus::finished;
+  store::TrialMetrics metrics;
+};
+
+struct Ticket {
+  std::string id;
+  queue::TaskLease lease;
+  double issued_at = 0;  // unix seconds: its lifetime counts from here
+  int attempt = 0;
+  std::int64_t trial_id = 0, experiment_id = 0, index = 0;
+  std::int64_t num_params = 0;
+  std::shared_ptr<const Shard> shard;  // its data, served while the ticket is held
+  int epochs = 0;                      // planned
+  bool has_val = true;                 // the run holds out validation data
+  int epochs_done = 0;                 // progress frames accepted
+  bool stopped = false;                // the verdict said stop (pruned)
+  std::optional<double> last_val_acc;
+  std::optional<PendingResult> pending;
+};
+
+struct ExperimentCache {
+  std::unique_ptr<sweep::SweepSpec> sweep;
+  std::unique_ptr<sweep::Scheduler> scheduler;
+  // The data its first trial trains on (nearly always every trial's): its
+  // shard is built before any of its trials is leased to a browser.
+  std::optional<nn::DataSpec> data;
+};
+
+// Who a ticket is leased for (what the trial's provenance records).
+struct TicketHolder {
+  std::string worker_id;
+  std::string kernels = "wasm-simd128";  // the core build it runs
+  std::optional<bool> fma;               // relaxed build: is its madd fused there
+  bool provisional = false;              // untrusted: its trials are provisional from the start
+};
+
+class TicketDesk {
+ public:
+  TicketDesk(store::ResultStore& store, queue::TaskQueue& queue, const GatewayOptions& opt,
+             ShardCache& shards)
+      : store_(store), queue_(queue), opt_(opt), shards_(shards) {}
+
+  // The parsed sweep and scheduler of an experiment (parsed once).
+  ExperimentCache& experiment(std::int64_t id);
+
+  // Leases the next trial for `holder`: the ticket and its frame, or nullopt
+  // when there is none. `preparing` is set when an experiment was passed
+  // over because its data shard is still being built.
+  std::optional<std::pair<Ticket, nlohmann::json>> next(const TicketHolder& holder,
+                                                        bool& preparing);
+
+  // Gives the ticket's trial back without spending one of the queue's
+  // max_attempts (a browser going away is the client's fault, not the
+  // trial's): the lease is acked and the task published again as a newer
+  // attempt, which starts afresh elsewhere. Nothing when the lease was lost.
+  void give_back(const Ticket& t);
+
+  // Ends a queued trial as failed: a browser's failure that a native re-run
+  // confirmed. Its task, when leased, is then acked as a duplicate.
+  void fail_for_good(std::int64_t trial_id, const std::string& worker_id, const std::string& error);
+
+  // Puts every ended trial of these workers back in their queues, as newer
+  // attempts (their results are not to be trusted).
+  void reopen_trials_of(const std::vector<std::string>& worker_ids);
+
+ private:
+  std::optional<std::pair<Ticket, nlohmann::json>> issue(const TicketHolder& holder,
+                                                         std::int64_t exp_id,
+                                                         queue::TaskLease& lease);
+  bool data_ready(std::int64_t exp_id);
+  const std::vector<std::int64_t>& running_experiments();
+
+  store::ResultStore& store_;
+  queue::TaskQueue& queue_;
+  const GatewayOptions& opt_;
+  ShardCache& shards_;
+  std::map<std::int64_t, ExperimentCache> experiments_;
+  std::vector<std::int64_t> running_;
+  double running_listed_at_ = -1;
+};
+
+}  // namespace dnnlab::server

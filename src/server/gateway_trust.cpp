@@ -1,0 +1,122 @@
+// Identities, quarantine and adaptive replication (gateway_trust.hpp).
+#include "server/gateway_trust.hpp"
+
+#include <algorithm>
+
+#include "server/token.hpp"
+#include "store/sha256.hpp"
+
+namespace dnnlab::server {
+
+namespace {
+
+std::string unhex(std::string_view h) {
+  auto v = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
+  std::string out;
+  for (std::size_t i = 0; i + 1 < h.size(); i += 2)
+    out.push_back(static_cast<char>(v(h[i]) << 4 | v(h[i + 1])));
+  return out;
+}
+
+bool equal_constant_time(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return d == 0;
+}
+
+constexpr std::size_t kIdHex = 24;   // 96 random bits
+constexpr std::size_t kMacHex = 32;  // 128 bits of the HMAC
+
+}  // namespace
+
+std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
+  std::string k(key);
+  if (k.size() > 64) k = unhex(store::sha256_hex(k));
+  k.resize(64, '\0');
+  std::string inner(64, '\0'), outer(64, '\0');
+  for (int i = 0; i < 64; ++i) {
+    inner[i] = static_cast<char>(k[i] ^ 0x36);
+    outer[i] = static_cast<char>(k[i] ^ 0x5c);
+  }
+  inner.append(message);
+  return store::sha256_hex(outer + unhex(store::sha256_hex(inner)));
+}
+
+TrustBook::TrustBook(store::ResultStore& store, const GatewayOptions& opt)
+    : store_(store), opt_(opt) {
+  // Quarantines outlive the process: they are rebuilt from the store.
+  for (const auto& e : store.events_of_type("worker.quarantined"))
+    if (e.data.contains("client") && e.data["client"].is_string())
+      quarantined_.insert(e.data["client"].get<std::string>());
+  // So does a record of agreement (identities signed with the same secret).
+  for (const auto& e : store.events_of_type("trial.verified"))
+    if (e.data.value("agree", false) && e.data.contains("client") && e.data["client"].is_string())
+      ++records_[e.data["client"].get<std::string>()].agreed;
+}
+
+TrustBook::Identity TrustBook::issue() const {
+  Identity i;
+  i.id = random_hex(kIdHex / 2);
+  i.credential = i.id + "." + hmac_sha256_hex(opt_.secret, "client:" + i.id).substr(0, kMacHex);
+  return i;
+}
+
+std::optional<std::string> TrustBook::identity_of(std::string_view credential) const {
+  const std::size_t dot = credential.find('.');
+  if (dot != kIdHex || credential.size() != kIdHex + 1 + kMacHex) return std::nullopt;
+  const std::string id(credential.substr(0, dot));
+  for (char c : id)
+    if (!std::isxdigit(static_cast<unsigned char>(c)) ||
+        std::isupper(static_cast<unsigned char>(c)))
+      return std::nullopt;
+  const std::string mac = hmac_sha256_hex(opt_.secret, "client:" + id).substr(0, kMacHex);
+  if (!equal_constant_time(mac, credential.substr(dot + 1))) return std::nullopt;
+  return id;
+}
+
+bool TrustBook::quarantine(const std::string& id, const std::string& worker_id,
+                           std::int64_t trial_id, const std::string& reason) {
+  if (!quarantined_.insert(id).second) return false;
+  // The event is the record: a restarted gateway refuses the identity too.
+  store_.append_event(
+      "worker.quarantined",
+      {{"worker", worker_id}, {"client", id}, {"trial", trial_id}, {"reason", reason}});
+  return true;
+}
+
+bool TrustBook::trusted(const std::string& id) const {
+  auto it = records_.find(id);
+  return (it == records_.end() ? 0 : it->second.agreed) >= opt_.trust_after;
+}
+
+bool TrustBook::choose_for_verification(const std::string& id, std::int64_t trial_id,
+                                        int attempt) const {
+  if (!trusted(id)) return true;
+  auto it = records_.find(id);
+  const int agreed = it == records_.end() ? 0 : it->second.agreed;
+  const double p = std::min(
+      1.0, std::max(opt_.verify_fraction, static_cast<double>(opt_.trust_after) / (agreed + 1)));
+  // Unpredictable to the client (it never sees the secret), reproducible here.
+  const std::string h = hmac_sha256_hex(
+      opt_.secret, "verify:" + std::to_string(trial_id) + ":" + std::to_string(attempt));
+  const double u = static_cast<double>(std::stoull(h.substr(0, 13), nullptr, 16)) * 0x1.0p-52;
+  return u < p;
+}
+
+void TrustBook::abandoned(const std::string& id, double now) {
+  Record& r = records_[id];
+  ++r.abandons;
+  r.last_abandon = now;
+}
+
+double TrustBook::cooldown_left(const std::string& id, double now) {
+  auto it = records_.find(id);
+  if (it == records_.end() || it->second.abandons < opt_.max_abandons) return 0;
+  const double left = it->second.last_abandon + opt_.abandon_cooldown_seconds - now;
+  if (left > 0) return left;
+  it->second.abandons = 0;  // served its time
+  return 0;
+}
+
+}  // namespace dnnlab::server

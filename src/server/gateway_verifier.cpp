@@ -1,0 +1,188 @@
+// Native re-runs of browser results (gateway_verifier.hpp).
+#include "server/gateway_verifier.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "nn/model.hpp"
+#include "server/gateway_assets.hpp"
+#include "sweep/sampler.hpp"
+#include "sweep/sweep_spec.hpp"
+#include "worker/training_run.hpp"
+#include "worker/worker_loop.hpp"
+
+namespace dnnlab::server {
+
+using nlohmann::json;
+
+namespace {
+
+// Relative closeness for losses.
+bool close_rel(double a, double b, double tol) {
+  if (!std::isfinite(a) || !std::isfinite(b)) return false;
+  return std::fabs(a - b) <= tol * std::max({1.0, std::fabs(a), std::fabs(b)});
+}
+
+}  // namespace
+
+Verifier::~Verifier() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    quit_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Verifier::submit(VerifyJob job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_.push_back(std::move(job));
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  cv_.notify_one();
+}
+
+std::vector<VerifyOutcome> Verifier::take_outcomes() {
+  std::vector<VerifyOutcome> done;
+  std::lock_guard<std::mutex> lock(mu_);
+  done.swap(outcomes_);
+  return done;
+}
+
+std::size_t Verifier::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_.size() + busy_ + outcomes_.size();
+}
+
+void Verifier::loop() {
+  std::unique_ptr<store::ResultStore> st;
+  std::map<std::string, data::Dataset> data;
+  std::map<std::int64_t, std::unique_ptr<sweep::SweepSpec>> sweeps;
+  for (;;) {
+    VerifyJob job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return quit_ || !jobs_.empty(); });
+      if (quit_) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+      ++busy_;
+    }
+    VerifyOutcome out{job, true, ""};
+    bool skip = false;
+    try {
+      if (!st) st = store::open_result_store(store_url_);
+      auto trial = st->trial(job.trial_id);
+      if (!trial || (!job.failed_after && trial->attempt != job.attempt)) {
+        skip = true;  // it was reopened or redone since
+      } else {
+        auto& sw = sweeps[trial->experiment_id];
+        if (!sw) {
+          auto e = st->experiment(trial->experiment_id);
+          sw = std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(e->spec_text, e->spec_path));
+        }
+        nn::RunSpec run =
+            sw->materialize({trial->index, json::parse(trial->config_json), trial->seed});
+        const std::string key = data_key(run.data);
+        if (!data.count(key)) {
+          if (data.size() >= 2) data.clear();
+          data.emplace(key, data::load(worker::load_options(run.data, data_dir_)));
+        }
+        out = job.failed_after ? confirm_failure(job, run, data.at(key))
+                               : compare(job, *trial, run, data.at(key));
+        // With "client", a restarted gateway rebuilds its record of agreement.
+        st->append_event("trial.verified", {{"trial", job.trial_id},
+                                            {"attempt", job.attempt},
+                                            {"worker", job.worker_id},
+                                            {"client", job.client_key},
+                                            {"failure", job.failed_after.has_value()},
+                                            {"agree", out.agree},
+                                            {"detail", out.detail}});
+      }
+    } catch (const std::exception& e) {
+      skip = true;  // the verifier's own trouble is no evidence against the client
+      std::cerr << "dnnlab serve: verifier: trial " << job.trial_id << ": " << e.what() << "\n";
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    --busy_;
+    if (!skip) outcomes_.push_back(std::move(out));
+  }
+}
+
+VerifyOutcome Verifier::confirm_failure(const VerifyJob& job, const nn::RunSpec& run,
+                                        const data::Dataset& ds) {
+  struct Stop : nn::TrainObserver {
+    int n;
+    explicit Stop(int n) : n(n) {}
+    bool on_epoch(const nn::EpochResult& r) override { return r.epoch < n; }
+  } stop(*job.failed_after + 1);
+  VerifyOutcome out{job, false, ""};
+  try {
+    worker::train_run(run, ds, &stop);
+    out.detail = "the client reported a failure; the native run trained";
+  } catch (const NumericError& e) {
+    out.agree = true;
+    out.detail = e.what();
+  }
+  return out;
+}
+
+VerifyOutcome Verifier::compare(const VerifyJob& job, const store::TrialRecord& trial,
+                                const nn::RunSpec& run, const data::Dataset& ds) {
+  VerifyOutcome out{job, true, ""};
+  struct Stop : nn::TrainObserver {
+    std::size_t n;
+    explicit Stop(std::size_t n) : n(n) {}
+    bool on_epoch(const nn::EpochResult& r) override {
+      return static_cast<std::size_t>(r.epoch) < n;
+    }
+  } stop(trial.curve.size() + (trial.status == store::TrialStatus::failed ? 1 : 0));
+  std::vector<nn::EpochResult> native;
+  bool failed = false;
+  try {
+    native = worker::train_run(run, ds, &stop).curve;
+  } catch (const NumericError&) {
+    failed = true;
+  }
+  if (trial.status == store::TrialStatus::failed) {
+    out.agree = failed;
+    if (!failed) out.detail = "the client reported a failure; the native run trained";
+    return out;
+  }
+  if (failed) {
+    out.agree = false;
+    out.detail = "the native run diverged";
+    return out;
+  }
+  if (native.size() != trial.curve.size()) {
+    out.agree = false;
+    out.detail = "the native run has " + std::to_string(native.size()) + " epochs, the client " +
+                 std::to_string(trial.curve.size());
+    return out;
+  }
+  for (std::size_t i = 0; i < native.size(); ++i) {
+    const auto& a = native[i];
+    const auto& b = trial.curve[i];
+    auto check = [&](const char* name, std::optional<double> x, std::optional<double> y,
+                     bool loss) {
+      if (!out.agree || (!x && !y)) return;  // no validation data: neither has a value
+      const bool ok = x && y && (loss ? close_rel(*x, *y, 1e-3) : std::fabs(*x - *y) <= 1e-3);
+      if (!ok) {
+        out.agree = false;
+        out.detail = "epoch " + std::to_string(i + 1) + " " + name + ": native " +
+                     (x ? json(*x).dump() : "none") + ", client " +
+                     (y ? json(*y).dump() : "none");
+      }
+    };
+    check("train_loss", a.train_loss, b.train_loss, true);
+    check("val_loss", a.val_loss, b.val_loss, true);
+    check("train_acc", a.train_acc, b.train_acc, false);
+    check("val_acc", a.val_acc, b.val_acc, false);
+  }
+  return out;
+}
+
+}  // namespace dnnlab::server

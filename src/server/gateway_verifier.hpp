@@ -1,0 +1,72 @@
+// The gateway's native verifier: re-runs a browser's trial on its own thread
+// (its own store connection, its own data cache) and compares the client's
+// curve epoch by epoch. The io thread submits jobs and collects outcomes.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/dataset.hpp"
+#include "nn/spec.hpp"
+#include "store/result_store.hpp"
+
+namespace dnnlab::server {
+
+struct VerifyJob {
+  std::int64_t trial_id = 0;
+  int attempt = 0;
+  std::string worker_id, client_key;  // client_key: the identity
+  // A reported failure after this many epochs: agreed when the native run
+  // fails too (within one more epoch). The trial has been given back, so
+  // its attempt may have moved on.
+  std::optional<int> failed_after;
+};
+
+struct VerifyOutcome {
+  VerifyJob job;
+  bool agree = true;
+  std::string detail;
+};
+
+class Verifier {
+ public:
+  Verifier(std::string store_url, std::string data_dir)
+      : store_url_(std::move(store_url)), data_dir_(std::move(data_dir)) {}
+  ~Verifier();  // a running re-run finishes first
+  Verifier(const Verifier&) = delete;
+  Verifier& operator=(const Verifier&) = delete;
+
+  void submit(VerifyJob job);
+  // Decided re-runs since the last call. A re-run the verifier could not do
+  // (its own trouble, or the trial moved on) is no evidence either way and
+  // is not reported.
+  std::vector<VerifyOutcome> take_outcomes();
+  std::size_t pending() const;  // queued, running or not yet taken
+
+  // Re-runs the trial natively for as many epochs as the client reported
+  // and compares epoch by epoch (1e-3 relative on losses, absolute on accuracies).
+  static VerifyOutcome compare(const VerifyJob& job, const store::TrialRecord& trial,
+                               const nn::RunSpec& run, const data::Dataset& ds);
+  // Re-runs a trial a client reported failed: agreed when it fails natively too.
+  static VerifyOutcome confirm_failure(const VerifyJob& job, const nn::RunSpec& run,
+                                       const data::Dataset& ds);
+
+ private:
+  void loop();
+
+  std::string store_url_, data_dir_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<VerifyJob> jobs_;
+  std::vector<VerifyOutcome> outcomes_;
+  std::size_t busy_ = 0;
+  bool quit_ = false;
+  std::thread thread_;
+};
+
+}  // namespace dnnlab::server
