@@ -19,7 +19,7 @@ class ResultStore;
 struct EpochMetrics;
 }  // namespace dnnlab::store
 namespace dnnlab::sweep {
-struct SweepSpec;
+class SweepSpec;
 class Scheduler;
 }  // namespace dnnlab::sweep
 

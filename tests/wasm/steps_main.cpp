@@ -51,6 +51,12 @@ int main() {
   std::printf("{\"kernels\": \"%s\", \"losses\": [", kernels().name);
   for (size_t i = 0; i < curve.size(); ++i)
     std::printf("%s%.9g", i ? ", " : "", curve[i].train_loss);
-  std::printf("], \"val_acc\": %.9g, \"checksum\": %.9g}\n", curve.back().val_acc, checksum);
+  // val_acc is absent when the run holds out no validation data: JSON null.
+  std::printf("], \"val_acc\": ");
+  if (curve.back().val_acc)
+    std::printf("%.9g", *curve.back().val_acc);
+  else
+    std::printf("null");
+  std::printf(", \"checksum\": %.9g}\n", checksum);
   return 0;
 }
