@@ -17,10 +17,10 @@ for t in "${targets[@]}"; do
   [[ -x $bin ]] || { echo "$t: $bin not built"; continue; }
   log=$(mktemp)
   if fuzz/run_fuzzer.sh "$bin" "fuzz/corpus/$t" "$seconds" >"$log" 2>&1; then result=clean; else result=FINDING; fi
-  execs=$(grep -o 'number_of_executed_units: [0-9]*' "$log" | awk '{print $2}')
-  rate=$(grep -o 'average_exec_per_sec: *[0-9]*' "$log" | awk '{print $2}')
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}')
-  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | awk '{print $2}')
+  execs=$(grep -o 'number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' || true)
+  rate=$(grep -o 'average_exec_per_sec: *[0-9]*' "$log" | awk '{print $2}' || true)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}' || true)
+  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | awk '{print $2}' || true)
   printf '%-12s %12s %10s %8s %8s  %s\n' "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$result"
   [[ $result == clean ]] || sed -n '/found a problem/,$p' "$log"
   rm -f "$log"

@@ -14,13 +14,15 @@ cd "$work"   # crash-* files land here; a failure prints their path
 set +e
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
   "$bin" "$work/corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-  -print_final_stats=1 2>&1 | tail -n 25
-status=${PIPESTATUS[0]}
+  -print_final_stats=1 >"$work/log" 2>&1
+status=$?
 set -e
 if ((status != 0)); then
+  tail -n 80 "$work/log"
   echo "fuzz: $(basename "$bin") found a problem; inputs:"
   for f in "$work"/crash-* "$work"/timeout-* "$work"/oom-* "$work"/leak-*; do
     [[ -e $f ]] && { echo "  $f"; xxd "$f" | head -20; }
   done
   exit 1
 fi
+grep -E 'DONE|^stat::' "$work/log"
