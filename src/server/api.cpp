@@ -531,22 +531,22 @@ ApiResponse Api::metrics(const Call&) {
   return resp;
 }
 
-ApiResponse Api::static_file(const Call& c) {
-  StaticReply s = serve_static(config_.web_root, c.path);
+namespace {
+ApiResponse from_static(StaticReply s) {
   ApiResponse resp;
   resp.status = s.status;
   resp.content_type = s.content_type;
   resp.body = std::move(s.body);
   return resp;
 }
+}  // namespace
+
+ApiResponse Api::static_file(const Call& c) {
+  return from_static(serve_static(config_.web_root, c.path));
+}
 
 ApiResponse Api::join_page(const Call&) {
-  StaticReply s = serve_static(config_.web_root, "/join.html");
-  ApiResponse resp;
-  resp.status = s.status;
-  resp.content_type = s.content_type;
-  resp.body = std::move(s.body);
-  return resp;
+  return from_static(serve_static(config_.web_root, "/join.html"));
 }
 
 ApiResponse Api::join_socket(const Call&) {

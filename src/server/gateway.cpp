@@ -482,17 +482,22 @@ struct Gateway::Impl {
     tickets.reopen_trials_of({ids.begin(), ids.end()});
   }
 
-  GatewayReply dispatch(Client& c, std::string_view frame_text) {
-    if (!c.greeted && frame_text.size() > opt.max_hello_bytes)
+  // Frames before hello are held to max_hello_bytes, the rest to their kind's limit.
+  void check_size(const Client& c, std::size_t size, std::size_t limit, const char* kind) const {
+    if (!c.greeted && size > opt.max_hello_bytes)
       violate("too_big",
               "frame too big: before hello, frames are limited to " +
                   std::to_string(opt.max_hello_bytes) + " bytes",
               kTooBig);
-    if (frame_text.size() > opt.max_text_bytes)
+    if (size > limit)
       violate("too_big",
-              "frame too big: text frames are limited to " + std::to_string(opt.max_text_bytes) +
-                  " bytes",
+              std::string("frame too big: ") + kind + " frames are limited to " +
+                  std::to_string(limit) + " bytes",
               kTooBig);
+  }
+
+  GatewayReply dispatch(Client& c, std::string_view frame_text) {
+    check_size(c, frame_text.size(), opt.max_text_bytes, "text");
     json msg;
     try {
       msg = json::parse(frame_text);
@@ -520,16 +525,7 @@ struct Gateway::Impl {
   }
 
   GatewayReply dispatch_binary(Client& c, std::string_view bytes) {
-    if (!c.greeted && bytes.size() > opt.max_hello_bytes)
-      violate("too_big",
-              "frame too big: before hello, frames are limited to " +
-                  std::to_string(opt.max_hello_bytes) + " bytes",
-              kTooBig);
-    if (bytes.size() > opt.max_binary_bytes)
-      violate("too_big",
-              "frame too big: binary frames are limited to " +
-                  std::to_string(opt.max_binary_bytes) + " bytes",
-              kTooBig);
+    check_size(c, bytes.size(), opt.max_binary_bytes, "binary");
     if (!c.greeted) violate("bad_message", "binary frame: the first message must be hello");
     return weights(c, bytes);
   }
