@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <iostream>
 
@@ -12,9 +13,11 @@
 
 namespace dnnlab::cli {
 namespace {
-volatile std::sig_atomic_t g_worker_stop = 0;
+// Lock-free, hence async-signal-safe; see WorkerOptions::stop.
+static_assert(std::atomic<bool>::is_always_lock_free);
+std::atomic<bool> g_worker_stop{false};
 void on_worker_signal(int) {
-  g_worker_stop = 1;
+  g_worker_stop.store(true, std::memory_order_relaxed);
 }
 }  // namespace
 

@@ -116,7 +116,7 @@ class Worker {
   }
 
  private:
-  bool stopping() const { return o_.stop && *o_.stop; }
+  bool stopping() const { return o_.stop && o_.stop->load(std::memory_order_relaxed); }
 
   ExperimentCache& experiment_cache(int64_t id) {
     auto it = cache_.find(id);

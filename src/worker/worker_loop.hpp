@@ -6,11 +6,10 @@
 //
 //   worker::WorkerOptions o;
 //   o.broker_url = o.store_url = "sqlite:dnnlab.db";
-//   o.stop = &stop_flag;                 // set by a signal handler
+//   o.stop = &stop_flag;                 // a std::atomic<bool>: a signal handler or thread sets it
 //   int trials = worker::run_worker(o);  // returns when stopped or idle
 #pragma once
 #include <atomic>
-#include <csignal>
 #include <cstdint>
 #include <string>
 
@@ -34,7 +33,10 @@ struct WorkerOptions {
   // Exit after this long with nothing to do (0: never). With `experiment`
   // set, also exit as soon as that experiment is no longer running.
   double idle_exit_seconds = 0;
-  volatile std::sig_atomic_t* stop = nullptr;  // non-zero: finish up and return
+  // true: finish up and return. Atomic, not volatile sig_atomic_t: tests and
+  // embedders set it from another thread (a data race with volatile), and a
+  // lock-free atomic is as safe as sig_atomic_t in a signal handler.
+  const std::atomic<bool>* stop = nullptr;
   bool verbose = false;
 };
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
 #include <chrono>
@@ -788,7 +789,7 @@ TEST(GatewaySocket, BrowserAndNativeWorkersShareAnExperiment) {
   ASSERT_EQ(welcome["type"], "welcome");
 
   std::thread native;
-  volatile std::sig_atomic_t stop = 0;
+  std::atomic<bool> stop{false};
   int browser_trials = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -841,7 +842,7 @@ TEST(GatewaySocket, BrowserAndNativeWorkersShareAnExperiment) {
       }
     }
   }
-  stop = 1;
+  stop = true;
   if (native.joinable()) native.join();
   ws.close(websocket::close_code::normal);
 

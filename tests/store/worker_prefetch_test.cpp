@@ -68,7 +68,7 @@ TEST(WorkerPrefetch, StoppedWorkerGivesItsLeasedTrialsBack) {
   testing::TempDir dir;
   const std::string url = dir.url("p.db");
   const auto exp = publish_sweep(url);
-  volatile std::sig_atomic_t stop = 0;
+  std::atomic<bool> stop{false};
   std::atomic<std::int64_t> ended{-1};
   std::thread t([&] {
     auto o = options(url, exp, "w-stopped");
@@ -79,7 +79,7 @@ TEST(WorkerPrefetch, StoppedWorkerGivesItsLeasedTrialsBack) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (store->trial_counts(exp).finished < 40 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  stop = 1;
+  stop = true;
   t.join();
   auto counts = store->trial_counts(exp);
   EXPECT_EQ(counts.running, 0) << "prefetched trials were not released";
