@@ -6,6 +6,10 @@
 #include <functional>
 #include <stdexcept>
 
+namespace dnnlab::server {
+struct ServerOptions;
+}
+
 namespace dnnlab::cli {
 
 using Command = std::function<int()>;
@@ -24,6 +28,10 @@ CLI::Validator number_in(double lo, double hi);
 // The dashboard bundle's directory ($DNNLAB_WEB_DIR, or web/dist of the
 // build tree this binary came from); empty when it was not built.
 std::string find_web_root();
+
+// The server's limits and who it answers (connections, send queues, Origin,
+// Host), shared by `serve` and `run`; docs/security.md lists them.
+void add_limit_flags(CLI::App* c, server::ServerOptions& o);
 
 Command add_train(CLI::App& app);
 Command add_run(CLI::App& app);

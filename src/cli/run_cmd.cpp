@@ -43,6 +43,7 @@ struct RunOptions {
   bool quiet = false;
   std::string listen = "127.0.0.1:8080";
   bool no_server = false;
+  server::ServerOptions server;  // limits, origins, hosts, private reads
 };
 
 // The dashboard and REST API on their own thread (with their own store
@@ -50,7 +51,7 @@ struct RunOptions {
 class DashboardThread {
  public:
   DashboardThread(const RunOptions& o, int64_t exp) {
-    server::ServerOptions so;
+    server::ServerOptions so = o.server;
     so.listen = o.listen;
     so.store_url = o.store_url;
     so.broker_url = o.broker_url;
@@ -78,7 +79,8 @@ class DashboardThread {
     boost::asio::post(io_, [this] { srv_->stop(); });
     thread_.join();
   }
-  std::string url() const { return srv_->url() + "/#/experiments/"; }
+  // Carries the read token with --private-reads, never the write token.
+  std::string url() const { return srv_->dashboard_url() + "#/experiments/"; }
   const server::Server& server() const { return *srv_; }
 
  private:
@@ -172,6 +174,9 @@ int run_sweep(RunOptions o) {
     if (!o.quiet && dashboard->server().token_is_new())
       std::cerr << "write token (kept in " << dashboard->server().token_file()
                 << "): " << dashboard->server().token() << "\n";
+    if (!o.quiet && dashboard->server().read_token_is_new())
+      std::cerr << "read token (kept in " << dashboard->server().read_token_file()
+                << "): " << dashboard->server().read_token() << "\n";
     if (!o.quiet) std::cerr << "browsers join at " << dashboard->server().join_url() << "\n";
   }
 
@@ -258,6 +263,9 @@ Command add_run(CLI::App& app) {
   c->add_option("--listen", o->listen, "Dashboard and REST API address (a busy port: any free one)")
       ->capture_default_str();
   c->add_flag("--no-server", o->no_server, "Do not serve the dashboard");
+  c->add_flag("!--private-reads", o->server.public_reads,
+              "Require a token for reads (the dashboard URL printed carries the read token)");
+  add_limit_flags(c, o->server);
   c->callback([c, o] {
     if (o->sweep_path.empty() && o->resume.empty())
       throw CLI::RequiredError("sweep (or --resume EXP)");

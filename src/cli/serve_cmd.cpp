@@ -26,6 +26,27 @@ std::string find_web_root() {
   return {};
 }
 
+void add_limit_flags(CLI::App* c, server::ServerOptions& o) {
+  c->add_option("--max-connections", o.max_connections,
+                "Open connections of every kind; more are answered 503")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--max-connections-per-ip", o.max_connections_per_ip,
+                "Open connections from one remote address; more are answered 503")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--max-send-queue", o.max_send_queue,
+                "Bytes waiting to be sent on one WebSocket before its reader is closed as too slow")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--allow-origin", o.allow_origins,
+                "An origin (scheme://host[:port]) whose pages may open /api/events and /join "
+                "(repeatable; the server's own origin always may)");
+  c->add_option("--allow-host", o.allow_hosts,
+                "A Host name to answer besides localhost, 127.0.0.1 and [::1] (repeatable); "
+                "others get 421 on a loopback listener, and on any listener once one is named");
+}
+
 namespace {
 
 struct ServeOptions {
@@ -45,9 +66,14 @@ int run_serve(ServeOptions& o) {
   signals.async_wait([&](const boost::system::error_code& ec, int) {
     if (!ec) srv.stop();
   });
-  std::cout << "dnnlab serving " << srv.url() << "/ (store " << o.server.store_url << ")\n";
+  // The dashboard URL carries the read token (private reads), never the write token.
+  std::cout << "dnnlab serving " << srv.dashboard_url() << " (store " << o.server.store_url
+            << ")\n";
   if (srv.token_is_new())
     std::cout << "write token (kept in " << srv.token_file() << "): " << srv.token() << "\n";
+  if (srv.read_token_is_new())
+    std::cout << "read token (kept in " << srv.read_token_file() << "): " << srv.read_token()
+              << "\n";
   std::cout << "browsers join at " << srv.join_url() << "\n";
   if (o.server.web_root.empty())
     std::cout << "dashboard not built: see " << srv.url() << "/ for how to build it\n";
@@ -80,7 +106,12 @@ Command add_serve(CLI::App& app) {
   c->add_option("--web", o->server.web_root, "Dashboard files (default: the built web/dist)");
   c->add_option("--token-file", o->server.token_file,
                 "Where the write token is kept (default: dnnlab.token beside the sqlite store)");
-  c->add_flag("--private-reads", o->private_reads, "Require the token for reads too");
+  c->add_flag("--private-reads", o->private_reads,
+              "Require a token for reads too: the write token or the read token (made in "
+              "dnnlab.read-token beside the write token), which the printed dashboard URL carries");
+  c->add_option("--read-token-file", o->server.read_token_file,
+                "Where the read token is kept (default: dnnlab.read-token beside the token)");
+  add_limit_flags(c, o->server);
   c->add_option("--max-body-kib", o->max_body_kib, "Largest request body accepted, in KiB")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -83,6 +83,11 @@ int64_t Coordinator::submit(store::ResultStore& store, queue::TaskQueue&, const 
     auto old = store.find_experiment(sweep.name, store::spec_hash(text));
     if (old && old->status == store::ExperimentStatus::running) return old->id;
   }
+  return create(store, sweep, text, path);
+}
+
+int64_t Coordinator::create(store::ResultStore& store, const sweep::SweepSpec& sweep,
+                            const std::string& text, const std::string& path) {
   store::ExperimentRecord e;
   e.name = sweep.name;
   e.spec_text = text;
@@ -94,10 +99,16 @@ int64_t Coordinator::submit(store::ResultStore& store, queue::TaskQueue&, const 
 
 Coordinator::Coordinator(store::ResultStore& store, queue::TaskQueue& queue, int64_t id,
                          std::string holder)
+    : Coordinator(store, queue, id, nullptr, std::move(holder)) {}
+
+Coordinator::Coordinator(store::ResultStore& store, queue::TaskQueue& queue, int64_t id,
+                         std::unique_ptr<sweep::SweepSpec> parsed, std::string holder)
     : store_(store), queue_(queue), id_(id), holder_(std::move(holder)) {
   auto e = store_.experiment(id);
   if (!e) throw std::invalid_argument("experiment " + std::to_string(id) + " does not exist");
-  sweep_ = std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(e->spec_text, e->spec_path));
+  sweep_ = parsed
+               ? std::move(parsed)
+               : std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(e->spec_text, e->spec_path));
   sampler_ = sweep::make_sampler(sweep_->search);
   if (holder_.empty()) {
     static std::atomic<int> made{0};

@@ -68,12 +68,19 @@ class Coordinator {
   static int64_t submit(store::ResultStore& store, queue::TaskQueue& queue,
                         const std::string& sweep_text, const std::string& path,
                         SubmitMode mode = SubmitMode::kResumeIfSame);
+  // The writing half of submit(kNew), for a sweep already parsed from
+  // `sweep_text` (a server parses on a worker thread, then writes here).
+  static int64_t create(store::ResultStore& store, const sweep::SweepSpec& sweep,
+                        const std::string& sweep_text, const std::string& path);
 
   // Takes the experiment's coordinator lease if it is free, and then
   // rebuilds sampler state from the store (the trials it already holds).
   // `holder` names this coordinator in the lease (default: host-pid-n).
   Coordinator(store::ResultStore& store, queue::TaskQueue& queue, int64_t experiment_id,
               std::string holder = {});
+  // The same, with the experiment's sweep already parsed (not parsed again).
+  Coordinator(store::ResultStore& store, queue::TaskQueue& queue, int64_t experiment_id,
+              std::unique_ptr<sweep::SweepSpec> parsed, std::string holder);
   ~Coordinator();  // releases the lease
 
   // How long a coordinator that stopped ticking keeps the experiment.

@@ -360,9 +360,13 @@ Api::Api(store::ResultStore& store, ExperimentRunner& runner, const HttpMetrics&
 
 bool Api::may_read(std::string_view authorization, std::string_view query_token) const {
   if (config_.public_reads) return true;
-  if (bearer_matches(authorization, config_.token)) return true;
-  return !query_token.empty() &&
-         bearer_matches("Bearer " + std::string(query_token), config_.token);
+  for (const std::string* t : {&config_.token, &config_.read_token}) {
+    if (t->empty()) continue;
+    if (bearer_matches(authorization, *t)) return true;
+    if (!query_token.empty() && bearer_matches("Bearer " + std::string(query_token), *t))
+      return true;
+  }
+  return false;
 }
 
 // One row of the route table.
@@ -639,32 +643,51 @@ ApiResponse Api::get_experiment(const Call& c) {
   return json_response(200, j);
 }
 
+// The body and the sweep are parsed on a worker thread (a large sweep takes
+// a while); the experiment is written back on the io thread.
 ApiResponse Api::submit(const Call& c) {
-  const std::string& body = c.request.body;
-  json req;
-  try {
-    req = json::parse(body);
-  } catch (const json::parse_error& e) {
-    return error_response(400, std::string("request body is not valid JSON: ") + e.what(), "body");
-  }
-  if (!req.is_object()) return error_response(400, "request body must be a JSON object", "body");
-  for (const auto& [k, v] : req.items())
-    if (k != "spec" && k != "name") return error_response(400, "unknown field '" + k + "'", k);
-  if (!req.contains("spec")) return error_response(400, "missing field 'spec'", "spec");
-  if (!req["spec"].is_string())
-    return error_response(400, "'spec' must be a string (the sweep file's text)", "spec");
-  if (req.contains("name") && !req["name"].is_string())
-    return error_response(400, "'name' must be a string", "name");
-  const std::string name = req.value("name", std::string("sweep.yaml"));
-  try {
-    std::int64_t id = runner_.submit(req["spec"].get<std::string>(), name);
-    forget_counts();
-    return json_response(202, {{"id", id}});
-  } catch (const SpecError& e) {
-    return error_response(400, e.what(), e.field().empty() ? "spec" : e.field());
-  } catch (const NotBuiltError& e) {
-    return error_response(501, e.what());
-  }
+  ApiResponse resp;
+  resp.background = [body = c.request.body, this]() -> std::function<ApiResponse()> {
+    json req;
+    try {
+      req = json::parse(body);
+    } catch (const json::parse_error& e) {
+      return [r = error_response(400, std::string("request body is not valid JSON: ") + e.what(),
+                                 "body")] { return r; };
+    }
+    auto fail = [](ApiResponse r) -> std::function<ApiResponse()> { return [r] { return r; }; };
+    if (!req.is_object())
+      return fail(error_response(400, "request body must be a JSON object", "body"));
+    for (const auto& [k, v] : req.items())
+      if (k != "spec" && k != "name")
+        return fail(error_response(400, "unknown field '" + k + "'", k));
+    if (!req.contains("spec")) return fail(error_response(400, "missing field 'spec'", "spec"));
+    if (!req["spec"].is_string())
+      return fail(error_response(400, "'spec' must be a string (the sweep file's text)", "spec"));
+    if (req.contains("name") && !req["name"].is_string())
+      return fail(error_response(400, "'name' must be a string", "name"));
+    std::string name = req.value("name", std::string("sweep.yaml"));
+    std::string text = req["spec"].get<std::string>();
+    std::shared_ptr<sweep::SweepSpec> sweep;
+    try {
+      sweep = ExperimentRunner::parse(text, name);
+    } catch (const SpecError& e) {
+      return fail(error_response(400, e.what(), e.field().empty() ? "spec" : e.field()));
+    }
+    // Back on the io thread: `this` outlives every pending handler of the server.
+    return [this, sweep, text = std::move(text), name = std::move(name)]() {
+      try {
+        std::int64_t id = runner_.submit_parsed(sweep, text, name);
+        forget_counts();
+        return json_response(202, {{"id", id}});
+      } catch (const SpecError& e) {
+        return error_response(400, e.what(), e.field().empty() ? "spec" : e.field());
+      } catch (const NotBuiltError& e) {
+        return error_response(501, e.what());
+      }
+    };
+  };
+  return resp;
 }
 
 ApiResponse Api::cancel(const Call& c) {

@@ -41,6 +41,10 @@ struct ApiResponse {
   // Set for reads that may run on a reader thread with that thread's own
   // store (the trial list): the session calls it and sends what it returns.
   std::function<ApiResponse(store::ResultStore&)> deferred;
+  // Set for work too slow for the io thread (parsing a submitted sweep): the
+  // session runs it on a worker thread; what it returns runs back on the io
+  // thread (the store writes) and gives the answer.
+  std::function<std::function<ApiResponse()>()> background;
 };
 
 // A file the browser gateway serves (the wasm core, data shards).
@@ -55,6 +59,7 @@ constexpr std::chrono::milliseconds kCountsMaxAge{250};
 struct ApiConfig {
   std::string token;
   bool public_reads = true;
+  std::string read_token;  // also lets reads through when public_reads is false; never writes
   std::string web_root;
   // /core/... and /shards/... files; none when unset.
   std::function<std::optional<ServedFile>(std::string_view path)> gateway_file;

@@ -56,6 +56,26 @@ std::int64_t ExperimentRunner::submit(const std::string& sweep_text, const std::
 #endif
 }
 
+std::shared_ptr<sweep::SweepSpec> ExperimentRunner::parse(const std::string& sweep_text,
+                                                          const std::string& name) {
+  return std::make_shared<sweep::SweepSpec>(sweep::parse_sweep(sweep_text, name));
+}
+
+std::int64_t ExperimentRunner::submit_parsed(std::shared_ptr<sweep::SweepSpec> sweep,
+                                             const std::string& sweep_text,
+                                             const std::string& name) {
+#ifdef DNNLAB_SERVER_WITH_COORDINATOR
+  std::int64_t id = experiment::Coordinator::create(store_, *sweep, sweep_text, name);
+  if (run_coordinators_ && !adopted_.count(id))
+    coordinators_[id] = std::make_unique<experiment::Coordinator>(
+        store_, queue_, id, std::make_unique<sweep::SweepSpec>(std::move(*sweep)), std::string());
+  return id;
+#else
+  (void)sweep, (void)sweep_text, (void)name;
+  throw NotBuiltError("this dnnlab was built without the experiment coordinator");
+#endif
+}
+
 bool ExperimentRunner::cancel(std::int64_t id) {
   auto e = store_.experiment(id);
   if (!e) return false;

@@ -15,6 +15,7 @@
 
 #include "queue/task_queue.hpp"
 #include "store/result_store.hpp"
+#include "sweep/sweep_spec.hpp"
 
 namespace dnnlab::experiment {
 class Coordinator;
@@ -37,6 +38,13 @@ class ExperimentRunner {
   void resume_running();
   // Validates (dnnlab::SpecError) and creates the experiment; returns its id.
   std::int64_t submit(const std::string& sweep_text, const std::string& name);
+  // The two halves of submit(), so that parsing (slow for a large sweep) can
+  // run off the io thread: parse() touches no store and is thread-safe;
+  // submit_parsed() writes the experiment from what parse() returned.
+  static std::shared_ptr<sweep::SweepSpec> parse(const std::string& sweep_text,
+                                                 const std::string& name);
+  std::int64_t submit_parsed(std::shared_ptr<sweep::SweepSpec> sweep, const std::string& sweep_text,
+                             const std::string& name);
   // False when the experiment does not exist.
   bool cancel(std::int64_t experiment_id);
   void adopt(std::int64_t experiment_id);

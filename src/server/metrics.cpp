@@ -18,9 +18,15 @@ std::string prom_label(const std::string& value) {
   return out;
 }
 
+std::string_view HttpMetrics::method_label(std::string_view method) {
+  for (std::string_view m : kMethods)
+    if (m == method) return m;
+  return "other";
+}
+
 void HttpMetrics::observe(const std::string& method, const std::string& route, unsigned code,
                           double seconds) {
-  ++requests_[{method, route, code}];
+  ++requests_[{std::string(method_label(method)), route, code}];
   Histogram& h = durations_[route];
   ++h.count;
   h.sum += seconds;

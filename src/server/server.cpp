@@ -4,16 +4,20 @@
 // request ends its own connection at most, never the server.
 #include "server/server.hpp"
 
+#include <algorithm>
+#include <array>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 
@@ -22,6 +26,7 @@
 #include "server/experiment_runner.hpp"
 #include "server/gateway.hpp"
 #include "server/metrics.hpp"
+#include "server/request_guard.hpp"
 #include "server/static_files.hpp"
 #include "server/token.hpp"
 #include "store/result_store.hpp"
@@ -38,7 +43,12 @@ using Clock = std::chrono::steady_clock;
 namespace {
 constexpr auto kIdleTimeout = std::chrono::seconds(60);
 constexpr auto kTickPeriod = std::chrono::milliseconds(200);
-constexpr std::size_t kMaxQueuedFrames = 20000;  // a client this far behind is dropped
+// Events read from the store per page while a reader catches up: the backlog
+// is paged in as the socket drains, never queued whole.
+constexpr std::size_t kEventPage = 500;
+// Out of descriptors (EMFILE/ENFILE): the pending connection stays in the
+// backlog and the listener stays readable, so retrying at once would spin.
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -76,11 +86,30 @@ class HttpSession;
 class EventSession;
 class JoinSession;
 
+// One counted connection (Server::Impl::connections and per_ip); released
+// when the last session holding it (HTTP, then its WebSocket) is gone.
+struct ConnectionSlot {
+  ConnectionSlot(std::shared_ptr<Server::Impl> impl, std::string ip);
+  ~ConnectionSlot();
+  ConnectionSlot(const ConnectionSlot&) = delete;
+  ConnectionSlot& operator=(const ConnectionSlot&) = delete;
+  std::shared_ptr<Server::Impl> impl;
+  std::string ip;
+};
+
 struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Impl(asio::io_context& io, ServerOptions o)
-      : io(io), opt(std::move(o)), acceptor(io), tick_timer(io), event_timer(io) {}
+      : io(io),
+        opt(std::move(o)),
+        acceptor(io),
+        tick_timer(io),
+        event_timer(io),
+        accept_timer(io) {}
 
   void accept();
+  void on_accept_error(const beast::error_code& ec);
+  // Answers 503 (over the limits) on a connection that is not counted, then closes it.
+  void refuse(tcp::socket socket, const std::string& why);
   void on_tick();
   void on_event_poll();
   void broadcast(const std::string& frame, std::int64_t id);
@@ -94,7 +123,14 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   HttpMetrics metrics;
   std::unique_ptr<Api> api;
   tcp::acceptor acceptor;
-  asio::steady_timer tick_timer, event_timer;
+  asio::steady_timer tick_timer, event_timer, accept_timer;
+  std::unique_ptr<RequestGuard> guard;
+  std::size_t connections = 0;                // counted by ConnectionSlot
+  std::map<std::string, std::size_t> per_ip;  // remote address -> open connections
+  Clock::time_point last_accept_log{};        // accept errors: one line per 10 s
+  std::size_t accept_errors_unlogged = 0;
+  LoadedToken read_token;
+  std::unique_ptr<asio::thread_pool> work_pool;  // slow parsing off the io thread
   LoadedToken token;
   std::string host;
   unsigned short port = 0;
@@ -109,15 +145,22 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   std::unique_ptr<asio::thread_pool> pool;  // reader threads; null when read_threads is 0
 };
 
-// One WebSocket client of /api/events: store events (and throughput) as text frames.
+// One WebSocket client of /api/events: store events (and throughput) as text
+// frames. A client catching up (?after= or {"after": ID}) is fed from the
+// store a page at a time as its socket drains; live events are queued, up to
+// max_send_queue bytes, past which the client is too slow and is closed.
 class EventSession : public std::enable_shared_from_this<EventSession> {
  public:
   // after >= 0: replay the events after that id first (the URL's ?after=).
   EventSession(tcp::socket socket, std::shared_ptr<Server::Impl> impl, std::int64_t after)
-      : ws_(std::move(socket)),
-        impl_(std::move(impl)),
-        cursor_(impl_->last_event_id),
-        replay_after_(after) {}
+      : ws_(std::move(socket)), impl_(std::move(impl)), cursor_(impl_->last_event_id) {
+    if (after >= 0) {
+      cursor_ = after;
+      catching_up_ = true;
+    }
+  }
+
+  void hold(std::shared_ptr<ConnectionSlot> slot) { slot_ = std::move(slot); }
 
   void run(http::request<http::string_body> req) {
     impl_->event_sessions[this] = weak_from_this();
@@ -129,32 +172,28 @@ class EventSession : public std::enable_shared_from_this<EventSession> {
       if (ec) return self->finish();
       self->open_ = true;
       self->read();
-      if (self->replay_after_ >= 0) {
-        try {
-          self->replay(self->replay_after_);
-        } catch (const std::exception& e) {
-          log_error("events", e.what());
-          return self->close();
-        }
-      }
       self->flush();
     });
   }
 
-  // Queues a frame; `id` (0 for synthetic events) skips what the client has already.
+  // Queues a live frame; `id` (0 for synthetic events) skips what the client
+  // has already. While catching up, the store pages bring stored events (and
+  // a missed throughput figure is replaced by the next one).
   void deliver(const std::string& frame, std::int64_t id) {
+    if (catching_up_) return;
     if (id > 0) {
       if (id <= cursor_) return;
       cursor_ = id;
     }
-    if (out_.size() >= kMaxQueuedFrames) return close();
-    out_.push_back(frame);
-    flush();
+    push(frame);
   }
 
   void close() {
     if (closed_) return;
     closed_ = true;
+    // Free the queue now; the frame being written stays until its write ends.
+    while (out_.size() > (writing_ ? 1u : 0u)) out_.pop_back();
+    queued_bytes_ = 0;
     beast::error_code ec;
     beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ec);
     beast::get_lowest_layer(ws_).socket().close(ec);
@@ -171,51 +210,77 @@ class EventSession : public std::enable_shared_from_this<EventSession> {
     }
   }
 
+  void push(std::string frame) {
+    if (closed_) return;
+    queued_bytes_ += frame.size();
+    if (queued_bytes_ > impl_->opt.max_send_queue) {
+      log_error("events", "a reader fell " + std::to_string(queued_bytes_) +
+                              " bytes behind (--max-send-queue): closed");
+      return close();
+    }
+    out_.push_back(std::move(frame));
+    flush();
+  }
+
   void read() {
     ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec) return self->close();
       try {
         self->on_message(beast::buffers_to_string(self->in_.data()));
       } catch (const std::exception& e) {
-        self->out_.push_back(json{{"type", "error"}, {"error", e.what()}}.dump());
-        self->flush();
+        self->push(json{{"type", "error"}, {"error", e.what()}}.dump());
       }
       self->in_.consume(self->in_.size());
       self->read();
     });
   }
 
-  // {"after": ID}: catch up from ID (re-sends nothing twice).
+  // {"after": ID}: catch up from ID, then continue live.
   void on_message(const std::string& text) {
     json msg = json::parse(text, nullptr, false);
     if (msg.is_discarded() || !msg.is_object() || !msg.contains("after") ||
         !msg["after"].is_number_integer() || msg["after"].get<std::int64_t>() < 0) {
-      out_.push_back(
+      return push(
           json{{"type", "error"}, {"error", "expected {\"after\": EVENT_ID}"}, {"field", "after"}}
               .dump());
-      return flush();
     }
-    replay(msg["after"].get<std::int64_t>());
+    cursor_ = msg["after"].get<std::int64_t>();
+    catching_up_ = true;
+    flush();
   }
 
-  // Sends every stored event after `after`, then continues live from there.
-  void replay(std::int64_t after) {
-    cursor_ = after;
-    for (;;) {
-      auto events = impl_->store->events_since(cursor_, 1000);
-      for (const auto& e : events) deliver(Api::event_json(e).dump(), e.id);
-      if (events.size() < 1000 || closed_) break;
+  // The next page of the backlog, once the queue has drained. A short page
+  // means the store has nothing newer: live delivery takes over from there
+  // (broadcasts of events this page already sent are skipped by the cursor).
+  void next_page() {
+    auto events = impl_->store->events_since(cursor_, kEventPage);
+    for (const auto& e : events) {
+      std::string frame = Api::event_json(e).dump();
+      queued_bytes_ += frame.size();
+      out_.push_back(std::move(frame));
+      cursor_ = e.id;
     }
+    if (events.size() < kEventPage) catching_up_ = false;
   }
 
   void flush() {
-    if (!open_ || writing_ || out_.empty() || closed_) return;
+    if (!open_ || writing_ || closed_) return;
+    if (out_.empty() && catching_up_) {
+      try {
+        next_page();
+      } catch (const std::exception& e) {
+        log_error("events", e.what());
+        return close();
+      }
+    }
+    if (out_.empty()) return;
     writing_ = true;
     ws_.text(true);
     ws_.async_write(asio::buffer(out_.front()),
                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
                       self->writing_ = false;
-                      if (ec) return self->close();
+                      if (ec || self->closed_) return self->close();
+                      self->queued_bytes_ -= self->out_.front().size();
                       self->out_.pop_front();
                       self->flush();
                     });
@@ -223,10 +288,12 @@ class EventSession : public std::enable_shared_from_this<EventSession> {
 
   websocket::stream<beast::tcp_stream> ws_;
   std::shared_ptr<Server::Impl> impl_;
+  std::shared_ptr<ConnectionSlot> slot_;
   beast::flat_buffer in_;
   std::deque<std::string> out_;
-  std::int64_t cursor_;
-  std::int64_t replay_after_;
+  std::size_t queued_bytes_ = 0;
+  std::int64_t cursor_;  // the newest event id queued (or skipped as already sent)
+  bool catching_up_ = false;
   bool open_ = false, writing_ = false, closed_ = false;
 };
 
@@ -235,6 +302,8 @@ class JoinSession : public std::enable_shared_from_this<JoinSession> {
  public:
   JoinSession(tcp::socket socket, std::shared_ptr<Server::Impl> impl)
       : ws_(std::move(socket)), impl_(std::move(impl)) {}
+
+  void hold(std::shared_ptr<ConnectionSlot> slot) { slot_ = std::move(slot); }
 
   void run(http::request<http::string_body> req) {
     beast::error_code ec;
@@ -253,9 +322,22 @@ class JoinSession : public std::enable_shared_from_this<JoinSession> {
     });
   }
 
-  // Sends the reply's frames, then closes if it says so.
+  // Sends the reply's frames, then closes if it says so. A client that
+  // lets more than max_send_queue bytes pile up (it stopped reading) is
+  // closed: its ticket goes back as for any closed connection.
   void apply(GatewayReply r) {
-    for (auto& f : r.frames) out_.push_back(std::move(f));
+    if (finished_) return;
+    for (auto& f : r.frames) {
+      queued_bytes_ += f.size();
+      out_.push_back(std::move(f));
+    }
+    if (queued_bytes_ > impl_->opt.max_send_queue) {
+      log_error("join", "a client fell " + std::to_string(queued_bytes_) +
+                            " bytes behind (--max-send-queue): closed");
+      while (out_.size() > (writing_ ? 1u : 0u)) out_.pop_back();
+      queued_bytes_ = 0;
+      return abort();
+    }
     if (r.close && !closing_) {
       closing_ = true;
       reason_.code = r.close_code;
@@ -319,17 +401,20 @@ class JoinSession : public std::enable_shared_from_this<JoinSession> {
     }
     writing_ = true;
     ws_.text(true);
-    ws_.async_write(asio::buffer(out_.front()),
-                    [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                      self->writing_ = false;
-                      if (ec) return self->abort();
-                      self->out_.pop_front();
-                      self->flush();
-                    });
+    ws_.async_write(
+        asio::buffer(out_.front()), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+          self->writing_ = false;
+          if (ec || self->finished_) return self->abort();
+          self->queued_bytes_ -= std::min(self->queued_bytes_, self->out_.front().size());
+          self->out_.pop_front();
+          self->flush();
+        });
   }
 
   websocket::stream<beast::tcp_stream> ws_;
   std::shared_ptr<Server::Impl> impl_;
+  std::shared_ptr<ConnectionSlot> slot_;
+  std::size_t queued_bytes_ = 0;
   Gateway::ClientId id_ = 0;
   beast::flat_buffer in_;
   std::deque<std::string> out_;
@@ -340,8 +425,9 @@ class JoinSession : public std::enable_shared_from_this<JoinSession> {
 // One HTTP/1.1 connection: read a request, answer it, repeat while keep-alive.
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(tcp::socket socket, std::shared_ptr<Server::Impl> impl)
-      : stream_(std::move(socket)), impl_(std::move(impl)) {}
+  HttpSession(tcp::socket socket, std::shared_ptr<Server::Impl> impl,
+              std::shared_ptr<ConnectionSlot> slot)
+      : stream_(std::move(socket)), impl_(std::move(impl)), slot_(std::move(slot)) {}
 
   void start() {
     impl_->http_sessions[this] = weak_from_this();
@@ -391,6 +477,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (ec) return close();  // timeout, reset: nobody to answer
 
     auto req = parser_->release();
+    // A page on another name that resolves here (DNS rebinding) names
+    // itself in Host; a loopback server answers only to its own names.
+    const std::string_view host(req[http::field::host].data(), req[http::field::host].size());
+    if (!impl_->guard->host_allowed(host))
+      return reply_error_and_close(
+          http::status::misdirected_request,
+          "this server does not answer to Host '" + std::string(host.substr(0, 200)) +
+              "' (a loopback server serves localhost, 127.0.0.1 and [::1]; see --allow-host)",
+          "Host");
     // Every request, upgrades included, is routed by the API's one table.
     const auto t0 = Clock::now();
     ApiRequest a;
@@ -401,17 +496,65 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (!a.websocket) a.body = std::move(req.body());
     ApiResponse r = impl_->api->handle(a);
     if (r.upgrade != Upgrade::none) {
+      // Browsers send Origin on every WebSocket handshake and let any page
+      // open one: without this check a page anywhere could read the event
+      // stream or join as a worker with a visitor's browser.
+      const std::string_view origin(req[http::field::origin].data(),
+                                    req[http::field::origin].size());
+      if (!impl_->guard->origin_allowed(origin, host))
+        return reply_error_and_close(http::status::forbidden,
+                                     "WebSocket from Origin '" +
+                                         std::string(origin.substr(0, 200)) +
+                                         "' refused (see --allow-origin)",
+                                     "Origin");
       impl_->metrics.observe(a.method, r.route, 101, 0.0);
       stream_.expires_never();
-      if (r.upgrade == Upgrade::join)
-        std::make_shared<JoinSession>(stream_.release_socket(), impl_)->run(std::move(req));
-      else
-        std::make_shared<EventSession>(stream_.release_socket(), impl_, r.events_after)
-            ->run(std::move(req));
+      if (r.upgrade == Upgrade::join) {
+        auto js = std::make_shared<JoinSession>(stream_.release_socket(), impl_);
+        js->hold(std::move(slot_));
+        js->run(std::move(req));
+      } else {
+        auto es = std::make_shared<EventSession>(stream_.release_socket(), impl_, r.events_after);
+        es->hold(std::move(slot_));
+        es->run(std::move(req));
+      }
       return;
     }
     Reply reply{req.version(), req.keep_alive(), req.method() == http::verb::head,
                 std::move(a.method), t0};
+    if (r.background) {
+      // Slow parsing on a worker thread; the io thread keeps serving, and
+      // the store writes it returns run back here.
+      asio::post(*impl_->work_pool, [self = shared_from_this(), job = std::move(r.background),
+                                     route = r.route, reply = std::move(reply)]() mutable {
+        std::function<ApiResponse()> finish;
+        try {
+          finish = job();
+        } catch (const std::exception& e) {
+          std::string what = e.what();
+          finish = [what] {
+            ApiResponse out;
+            out.status = 500;
+            out.body = json{{"error", "internal error: " + what}}.dump();
+            return out;
+          };
+        }
+        auto ex = self->stream_.get_executor();
+        asio::post(ex, [self = std::move(self), finish = std::move(finish),
+                        route = std::move(route), reply = std::move(reply)]() mutable {
+          ApiResponse out;
+          try {
+            out = finish();
+          } catch (const std::exception& e) {
+            out.status = 500;
+            out.body = json{{"error", std::string("internal error: ") + e.what()}}.dump();
+          }
+          out.route = route;
+          self->respond(std::move(out), reply);
+        });
+      });
+      return;
+    }
     if (r.deferred && impl_->pool) {
       // The io thread keeps serving sockets while a reader thread queries.
       asio::post(*impl_->pool,
@@ -520,26 +663,115 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   beast::tcp_stream stream_;
   std::shared_ptr<Server::Impl> impl_;
+  std::shared_ptr<ConnectionSlot> slot_;  // moves to the WebSocket session on an upgrade
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::array<char, 16384> sink_;
 };
 
+ConnectionSlot::ConnectionSlot(std::shared_ptr<Server::Impl> i, std::string address)
+    : impl(std::move(i)), ip(std::move(address)) {
+  ++impl->connections;
+  ++impl->per_ip[ip];
+}
+
+ConnectionSlot::~ConnectionSlot() {
+  --impl->connections;
+  auto it = impl->per_ip.find(ip);
+  if (it != impl->per_ip.end() && --it->second == 0) impl->per_ip.erase(it);
+}
+
 void Server::Impl::accept() {
   acceptor.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
-    if (self->stopped) return;
-    if (!ec) {
-      try {
-        beast::error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<HttpSession>(std::move(socket), self)->start();
-      } catch (const std::exception& e) {
-        log_error("accept", e.what());
+    if (self->stopped || ec == asio::error::operation_aborted) return;
+    if (ec) return self->on_accept_error(ec);
+    try {
+      beast::error_code e2;
+      auto remote = socket.remote_endpoint(e2);
+      std::string ip = e2 ? std::string("?") : remote.address().to_string();
+      auto it = self->per_ip.find(ip);
+      const std::size_t from_ip = it == self->per_ip.end() ? 0 : it->second;
+      if (self->connections >= self->opt.max_connections)
+        self->refuse(std::move(socket), "the server has " + std::to_string(self->connections) +
+                                            " connections open (--max-connections)");
+      else if (from_ip >= self->opt.max_connections_per_ip)
+        self->refuse(std::move(socket), "your address has " + std::to_string(from_ip) +
+                                            " connections open (--max-connections-per-ip)");
+      else {
+        socket.set_option(tcp::no_delay(true), e2);
+        auto slot = std::make_shared<ConnectionSlot>(self, std::move(ip));
+        std::make_shared<HttpSession>(std::move(socket), self, std::move(slot))->start();
       }
-    } else if (ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space) {
-      log_error("accept", ec.message());  // out of file descriptors: keep serving the others
+    } catch (const std::exception& e) {
+      log_error("accept", e.what());
     }
     self->accept();
+  });
+}
+
+void Server::Impl::on_accept_error(const beast::error_code& ec) {
+  const bool out_of_resources = ec == asio::error::no_descriptors ||
+                                ec == boost::system::errc::too_many_files_open_in_system ||
+                                ec == asio::error::no_buffer_space || ec == asio::error::no_memory;
+  const auto now = Clock::now();
+  if (now - last_accept_log >= std::chrono::seconds(10)) {
+    log_error("accept",
+              ec.message() +
+                  (out_of_resources ? " (retrying every 100 ms; existing connections "
+                                      "are served)"
+                                    : "") +
+                  (accept_errors_unlogged ? "; " + std::to_string(accept_errors_unlogged) +
+                                                " more since the last report"
+                                          : ""));
+    last_accept_log = now;
+    accept_errors_unlogged = 0;
+  } else {
+    ++accept_errors_unlogged;
+  }
+  if (!out_of_resources) return accept();  // one bad connection (reset before accept): next
+  // The pending connection stays in the backlog, so accepting again at once
+  // fails again at once: wait for descriptors to be freed.
+  accept_timer.expires_after(kAcceptBackoff);
+  accept_timer.async_wait([self = shared_from_this()](beast::error_code e) {
+    if (!e && !self->stopped) self->accept();
+  });
+}
+
+void Server::Impl::refuse(tcp::socket socket, const std::string& why) {
+  struct Refusal {
+    beast::tcp_stream stream;
+    std::string bytes;
+    std::array<char, 4096> sink;
+  };
+  const std::string body = json{{"error", "too many connections: " + why}}.dump();
+  auto r = std::make_shared<Refusal>(Refusal{beast::tcp_stream(std::move(socket)),
+                                             "HTTP/1.1 503 Service Unavailable\r\n"
+                                             "Server: dnnlab\r\n"
+                                             "Content-Type: application/json\r\n"
+                                             "Retry-After: 5\r\n"
+                                             "Connection: close\r\n"
+                                             "Content-Length: " +
+                                                 std::to_string(body.size()) + "\r\n\r\n" + body,
+                                             {}});
+  r->stream.expires_after(std::chrono::seconds(2));
+  asio::async_write(r->stream, asio::buffer(r->bytes), [r](beast::error_code ec, std::size_t) {
+    if (ec) return;
+    // Read and drop what the client sent, briefly, so it sees the answer
+    // rather than a reset; the 2 s deadline ends it either way.
+    beast::error_code ignored;
+    r->stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    auto drain = std::make_shared<std::function<void()>>();
+    *drain = [r, drain]() {
+      r->stream.async_read_some(asio::buffer(r->sink),
+                                [r, drain](beast::error_code e, std::size_t) {
+                                  if (e) {
+                                    *drain = nullptr;  // breaks the cycle
+                                    return;
+                                  }
+                                  (*drain)();
+                                });
+    };
+    (*drain)();
   });
 }
 
@@ -621,8 +853,20 @@ Server::Server(asio::io_context& io, ServerOptions options)
   s.runner = std::make_unique<ExperimentRunner>(*s.store, *s.queue, s.opt.run_coordinators);
   if (s.opt.token_file.empty()) s.opt.token_file = default_token_file(s.opt.store_url);
   s.token = load_or_create_token(s.opt.token_file);
+  if (s.opt.read_token_file.empty())
+    s.opt.read_token_file =
+        (std::filesystem::path(s.opt.token_file).parent_path() / "dnnlab.read-token").string();
+  if (!s.opt.public_reads) {
+    // What dashboard URLs carry: it reads, and cannot write.
+    s.read_token = load_or_create_token(s.opt.read_token_file);
+    if (s.read_token.token == s.token.token)
+      throw std::invalid_argument("--read-token-file " + s.opt.read_token_file +
+                                  " holds the write token (from " + s.opt.token_file +
+                                  "): the read token must differ from it");
+  }
   ApiConfig ac;
   ac.token = s.token.token;
+  ac.read_token = s.read_token.token;
   ac.public_reads = s.opt.public_reads;
   ac.web_root = s.opt.web_root;
   ac.gateway_file = [&s](std::string_view path) -> std::optional<ServedFile> {
@@ -638,6 +882,10 @@ Server::Server(asio::io_context& io, ServerOptions options)
   s.join_token = load_or_create_token(s.opt.join_token_file);
   // Volunteers get the join token; if it were the write token, any of them
   // could cancel experiments.
+  if (!s.read_token.token.empty() && s.join_token.token == s.read_token.token)
+    throw std::invalid_argument("--join-token-file " + s.opt.join_token_file +
+                                " holds the read token (from " + s.opt.read_token_file +
+                                "): the tokens must differ");
   if (s.join_token.token == s.token.token)
     throw std::invalid_argument("--join-token-file " + s.opt.join_token_file +
                                 " holds the write token (from " + s.opt.token_file +
@@ -664,6 +912,9 @@ Server::Server(asio::io_context& io, ServerOptions options)
   s.acceptor.bind(ep);
   s.acceptor.listen(asio::socket_base::max_listen_connections);
   s.port = s.acceptor.local_endpoint().port();
+  s.guard = std::make_unique<RequestGuard>(
+      GuardConfig{s.host, s.port, false, s.opt.allow_hosts, s.opt.allow_origins});
+  s.work_pool = std::make_unique<asio::thread_pool>(std::max(1u, s.opt.work_threads));
   if (s.opt.read_threads > 0) s.pool = std::make_unique<asio::thread_pool>(s.opt.read_threads);
 }
 
@@ -674,9 +925,11 @@ Server::~Server() {
     impl_->acceptor.close(ec);
     impl_->tick_timer.cancel();
     impl_->event_timer.cancel();
+    impl_->accept_timer.cancel();
   }
   // Reader jobs hand their sessions back to the io thread; none is left here.
   if (impl_ && impl_->pool) impl_->pool->join();
+  if (impl_ && impl_->work_pool) impl_->work_pool->join();
 }
 
 unsigned short Server::port() const {
@@ -705,6 +958,19 @@ bool Server::join_token_is_new() const {
 std::string Server::join_url() const {
   return url() + "/join?token=" + impl_->join_token.token;
 }
+const std::string& Server::read_token() const {
+  return impl_->read_token.token;
+}
+bool Server::read_token_is_new() const {
+  return impl_->read_token.created;
+}
+const std::string& Server::read_token_file() const {
+  return impl_->opt.read_token_file;
+}
+std::string Server::dashboard_url() const {
+  if (impl_->read_token.token.empty()) return url() + "/";
+  return url() + "/?token=" + impl_->read_token.token;
+}
 
 void Server::start() {
   Impl& s = *impl_;
@@ -723,6 +989,7 @@ void Server::stop() {
   s.acceptor.close(ec);
   s.tick_timer.cancel();
   s.event_timer.cancel();
+  s.accept_timer.cancel();
   std::vector<std::shared_ptr<HttpSession>> https;
   for (auto& [p, w] : s.http_sessions)
     if (auto h = w.lock()) https.push_back(std::move(h));

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "server/gateway.hpp"
 
@@ -49,6 +50,26 @@ struct ServerOptions {
   // Its join token, secret, paths, lease, verify fraction and binary frame
   // limit come from the fields above.
   GatewayOptions gateway;
+
+  // Limits on what connections can make the server hold (docs/security.md).
+  std::size_t max_connections = 1024;       // open connections of every kind; more get 503
+  std::size_t max_connections_per_ip = 64;  // from one remote address; more get 503
+  // Bytes waiting to be sent on one WebSocket (/api/events, /join): a reader
+  // slower than that is closed and its queue freed. The event backlog is not
+  // counted: it is read from the store a page at a time as the socket drains.
+  std::size_t max_send_queue = 8u << 20;
+  // Origins (scheme://host[:port]) whose pages may open /api/events and /join
+  // besides the server's own; requests without Origin (non-browsers) pass.
+  std::vector<std::string> allow_origins;
+  // Host names served besides localhost, 127.0.0.1, [::1] and the listen
+  // address. On a loopback listener other Host headers get 421 (DNS
+  // rebinding); naming any host here checks Host on other listeners too.
+  std::vector<std::string> allow_hosts;
+  // With public_reads false: the read token, for dashboard URLs (it cannot
+  // write). Default: dnnlab.read-token beside token_file.
+  std::string read_token_file;
+  // Threads for work too slow for the io thread (parsing submitted sweeps).
+  unsigned work_threads = 1;
 };
 
 class Server {
@@ -70,6 +91,13 @@ class Server {
   const std::string& join_token() const;
   bool join_token_is_new() const;
   std::string join_url() const;  // url() + "/join?token=..."
+  // The read token (public_reads false only; empty otherwise): reads, never writes.
+  const std::string& read_token() const;
+  bool read_token_is_new() const;
+  const std::string& read_token_file() const;
+  // url() + "/", with ?token=<read token> when reads are private: what to
+  // print and open. Never carries the write token.
+  std::string dashboard_url() const;
 
   // Starts accepting, polling events and (if asked) ticking coordinators.
   void start();

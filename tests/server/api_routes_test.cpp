@@ -26,7 +26,7 @@ struct RawReply {
 RawReply raw_request(unsigned short port, const std::string& method, const std::string& target,
                      const std::string& headers = {}, const std::string& body = {}) {
   const bool own_connection = headers.find("Connection:") != std::string::npos;
-  std::string req = method + " " + target + " HTTP/1.1\r\nHost: x\r\n" +
+  std::string req = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
                     (own_connection ? "" : "Connection: close\r\n") + headers +
                     "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   const std::string raw = raw_exchange(port, req, true);

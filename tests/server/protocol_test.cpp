@@ -40,12 +40,14 @@ TEST(Protocol, TruncatedRequestsDoNotHurt) {
   TempDir dir;
   RunningServer s(options_for(dir));
   // Headers cut short, and a body shorter than its Content-Length.
-  raw_exchange(s.port(), "GET /api/experiments HTTP/1.1\r\nHost: x\r\nContent-Len", true);
-  raw_exchange(s.port(),
-               "POST /api/experiments HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"sp",
-               true);
+  raw_exchange(s.port(), "GET /api/experiments HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Len", true);
+  raw_exchange(
+      s.port(),
+      "POST /api/experiments HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"sp",
+      true);
   std::string bad_len = raw_exchange(
-      s.port(), "POST /api/experiments HTTP/1.1\r\nHost: x\r\nContent-Length: zz\r\n\r\n", true);
+      s.port(), "POST /api/experiments HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: zz\r\n\r\n",
+      true);
   EXPECT_NE(bad_len.find("400"), std::string::npos) << bad_len;
   EXPECT_EQ(s.get("/api/experiments").status, 200u);
 }
@@ -54,7 +56,8 @@ TEST(Protocol, KeepAliveServesManyRequestsOnOneConnection) {
   TempDir dir;
   RunningServer s(options_for(dir));
   std::string two =
-      "GET /api/stats HTTP/1.1\r\nHost: x\r\n\r\nGET /api/workers HTTP/1.1\r\nHost: x\r\n"
+      "GET /api/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /api/workers HTTP/1.1\r\nHost: "
+      "127.0.0.1\r\n"
       "Connection: close\r\n\r\n";
   std::string reply = raw_exchange(s.port(), two, false);
   // raw_exchange stops at the first full reply; read both by closing after.
@@ -245,7 +248,8 @@ TEST(Protocol, StaticFilesAndNoTraversal) {
   EXPECT_EQ(s.get("/missing.css").status, 404u);
   EXPECT_EQ(s.get("/../secret.txt").status, 400u);
   EXPECT_EQ(s.get("/assets/%2e%2e/%2e%2e/secret.txt").status, 400u);
-  std::string raw = raw_exchange(s.port(), "GET /../secret.txt HTTP/1.1\r\nHost: x\r\n\r\n", true);
+  std::string raw =
+      raw_exchange(s.port(), "GET /../secret.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", true);
   EXPECT_EQ(raw.find("secret\n"), std::string::npos);
   EXPECT_EQ(raw.find("\r\n\r\nsecret"), std::string::npos);
 }
