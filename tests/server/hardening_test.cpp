@@ -10,6 +10,7 @@
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -176,6 +177,14 @@ TEST(Hardening, ConnectionCapsAnswer503) {
 // Out of descriptors, the accept loop waits rather than spins (a few log
 // lines, not tens of thousands a second), and serves again once they free up.
 TEST(Hardening, AcceptSurvivesDescriptorExhaustion) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  // The asan preset also enables UBSan, whose vptr check probes memory
+  // through a pipe(): with no descriptor left it reports every virtual call
+  // as an invalid vptr. This test runs in the release suite instead.
+  GTEST_SKIP() << "needs free descriptors under the sanitizers; runs in the release suite";
+#endif
+#endif
   TempDir dir;
   RunningServer s(options(dir));
   ASSERT_EQ(s.get("/api/stats").status, 200u);
@@ -189,6 +198,18 @@ TEST(Hardening, AcceptSurvivesDescriptorExhaustion) {
   rlimit low = old;
   low.rlim_cur = std::min<rlim_t>(old.rlim_cur, 512);
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  // The server logs to stderr: point descriptor 2 at a file while the
+  // descriptors are exhausted (set up first: no descriptor is free after).
+  // Not std::cerr.rdbuf(): that cast trips UBSan's vptr check on cerr.
+  const std::string log_path = dir.file("stderr.log");
+  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(log_fd, 0);
+  const int saved_stderr = dup(2);
+  ASSERT_GE(saved_stderr, 0);
+  std::fflush(stderr);
+  std::cerr.flush();
+  dup2(log_fd, 2);
+  close(log_fd);
   std::vector<int> fds;
   for (;;) {
     int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -197,8 +218,6 @@ TEST(Hardening, AcceptSurvivesDescriptorExhaustion) {
   }
   ASSERT_FALSE(fds.empty());
 
-  std::stringstream captured;
-  auto* old_buf = std::cerr.rdbuf(captured.rdbuf());
   // Queued in the listen backlog: the server's accept has no descriptor for it.
   sock.connect({asio::ip::make_address("127.0.0.1"), s.port()});
   timeval tv{20, 0};
@@ -224,9 +243,14 @@ TEST(Hardening, AcceptSurvivesDescriptorExhaustion) {
   for (int fd : fds) close(fd);
   fds.clear();
   const bool answered = got.wait_for(std::chrono::seconds(15)) == std::future_status::ready;
-  std::cerr.rdbuf(old_buf);
+  std::cerr.flush();
+  dup2(saved_stderr, 2);
+  close(saved_stderr);
   client.join();
   setrlimit(RLIMIT_NOFILE, &old);
+  std::ifstream log_in(log_path);
+  std::stringstream captured;
+  captured << log_in.rdbuf();
   ASSERT_TRUE(answered);
   const std::string raw = got.get();
   EXPECT_EQ(status_of(raw), 200u) << raw;
