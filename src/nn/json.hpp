@@ -29,7 +29,7 @@ struct Value {
   std::string str;
   std::vector<Value> items;
   std::vector<Member> members;  // in document order
-  size_t offset = 0;                                   // where the value starts (+ base)
+  size_t offset = 0;            // where the value starts (+ base)
   // The first member named `key`, or nullptr.
   const Value* get(std::string_view key) const;
 };

@@ -48,8 +48,8 @@ struct SafetensorsFile {
 // the byte offset of the problem.
 SafetensorsFile read_safetensors(std::string_view bytes, const std::string& name = "<safetensors>");
 // The tensors view `bytes`: a temporary string would leave them dangling.
-SafetensorsFile read_safetensors(std::string&& bytes, const std::string& name = "<safetensors>") =
-    delete;
+SafetensorsFile read_safetensors(std::string&& bytes,
+                                 const std::string& name = "<safetensors>") = delete;
 
 // One tensor to write: `data` must hold numel * dtype size bytes.
 struct SafetensorsInput {

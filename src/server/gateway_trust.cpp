@@ -1,29 +1,18 @@
 // Identities, quarantine and adaptive replication (gateway_trust.hpp).
 #include "server/gateway_trust.hpp"
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include <algorithm>
+#include <stdexcept>
 
 #include "server/token.hpp"
-#include "store/sha256.hpp"
 
 namespace dnnlab::server {
 
 namespace {
-
-std::string unhex(std::string_view h) {
-  auto v = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
-  std::string out;
-  for (std::size_t i = 0; i + 1 < h.size(); i += 2)
-    out.push_back(static_cast<char>(v(h[i]) << 4 | v(h[i + 1])));
-  return out;
-}
-
-bool equal_constant_time(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return d == 0;
-}
 
 constexpr std::size_t kIdHex = 24;   // 96 random bits
 constexpr std::size_t kMacHex = 32;  // 128 bits of the HMAC
@@ -31,16 +20,18 @@ constexpr std::size_t kMacHex = 32;  // 128 bits of the HMAC
 }  // namespace
 
 std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
-  std::string k(key);
-  if (k.size() > 64) k = unhex(store::sha256_hex(k));
-  k.resize(64, '\0');
-  std::string inner(64, '\0'), outer(64, '\0');
-  for (int i = 0; i < 64; ++i) {
-    inner[i] = static_cast<char>(k[i] ^ 0x36);
-    outer[i] = static_cast<char>(k[i] ^ 0x5c);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+            reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &len))
+    throw std::runtime_error("HMAC-SHA256 failed");
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out.push_back(hex[mac[i] >> 4]);
+    out.push_back(hex[mac[i] & 15]);
   }
-  inner.append(message);
-  return store::sha256_hex(outer + unhex(store::sha256_hex(inner)));
+  return out;
 }
 
 TrustBook::TrustBook(store::ResultStore& store, const GatewayOptions& opt)
@@ -71,7 +62,9 @@ std::optional<std::string> TrustBook::identity_of(std::string_view credential) c
         std::isupper(static_cast<unsigned char>(c)))
       return std::nullopt;
   const std::string mac = hmac_sha256_hex(opt_.secret, "client:" + id).substr(0, kMacHex);
-  if (!equal_constant_time(mac, credential.substr(dot + 1))) return std::nullopt;
+  const std::string_view given = credential.substr(dot + 1);
+  if (given.size() != mac.size() || CRYPTO_memcmp(mac.data(), given.data(), mac.size()) != 0)
+    return std::nullopt;
   return id;
 }
 

@@ -173,8 +173,7 @@ VerifyOutcome Verifier::compare(const VerifyJob& job, const store::TrialRecord& 
       if (!ok) {
         out.agree = false;
         out.detail = "epoch " + std::to_string(i + 1) + " " + name + ": native " +
-                     (x ? json(*x).dump() : "none") + ", client " +
-                     (y ? json(*y).dump() : "none");
+                     (x ? json(*x).dump() : "none") + ", client " + (y ? json(*y).dump() : "none");
       }
     };
     check("train_loss", a.train_loss, b.train_loss, true);

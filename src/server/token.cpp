@@ -2,6 +2,7 @@
 #include "server/token.hpp"
 
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -102,11 +103,8 @@ std::optional<std::string_view> bearer_credentials(std::string_view authorizatio
 
 bool bearer_matches(std::string_view authorization, std::string_view token) {
   auto credentials = bearer_credentials(authorization);
-  if (!credentials || credentials->size() != token.size()) return false;
-  unsigned diff = 0;
-  for (std::size_t i = 0; i < token.size(); ++i)
-    diff |= static_cast<unsigned char>((*credentials)[i]) ^ static_cast<unsigned char>(token[i]);
-  return diff == 0 && !token.empty();
+  if (!credentials || credentials->size() != token.size() || token.empty()) return false;
+  return CRYPTO_memcmp(credentials->data(), token.data(), token.size()) == 0;
 }
 
 }  // namespace dnnlab::server
