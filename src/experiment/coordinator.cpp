@@ -160,19 +160,27 @@ void Coordinator::rebuild() {
   }
   generated_ = static_cast<int64_t>(trials.size());
   // Trials are stored before their tasks are published; a coordinator killed
-  // between the two leaves the newest trials without a task. Publish those.
-  // (A task whose dead letter is waiting is accounted for: tick() fails it.)
-  const queue::QueueCounts qc = queue_.counts(queue_name(id_));
-  const queue::QueueCounts dl = queue_.counts(queue::dead_letter_queue(queue_name(id_)));
-  int64_t missing = unended - (qc.queued + qc.leased + dl.queued + dl.leased);
-  if (missing > 0 && store_.experiment(id_)->status == store::ExperimentStatus::running) {
+  // between the two leaves trials without a task, and the queue cannot say
+  // which (AMQP counts no leased or done tasks). The store can: republish
+  // the queued trials above the published mark, and the queued ones that
+  // ran before (given back or reopened: their task's fate is unknown). A
+  // task published twice is harmless: mark_running runs one attempt once.
+  if (store_.experiment(id_)->status == store::ExperimentStatus::running) {
+    const int64_t published = store_.experiment(id_)->published_index;
     std::vector<std::string> payloads;
-    for (auto it = trials.rbegin(); it != trials.rend() && missing > 0; ++it)
-      if (it->status == store::TrialStatus::queued) {
-        payloads.push_back(encode_task({id_, it->id, it->index}));
-        --missing;
-      }
-    queue_.publish_batch(queue_name(id_), payloads);
+    int64_t top = published;
+    for (const auto& t : trials) {
+      if (t.status != store::TrialStatus::queued || (t.index <= published && t.attempt == 0))
+        continue;
+      payloads.push_back(encode_task({id_, t.id, t.index, t.attempt}));
+      top = std::max(top, t.index);
+    }
+    if (!payloads.empty()) {
+      queue_.write_together([&] {
+        queue_.publish_batch(queue_name(id_), payloads);
+        store_.set_published(id_, top);
+      });
+    }
   }
 }
 
@@ -238,9 +246,13 @@ Progress Coordinator::tick(int64_t in_flight) {
         queue_.write_together([&] {
           std::vector<int64_t> ids = store_.add_trials(id_, rows);
           std::vector<std::string> payloads;
-          for (size_t i = 0; i < ids.size(); ++i)
+          int64_t top = -1;
+          for (size_t i = 0; i < ids.size(); ++i) {
             payloads.push_back(encode_task({id_, ids[i], batch[i].index}));
+            top = std::max(top, batch[i].index);
+          }
           queue_.publish_batch(queue_name(id_), payloads);
+          store_.set_published(id_, top);
         });
       } catch (const std::invalid_argument&) {
         // Those indexes exist: our lease ran out unnoticed (a stall longer
@@ -285,7 +297,7 @@ Progress Coordinator::tick(int64_t in_flight) {
 // worker finished it after all) is left as it is.
 int64_t Coordinator::fail_dead_tasks() {
   const std::string dead = queue::dead_letter_queue(queue_name(id_));
-  if (queue_.counts(dead).queued == 0) return 0;  // a read, not a write lock, per tick
+  if (queue_.waiting(dead) == 0) return 0;  // a read, not a write lock, per tick
   int64_t failed = 0;
   while (auto letter = queue_.lease(dead, "coordinator", 60)) {
     TrialTask task;

@@ -201,30 +201,12 @@ bool SqliteTaskQueue::nack(const TaskLease& lease, bool requeue, std::string_vie
   return ours;
 }
 
-QueueCounts SqliteTaskQueue::counts(std::string_view queue) {
+std::int64_t SqliteTaskQueue::waiting(std::string_view queue) {
   check_name(queue, "queue");
-  QueueCounts c;
-  auto stmt =
-      db_->prepare("SELECT state, count(*) FROM queue_tasks WHERE queue = ?1 GROUP BY state");
+  auto stmt = db_->prepare("SELECT count(*) FROM queue_tasks WHERE queue = ?1 AND state = 0");
   stmt.bind_text(1, queue);
-  while (stmt.step()) {
-    std::int64_t n = stmt.column_int(1);
-    switch (stmt.column_int(0)) {
-      case kQueued:
-        c.queued = n;
-        break;
-      case kLeased:
-        c.leased = n;
-        break;
-      case kDone:
-        c.done = n;
-        break;
-      case kDead:
-        c.dead = n;
-        break;
-    }
-  }
-  return c;
+  stmt.step();
+  return stmt.column_int(0);
 }
 
 std::int64_t SqliteTaskQueue::cancel(std::string_view queue) {

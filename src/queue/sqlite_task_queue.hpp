@@ -22,7 +22,7 @@ class SqliteTaskQueue final : public TaskQueue {
   bool extend(TaskLease& lease, double seconds) override;
   bool ack(const TaskLease& lease) override;
   bool nack(const TaskLease& lease, bool requeue, std::string_view error) override;
-  QueueCounts counts(std::string_view queue) override;
+  std::int64_t waiting(std::string_view queue) override;
   std::int64_t cancel(std::string_view queue) override;
   void write_together(const std::function<void()>& work) override;
 

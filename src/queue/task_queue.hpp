@@ -2,16 +2,45 @@
 // it (workers). Backends are chosen by URL in open_task_queue() and nowhere else.
 //
 // A task is an opaque payload in a named queue (one queue per experiment).
-// Delivery is at-least-once with leases: a leased task that is neither acked nor
-// extended before its deadline is delivered again with attempt + 1, and the old
-// lease can no longer ack it. After max_attempts deliveries a task is dead.
+// Delivery is at least once: a task can be delivered again (its holder died,
+// its lease ran out, its connection dropped) and can even be published twice
+// (the coordinator's recovery republishes rather than count what the queue
+// holds). Consumers make a second delivery harmless, not the queue: dnnlab's
+// workers do it with the store's (trial, attempt, worker) rule. After
+// max_attempts deliveries a task is dead and goes to the dead-letter queue.
 //
 //   auto q = dnnlab::queue::open_task_queue("sqlite:runs/sweep.db");
-//   q->publish_batch("exp-7", payloads);            // one transaction
+//   q->publish_batch("exp-7", payloads);            // all or nothing
 //   while (auto lease = q->lease("exp-7", "w1", 60)) {
 //     ... do the work, q->extend(*lease, 60) now and then ...
 //     if (!q->ack(*lease)) { /* lease lost: someone else redid the task */ }
 //   }
+//
+// What the contract leaves out, on purpose: counts of leased or done tasks
+// and a queue-kept history of each delivery's error. AMQP 0-9-1 cannot give
+// them (a broker knows its ready messages and its unacked deliveries per
+// channel, nothing about acked ones), so whatever needs them reads the
+// store's trial states instead (store::ResultStore::trial_counts).
+//
+// What each backend guarantees:
+//
+// | promise                     | sqlite:PATH                        | amqp://… (RabbitMQ) |
+// |-----------------------------|------------------------------------|------------------------------------------|
+// | a delivery is exclusive     | row lease in BEGIN IMMEDIATE       | one consumer per delivery
+// (manual ack)   | | redelivery of a dead holder | lease deadline passes (extend()    | its
+// connection closes, or the broker's   | |                             | moves it); any process
+// leases it   | consumer timeout fires                   | | attempt                     | exact,
+// +1 per delivery             | carried in a message header; +1 when the | | | | backend
+// republishes (nack, requeue) and  | |                             | | the broker's delivery count
+// (quorum      | |                             |                                    | queue) on a
+// redelivery                   | | error                       | nack reasons and lease expiries |
+// nack reasons, carried in a header        | | extend()                    | moves the deadline,
+// from any       | true while the delivering channel is     | |                             |
+// object opened on the same URL      | open; longer than consumer_timeout needs | | | | the
+// broker's timeout raised              | | publish_batch               | one transaction |
+// publisher confirms for the whole batch   | | write_together              | one commit with a
+// store sharing    | runs `work` (no shared transaction)      | |                             | the
+// file                           |                                          |
 //
 // Objects are not thread-safe; open one per thread, and in each process after
 // fork() (every process gets its own connection).
@@ -29,14 +58,18 @@
 namespace dnnlab::queue {
 
 struct TaskLease {
+  // The backend's handle of this delivery (SQLite: the task's row id; AMQP:
+  // the backend's own numbering). Only the backend that issued it reads it.
   std::int64_t task_id = 0;
   std::string queue;
   std::string payload;
   std::string worker_id;
-  int attempt = 0;        // 1 on first delivery, +1 on each redelivery
+  // 1 on first delivery, and greater on every later delivery of the same
+  // published task. A task published twice (recovery) starts at 1 each time.
+  int attempt = 0;
   double deadline = 0.0;  // unix seconds; after it the task may be redelivered
-  // Why earlier deliveries ended (lease expiries, nack errors), "; "-joined.
-  // On a dead letter: why the task died.
+  // Why earlier deliveries ended, "; "-joined, as far as the message carries
+  // it (see the table above). On a dead letter: why the task died.
   std::string error;
 };
 
@@ -46,14 +79,6 @@ struct TaskLease {
 // coordinator) learns of it and can record the failure. RabbitMQ's
 // dead-letter exchange is the same idea.
 std::string dead_letter_queue(std::string_view queue);
-
-struct QueueCounts {
-  std::int64_t queued = 0;  // waiting for a worker
-  std::int64_t leased = 0;  // held by a worker (including expired, not yet redelivered)
-  std::int64_t done = 0;    // acked
-  std::int64_t dead = 0;    // failed for good (nack without requeue, or max attempts);
-                            // each also sits in dead_letter_queue(queue) until taken
-};
 
 struct TaskQueueOptions {
   // Deliveries per task; a task that would need one more goes to dead.
@@ -68,38 +93,42 @@ class TaskQueue {
  public:
   virtual ~TaskQueue() = default;
 
+  // Ids are the backend's, for logs and tests (SQLite: row ids; AMQP:
+  // publisher sequence numbers), in payload order.
   virtual std::int64_t publish(std::string_view queue, std::string_view payload) = 0;
-  // All tasks in one transaction; ids are returned in payload order.
+  // All tasks or none: one transaction, or publisher confirms for each.
   virtual std::vector<std::int64_t> publish_batch(std::string_view queue,
                                                   const std::vector<std::string>& payloads) = 0;
 
-  // Atomically takes the oldest available task (queued, or leased with an
-  // expired deadline); nullopt when none is available.
+  // Takes the oldest available task; nullopt when none is available now.
   virtual std::optional<TaskLease> lease(std::string_view queue, std::string_view worker_id,
                                          double lease_seconds) = 0;
-  // Moves the deadline to now + seconds (and updates lease.deadline). False
-  // when the lease was lost: the task was redelivered, acked or dropped.
+  // Keeps the lease for `seconds` more (and updates lease.deadline). False
+  // when it was lost: the task was redelivered, acked or dropped.
   virtual bool extend(TaskLease& lease, double seconds) = 0;
   // Marks the task done. False when the lease is no longer ours (the task
   // was redelivered to another worker); the caller must then not count it.
   virtual bool ack(const TaskLease& lease) = 0;
-  // Gives the task back: requeue=true makes it available again (or dead once
-  // max_attempts is reached); requeue=false sends it to dead with `error`.
-  // False when the lease is no longer ours.
+  // Gives the task back: requeue=true makes it available again with
+  // attempt + 1 and `error` carried along (or dead once max_attempts is
+  // reached); requeue=false sends it to dead with `error`. False when the
+  // lease is no longer ours.
   virtual bool nack(const TaskLease& lease, bool requeue, std::string_view error) = 0;
 
   // Runs `work`, whose queue and store calls then commit together, once,
-  // when the store shares this queue's database (store::open_result_store(
-  // url, queue) on the same embedded file): one commit instead of one per
-  // call, for short trials. An exception from `work` undoes what shares the
-  // transaction. Other backends run `work` as it is, each call committing on
-  // its own, so `work` must be correct either way. A queue no store shares
-  // a connection with just runs `work` (a store opened separately on the same
-  // file would otherwise wait for this queue's write lock).
+  // when the store shares this queue's database (both opened by the same
+  // embedded URL: they share one connection through db::Connections): one
+  // commit instead of one per call, for short trials. An exception from
+  // `work` undoes what shares the transaction. Other backends run `work` as
+  // it is, each call committing on its own, so `work` must be correct
+  // either way.
   virtual void write_together(const std::function<void()>& work) { work(); }
 
-  virtual QueueCounts counts(std::string_view queue) = 0;
-  // Drops the queue's queued tasks (leased ones run to the end); returns how many.
+  // Tasks published to `queue` and not delivered now (AMQP: the queue's
+  // ready message count). Leased and done tasks are not counted: ask the
+  // store. A read: cheap enough to ask every tick before leasing.
+  virtual std::int64_t waiting(std::string_view queue) = 0;
+  // Drops the queue's waiting tasks (leased ones run to the end); returns how many.
   virtual std::int64_t cancel(std::string_view queue) = 0;
 };
 

@@ -152,7 +152,7 @@ std::int64_t ExperimentRunner::queue_depth() {
   for (const auto& e : store_.experiments()) {
     if (e.status != ExperimentStatus::running) continue;
 #ifdef DNNLAB_SERVER_WITH_COORDINATOR
-    depth += queue_.counts(experiment::queue_name(e.id)).queued;
+    depth += queue_.waiting(experiment::queue_name(e.id));
 #else
     depth += store_.trial_counts(e.id).queued;
 #endif

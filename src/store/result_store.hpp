@@ -62,6 +62,9 @@ struct ExperimentRecord {
   double created_at = 0.0;
   ExperimentStatus status = ExperimentStatus::running;
   nlohmann::json provenance = nlohmann::json::object();
+  // The highest trial index whose task the coordinator knows it published
+  // (set_published); -1: none. Recovery republishes queued trials above it.
+  std::int64_t published_index = -1;
 };
 
 // A trial to add: its place in the sweep and what to train.
@@ -170,13 +173,20 @@ class ResultStore {
   virtual void release_coordinator(std::int64_t experiment_id, std::string_view holder) = 0;
   // The holder of the experiment's unexpired coordinator lease, if any.
   virtual std::optional<std::string> coordinator(std::int64_t experiment_id) = 0;
+  // Records that the tasks of the trials up to `index` were published (it
+  // only ever rises). A coordinator taking over republishes the queued
+  // trials above it: the queue cannot say which tasks it holds.
+  virtual void set_published(std::int64_t experiment_id, std::int64_t index) = 0;
 
   // ---- trials ----
   // All trials in one transaction; ids in input order. Throws on a duplicate index.
   virtual std::vector<std::int64_t> add_trials(std::int64_t experiment_id,
                                                const std::vector<NewTrial>& trials) = 0;
   // Starts (or restarts, for a redelivery) a trial. False, changing nothing,
-  // when the trial already ended or `attempt` is older than its current one.
+  // when the trial already ended, `attempt` is older than its current one,
+  // or the trial runs `attempt` already on another worker: a task delivered
+  // twice with one attempt (published twice by a recovery) runs once. The
+  // same (attempt, worker) again is true: a retried call is harmless.
   virtual bool mark_running(std::int64_t trial_id, int attempt, std::string_view worker_id,
                             const nlohmann::json& provenance = nlohmann::json::object()) = 0;
   // Idempotent by (trial, attempt, epoch). False, changing nothing, when

@@ -12,7 +12,7 @@
 namespace dnnlab::store {
 namespace {
 
-constexpr std::array<sqlite::Migration, 5> kMigrations{{
+constexpr std::array<sqlite::Migration, 6> kMigrations{{
     {1, R"sql(
 CREATE TABLE experiments (
   id         INTEGER PRIMARY KEY,
@@ -162,6 +162,11 @@ CREATE TABLE coordinator_leases (
     {5, R"sql(
 ALTER TABLE trials ADD COLUMN provisional INTEGER NOT NULL DEFAULT 0;
 )sql"},
+    // How far the coordinator knows its tasks were published: recovery
+    // reads the store, not the queue's counts (AMQP has none).
+    {6, R"sql(
+ALTER TABLE experiments ADD COLUMN published_index INTEGER NOT NULL DEFAULT -1;
+)sql"},
 }};
 
 // TrialQuery.sort_by name -> column. The only strings ever spliced into SQL.
@@ -219,7 +224,8 @@ constexpr std::string_view kTrialColumns =
     "provisional";
 
 constexpr std::string_view kExperimentColumns =
-    "id, name, spec_text, spec_hash, spec_path, method, created_at, status, provenance";
+    "id, name, spec_text, spec_hash, spec_path, method, created_at, status, provenance, "
+    "published_index";
 
 void check_id(std::int64_t id, const char* field) {
   if (id <= 0)
@@ -251,6 +257,7 @@ ExperimentRecord read_experiment(const sqlite::Statement& s) {
   e.created_at = s.column_double(6);
   e.status = parse_experiment_status(s.column_text(7));
   e.provenance = parse_stored_json(s.column_text(8));
+  e.published_index = s.column_int(9);
   return e;
 }
 
@@ -419,6 +426,15 @@ std::optional<std::string> SqliteResultStore::coordinator(std::int64_t experimen
   return s.column_text(0);
 }
 
+void SqliteResultStore::set_published(std::int64_t experiment_id, std::int64_t index) {
+  check_id(experiment_id, "experiment_id");
+  auto s = db_->prepare(
+      "UPDATE experiments SET published_index = max(published_index, ?2) WHERE id = ?1");
+  s.bind_int(1, experiment_id).bind_int(2, index);
+  s.run();
+  if (db_->changes() == 0) require_experiment(experiment_id);
+}
+
 // ---- trials ----
 
 std::vector<std::int64_t> SqliteResultStore::add_trials(std::int64_t experiment_id,
@@ -462,7 +478,8 @@ bool SqliteResultStore::mark_running(std::int64_t trial_id, int attempt, std::st
       "finished_at = NULL, train_loss = NULL, train_acc = NULL, val_loss = NULL, "
       "val_acc = NULL, test_acc = NULL, epochs_done = 0, seconds = 0, error = '', "
       "provenance = ?5, provisional = 0 "
-      "WHERE id = ?1 AND status IN ('queued', 'running') AND attempt <= ?2");
+      "WHERE id = ?1 AND (status = 'queued' AND attempt <= ?2 OR "
+      "status = 'running' AND (attempt < ?2 OR attempt = ?2 AND worker = ?3))");
   s.bind_int(1, trial_id).bind_int(2, attempt).bind_text(3, worker_id);
   s.bind_double(4, sqlite::unix_now()).bind_text(5, provenance.dump());
   s.run();

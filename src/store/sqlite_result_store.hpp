@@ -26,6 +26,7 @@ class SqliteResultStore final : public ResultStore {
                            double seconds) override;
   void release_coordinator(std::int64_t experiment_id, std::string_view holder) override;
   std::optional<std::string> coordinator(std::int64_t experiment_id) override;
+  void set_published(std::int64_t experiment_id, std::int64_t index) override;
 
   std::vector<std::int64_t> add_trials(std::int64_t experiment_id,
                                        const std::vector<NewTrial>& trials) override;
@@ -56,7 +57,7 @@ class SqliteResultStore final : public ResultStore {
   std::vector<EventRecord> events_since(std::int64_t after_id, std::int64_t limit) override;
   std::vector<EventRecord> events_of_type(std::string_view type) override;
 
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
  private:
   void require_experiment(std::int64_t experiment_id);

@@ -74,7 +74,7 @@ TEST(Migrations, QueueReopenKeepsTasks) {
   testing::TempDir dir;
   queue::open_task_queue(dir.url("q.db"))->publish("exp", "kept");
   auto q = queue::open_task_queue(dir.url("q.db"));
-  EXPECT_EQ(q->counts("exp").queued, 1);
+  EXPECT_EQ(q->waiting("exp"), 1);
   Database db(dir.file("q.db"));
   EXPECT_EQ(schema_version(db, "queue"), 1);
   auto mode = db.prepare("PRAGMA journal_mode");
@@ -115,7 +115,7 @@ TEST(Database, UsingAConnectionAcrossForkIsAnError) {
     return 1;
   });
   EXPECT_EQ(codes.at(0), 0);
-  EXPECT_EQ(q->counts("exp").queued, 0);
+  EXPECT_EQ(q->waiting("exp"), 0);
 }
 
 TEST(Database, UnopenablePathNamesIt) {

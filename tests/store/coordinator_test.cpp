@@ -154,6 +154,34 @@ TEST(Coordinator, OneTrialThatFinishedIsEnoughToFinish) {
   EXPECT_EQ(b.store->experiment(exp)->status, store::ExperimentStatus::finished);
 }
 
+// A coordinator killed between storing trials and publishing their tasks:
+// the queue cannot say what it holds, so the next one republishes the
+// queued trials above the store's published mark, and nothing below it.
+TEST(Coordinator, RecoveryRepublishesWhatTheStoreDoesNotKnowWasPublished) {
+  testing::TempDir dir;
+  auto b = experiment::open_backends(dir.url("q.db"), dir.url("s.db"));  // no shared commit
+  const auto exp = experiment::Coordinator::submit(
+      *b.store, *b.queue, sweep_yaml("grid", "", kTenPoints), "recover.yaml");
+  std::vector<store::NewTrial> rows;
+  for (int i = 0; i < 4; ++i) rows.push_back({i, "{\"w\": 4, \"lr\": 0.1}", 1u + i});
+  const auto ids = b.store->add_trials(exp, rows);
+  // Tasks of trials 0 and 1 were published and marked; 2 and 3 were lost.
+  for (int i = 0; i < 2; ++i)
+    b.queue->publish(experiment::queue_name(exp), experiment::encode_task({exp, ids[i], i}));
+  b.store->set_published(exp, 1);
+  {
+    experiment::Coordinator c(*b.store, *b.queue, exp);
+    EXPECT_EQ(b.queue->waiting(experiment::queue_name(exp)), 4) << "2 and 3 republished, once";
+    EXPECT_EQ(b.store->experiment(exp)->published_index, 3);
+  }
+  experiment::Coordinator again(*b.store, *b.queue, exp);
+  EXPECT_EQ(b.queue->waiting(experiment::queue_name(exp)), 4) << "nothing republished twice";
+  std::set<std::int64_t> seen;
+  while (auto lease = b.queue->lease(experiment::queue_name(exp), "w", 30))
+    seen.insert(experiment::decode_task(lease->payload).trial_id);
+  EXPECT_EQ(seen, std::set<std::int64_t>(ids.begin(), ids.end()));
+}
+
 TEST(CoordinatorLease, TheStoreGivesAnExperimentToOneHolderAtATime) {
   testing::TempDir dir;
   auto store = store::open_result_store(dir.url("dnnlab.db"));

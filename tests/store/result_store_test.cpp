@@ -158,6 +158,31 @@ TEST_F(ResultStoreTest, StaleAttemptIsIgnored) {
   EXPECT_DOUBLE_EQ(*t->metrics.val_acc, 0.8);
 }
 
+// A task published twice (a coordinator's recovery republishes) is delivered
+// twice with one attempt: the second worker must not run the trial again,
+// while the first worker's retried call is harmless.
+TEST_F(ResultStoreTest, OneAttemptRunsOnOneWorkerOnly) {
+  auto id = add(1)[0];
+  ASSERT_TRUE(store_->mark_running(id, 1, "w1"));
+  EXPECT_FALSE(store_->mark_running(id, 1, "w2")) << "a duplicate task";
+  EXPECT_TRUE(store_->mark_running(id, 1, "w1")) << "the holder's retry";
+  EXPECT_EQ(store_->trial(id)->worker, "w1");
+  EXPECT_TRUE(store_->mark_running(id, 2, "w2")) << "a redelivery is newer";
+  EXPECT_TRUE(store_->finish_trial(id, 2, TrialStatus::finished, {}));
+  EXPECT_FALSE(store_->mark_running(id, 3, "w3")) << "ended";
+  std::int64_t started = 0;
+  for (const auto& e : store_->events_since(0, 100)) started += e.type == "trial.started";
+  EXPECT_EQ(started, 2) << "one event per start, none for the retry";
+}
+
+TEST_F(ResultStoreTest, PublishedMarkOnlyRises) {
+  EXPECT_EQ(store_->experiment(exp_)->published_index, -1);
+  store_->set_published(exp_, 7);
+  store_->set_published(exp_, 3);
+  EXPECT_EQ(store_->experiment(exp_)->published_index, 7);
+  EXPECT_THROW(store_->set_published(exp_ + 100, 1), std::invalid_argument);
+}
+
 TEST_F(ResultStoreTest, RecordEpochIsIdempotentAndLaterAttemptsReplaceTheCurve) {
   auto id = add(1)[0];
   EXPECT_FALSE(store_->record_epoch(id, 1, at_epoch(1))) << "not running yet";
@@ -375,6 +400,7 @@ TEST_F(ResultStoreTest, CountsOfAVersion2FileAreRebuiltOnOpen) {
                            "DROP TRIGGER trial_uncounted; DROP TABLE trial_counts; "
                            "ALTER TABLE trials DROP COLUMN provisional; "
                            "DROP TABLE coordinator_leases; "
+                           "ALTER TABLE experiments DROP COLUMN published_index; "
                            "UPDATE schema_version SET version = 2 WHERE component = 'store'",
                            nullptr, nullptr, nullptr),
               SQLITE_OK);

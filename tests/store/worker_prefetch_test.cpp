@@ -41,7 +41,7 @@ search:
   auto id = experiment::Coordinator::submit(*b.store, *b.queue, yaml, "prefetch.yaml");
   experiment::Coordinator c(*b.store, *b.queue, id);
   c.tick();
-  EXPECT_EQ(b.queue->counts(experiment::queue_name(id)).queued, kTrials);
+  EXPECT_EQ(b.queue->waiting(experiment::queue_name(id)), kTrials);
   return id;
 }
 
@@ -59,9 +59,9 @@ void expect_each_trial_ended_once(const std::string& url, std::int64_t exp) {
   auto counts = b.store->trial_counts(exp);
   EXPECT_EQ(counts.finished, kTrials);
   EXPECT_EQ(counts.total(), kTrials);
-  auto q = b.queue->counts(experiment::queue_name(exp));
-  EXPECT_EQ(q.done, kTrials);
-  EXPECT_EQ(q.queued + q.leased + q.dead, 0);
+  EXPECT_EQ(b.queue->waiting(experiment::queue_name(exp)), 0);
+  EXPECT_EQ(b.queue->waiting(queue::dead_letter_queue(experiment::queue_name(exp))), 0);
+  EXPECT_FALSE(b.queue->lease(experiment::queue_name(exp), "late", 10)) << "every task acked";
 }
 
 TEST(WorkerPrefetch, StoppedWorkerGivesItsLeasedTrialsBack) {
@@ -86,9 +86,8 @@ TEST(WorkerPrefetch, StoppedWorkerGivesItsLeasedTrialsBack) {
   EXPECT_EQ(counts.finished, ended.load());
   EXPECT_EQ(counts.queued + counts.finished, kTrials);
   auto queue = queue::open_task_queue(url);
-  auto q = queue->counts(experiment::queue_name(exp));
-  EXPECT_EQ(q.leased, 0);
-  EXPECT_EQ(q.queued, counts.queued);
+  EXPECT_EQ(queue->waiting(experiment::queue_name(exp)), counts.queued)
+      << "every unended trial's task waits again: none is left leased";
 
   EXPECT_EQ(worker::run_worker(options(url, exp, "w-rest")), counts.queued);
   expect_each_trial_ended_once(url, exp);
