@@ -10,6 +10,7 @@
 #include "nn/kernels.hpp"
 #include "nn/safetensors.hpp"
 #include "spec/run_spec.hpp"
+#include "worker/thread_pool.hpp"
 #include "worker/training_run.hpp"
 
 namespace dnnlab::cli {
@@ -20,6 +21,7 @@ struct TrainOptions {
   std::string out_dir = ".";
   std::string data_dir;
   std::string kernels = "auto";
+  int threads = 1;  // threads per batch for the conv kernels (nn/parallel.hpp)
   // Spec fields given as flags, kept as typed: the spec reader checks them
   // like the file's own values.
   std::vector<spec::Override> overrides;
@@ -36,6 +38,8 @@ int run_train(const TrainOptions& o) {
   if (!nn::select_kernels(o.kernels))
     throw std::invalid_argument("--kernels: '" + o.kernels + "' is not available on this CPU");
   nn::RunSpec spec = spec::load_run_spec(o.spec_path, o.overrides);
+  // The same bits on any thread count: the kernels split work by shape only.
+  worker::ParallelScope threads(o.threads);
   // What is trained, overrides included: `dnnlab train` on this text repeats the run.
   spec.source = spec::to_yaml(spec);
 
@@ -106,6 +110,10 @@ Command add_train(CLI::App& app) {
   override_flag("--limit-train", "data.limit_train",
                 "Use only this many training samples (data.limit_train; 0: all)");
   c->add_option("--kernels", o->kernels, "Kernel target: auto, avx512, avx2, scalar")
+      ->capture_default_str();
+  c->add_option("--threads", o->threads,
+                 "Threads per batch for the conv kernels (results are identical for any count)")
+      ->check(CLI::Range(1, 256))
       ->capture_default_str();
   c->add_flag("-q,--quiet", o->quiet, "Print only the final accuracies");
   return [o] { return run_train(*o); };

@@ -7,6 +7,10 @@
 //   // Y[m,n] = relu(X[m,k] * W[k,n] + b[n])
 //   dnnlab::nn::Epilogue ep{b, dnnlab::nn::Act::kRelu};
 //   k.sgemm(Trans::kNo, Trans::kNo, m, n, kk, 1.f, X, kk, W, n, 0.f, Y, n, &ep);
+//
+//   // NCHW convolution: 64 images of 3x32x32, 32 filters of 5x5, padding 2.
+//   dnnlab::nn::ConvShape cs{64, 3, 32, 32, 32, 5, 5, 1, 1, 2, 2};
+//   k.conv2d_forward(cs, x, w, bias, Act::kRelu, 0.f, y);  // y: [64, 32, 32, 32]
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +54,32 @@ struct AdamParams {
   int64_t step = 1;        // 1-based step count, for bias correction
 };
 
+// NCHW convolution geometry (dilation 1, groups 1): x [n, c, h, w], filters
+// w [k, c, kh, kw], y [n, k, out_h(), out_w()]. Padding is zeros.
+struct ConvShape {
+  int n = 1, c = 1, h = 1, w = 1;  // input batch, channels, height, width
+  int k = 1;                       // output channels (filters)
+  int kh = 1, kw = 1;              // kernel
+  int sh = 1, sw = 1;              // stride
+  int ph = 0, pw = 0;              // zero padding on each side
+  int out_h() const { return (h + 2 * ph - kh) / sh + 1; }
+  int out_w() const { return (w + 2 * pw - kw) / sw + 1; }
+  // Rows of the im2col matrix: the fan-in of one output.
+  int patch() const { return c * kh * kw; }
+};
+
+// NCHW pooling geometry: x [n, c, h, w] -> y [n, c, out_h(), out_w()].
+// Padded positions never win a max; an average divides by kh * kw, padding
+// included (PyTorch's count_include_pad default). GlobalAvgPool is kAvg with
+// the window the whole plane.
+enum class Pool : uint8_t { kMax, kAvg };
+struct PoolShape {
+  int n = 1, c = 1, h = 1, w = 1;
+  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  int out_h() const { return (h + 2 * ph - kh) / sh + 1; }
+  int out_w() const { return (w + 2 * pw - kw) / sw + 1; }
+};
+
 struct Kernels {
   const char* name;  // "avx512", "avx2", "wasm-simd128", "scalar"
 
@@ -86,6 +116,25 @@ struct Kernels {
   // One fused optimizer step over n parameters. v / m are optimizer state.
   void (*sgd_step)(float* w, const float* g, float* v, size_t n, const SgdParams& p);
   void (*adam_step)(float* w, const float* g, float* m, float* v, size_t n, const AdamParams& p);
+
+  // Convolution (see ConvShape). Work is split over images (and, for the
+  // filter gradient, fixed image chunks) through nn::parallel_for
+  // (nn/parallel.hpp); the split never depends on the thread count, so the
+  // results are the same bits for any number of threads.
+  // y = act(conv(x, w) + bias[k]); bias may be null.
+  void (*conv2d_forward)(const ConvShape& s, const float* x, const float* w, const float* bias,
+                         Act act, float alpha, float* y);
+  // dx = the gradient of the input given dy (already through the activation).
+  void (*conv2d_backward_data)(const ConvShape& s, const float* w, const float* dy, float* dx);
+  // dw (+)= the filter gradient, db (+)= sum of dy per channel (db may be null).
+  void (*conv2d_backward_filter)(const ConvShape& s, const float* x, const float* dy, float* dw,
+                                 float* db, bool accumulate);
+  // Pooling (see PoolShape). A max pool writes each output's winning input
+  // index within its plane (h * w + col) to argmax; an average pool ignores it.
+  void (*pool2d_forward)(Pool kind, const PoolShape& s, const float* x, float* y, int32_t* argmax);
+  // dx = the input gradient (overwritten), from dy and the forward's argmax.
+  void (*pool2d_backward)(Pool kind, const PoolShape& s, const float* dy, const int32_t* argmax,
+                          float* dx);
 };
 
 // The best table this CPU supports (or the one named by select_kernels()).

@@ -75,8 +75,16 @@ TEST(TrainCmd, UnknownFlagAndHelp) {
   Result h = run("train --help");
   EXPECT_EQ(h.code, 0);
   for (const char* flag : {"--out", "--epochs", "--seed", "--data", "--batch-size", "--lr",
-                           "--limit-train", "--kernels", "--quiet"})
+                           "--limit-train", "--kernels", "--threads", "--quiet"})
     EXPECT_NE(h.out.find(flag), std::string::npos) << flag << " is not documented";
+}
+
+TEST(TrainCmd, ThreadsOutOfRangeNamesTheFlag) {
+  for (const char* bad : {"0", "-2", "257", "two"}) {
+    Result r = run(std::string("train x.yaml --threads ") + bad);
+    EXPECT_NE(r.code, 0) << bad;
+    EXPECT_NE(r.err.find("--threads"), std::string::npos) << bad << ": " << r.err;
+  }
 }
 
 TEST(TrainCmd, MissingDataDirectory) {

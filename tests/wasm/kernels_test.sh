@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/nn/kernels_test.cpp built with em++ against each wasm kernel table
+# tests/nn/kernels_test.cpp and conv_test.cpp built with em++ against each wasm kernel table
 # (SIMD128 and relaxed SIMD) and run under node: the wasm GEMM and the other
 # kernels against the scalar reference on every awkward shape the native
 # tables are checked on. Each binary must actually run its wasm table.
@@ -20,11 +20,14 @@ run() {  # run NAME TABLE [node flags...]
   # The table this binary links ran (its tests were not all skipped). A here
   # string, not a pipe: grep -q exits at the first match, and under pipefail
   # the SIGPIPE that echo then gets made this check fail now and then.
-  if ! grep -q "^\[       OK \] Kernel/KernelTarget\..*/${table//-/_}\b" <<<"$out"; then
-    echo "$out"
-    echo "kernels_test.sh: $name ran no test of $table" >&2
-    exit 1
-  fi
+  local suite
+  for suite in Kernel/KernelTarget Conv/ConvTarget; do
+    if ! grep -q "^\[       OK \] ${suite}\..*/${table//-/_}\b" <<<"$out"; then
+      echo "$out"
+      echo "kernels_test.sh: $name ran no $suite test of $table" >&2
+      exit 1
+    fi
+  done
 }
 run kernels_test_wasm wasm-simd128
 flag=--experimental-wasm-relaxed-simd

@@ -7,6 +7,7 @@
 
 #include "nn/kernels.hpp"
 #include "nn/kernels/targets.hpp"
+#include "nn/parallel.hpp"
 
 namespace dnnlab::nn {
 namespace {
@@ -68,6 +69,21 @@ float* gemm_scratch(size_t floats) {
   // 64-byte alignment keeps packed panels on cache-line boundaries.
   auto addr = reinterpret_cast<uintptr_t>(buf.get());
   return reinterpret_cast<float*>((addr + 63) & ~uintptr_t(63));
+}
+
+float* conv_scratch(ConvScratch slot, size_t floats) {
+  thread_local std::unique_ptr<float[]> buf[kConvScratchSlots];
+  thread_local size_t capacity[kConvScratchSlots] = {};
+  if (capacity[slot] < floats) {
+    buf[slot].reset(new float[floats + 16]);
+    capacity[slot] = floats;
+  }
+  auto addr = reinterpret_cast<uintptr_t>(buf[slot].get());
+  return reinterpret_cast<float*>((addr + 63) & ~uintptr_t(63));
+}
+
+void parallel_items(int n, void (*body)(void* ctx, int item), void* ctx) {
+  parallel_for(n, [body, ctx](int i) { body(ctx, i); });
 }
 
 }  // namespace kernels_detail

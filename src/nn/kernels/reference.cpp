@@ -1,6 +1,8 @@
 // The scalar reference kernels: plain, obviously-correct loops that every
 // SIMD target is tested against. Speed does not matter here; clarity does.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "nn/kernels.hpp"
 #include "nn/kernels/targets.hpp"
@@ -190,14 +192,172 @@ void ref_adam_step(float* w, const float* g, float* m, float* v, size_t n, const
   }
 }
 
+// Convolution and pooling as direct loops over the definition, accumulating
+// in double: no im2col, no GEMM, so a bug in either shows as a mismatch.
+void ref_conv2d_forward(const ConvShape& s, const float* x, const float* w, const float* bias,
+                        Act act, float alpha, float* y) {
+  const int oh_n = s.out_h(), ow_n = s.out_w();
+  for (int n = 0; n < s.n; ++n) {
+    for (int o = 0; o < s.k; ++o) {
+      for (int oh = 0; oh < oh_n; ++oh) {
+        for (int ow = 0; ow < ow_n; ++ow) {
+          double acc = bias ? double(bias[o]) : 0.0;
+          for (int c = 0; c < s.c; ++c) {
+            for (int i = 0; i < s.kh; ++i) {
+              const int ih = oh * s.sh - s.ph + i;
+              if (ih < 0 || ih >= s.h) continue;
+              for (int j = 0; j < s.kw; ++j) {
+                const int iw = ow * s.sw - s.pw + j;
+                if (iw < 0 || iw >= s.w) continue;
+                acc += double(w[((size_t(o) * s.c + c) * s.kh + i) * s.kw + j]) *
+                       double(x[((size_t(n) * s.c + c) * s.h + ih) * s.w + iw]);
+              }
+            }
+          }
+          y[((size_t(n) * s.k + o) * oh_n + oh) * ow_n + ow] = ref_act(act, alpha, float(acc));
+        }
+      }
+    }
+  }
+}
+
+void ref_conv2d_backward_data(const ConvShape& s, const float* w, const float* dy, float* dx) {
+  const int oh_n = s.out_h(), ow_n = s.out_w();
+  std::vector<double> acc(size_t(s.n) * s.c * s.h * s.w, 0.0);
+  for (int n = 0; n < s.n; ++n) {
+    for (int o = 0; o < s.k; ++o) {
+      for (int oh = 0; oh < oh_n; ++oh) {
+        for (int ow = 0; ow < ow_n; ++ow) {
+          const double g = dy[((size_t(n) * s.k + o) * oh_n + oh) * ow_n + ow];
+          for (int c = 0; c < s.c; ++c) {
+            for (int i = 0; i < s.kh; ++i) {
+              const int ih = oh * s.sh - s.ph + i;
+              if (ih < 0 || ih >= s.h) continue;
+              for (int j = 0; j < s.kw; ++j) {
+                const int iw = ow * s.sw - s.pw + j;
+                if (iw < 0 || iw >= s.w) continue;
+                acc[((size_t(n) * s.c + c) * s.h + ih) * s.w + iw] +=
+                    g * double(w[((size_t(o) * s.c + c) * s.kh + i) * s.kw + j]);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  for (size_t q = 0; q < acc.size(); ++q) dx[q] = float(acc[q]);
+}
+
+void ref_conv2d_backward_filter(const ConvShape& s, const float* x, const float* dy, float* dw,
+                                float* db, bool accumulate) {
+  const int oh_n = s.out_h(), ow_n = s.out_w();
+  for (int o = 0; o < s.k; ++o) {
+    for (int c = 0; c < s.c; ++c) {
+      for (int i = 0; i < s.kh; ++i) {
+        for (int j = 0; j < s.kw; ++j) {
+          double acc = 0.0;
+          for (int n = 0; n < s.n; ++n) {
+            for (int oh = 0; oh < oh_n; ++oh) {
+              const int ih = oh * s.sh - s.ph + i;
+              if (ih < 0 || ih >= s.h) continue;
+              for (int ow = 0; ow < ow_n; ++ow) {
+                const int iw = ow * s.sw - s.pw + j;
+                if (iw < 0 || iw >= s.w) continue;
+                acc += double(dy[((size_t(n) * s.k + o) * oh_n + oh) * ow_n + ow]) *
+                       double(x[((size_t(n) * s.c + c) * s.h + ih) * s.w + iw]);
+              }
+            }
+          }
+          float& out = dw[((size_t(o) * s.c + c) * s.kh + i) * s.kw + j];
+          out = accumulate ? out + float(acc) : float(acc);
+        }
+      }
+    }
+    if (db) {
+      double acc = 0.0;
+      for (int n = 0; n < s.n; ++n) {
+        for (int q = 0; q < oh_n * ow_n; ++q) acc += dy[(size_t(n) * s.k + o) * oh_n * ow_n + q];
+      }
+      db[o] = accumulate ? db[o] + float(acc) : float(acc);
+    }
+  }
+}
+
+void ref_pool2d_forward(Pool kind, const PoolShape& s, const float* x, float* y, int32_t* argmax) {
+  const int oh_n = s.out_h(), ow_n = s.out_w();
+  for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane) {
+    const float* xp = x + plane * s.h * s.w;
+    for (int oh = 0; oh < oh_n; ++oh) {
+      for (int ow = 0; ow < ow_n; ++ow) {
+        double sum = 0.0;
+        int best = -1;
+        for (int i = 0; i < s.kh; ++i) {
+          for (int j = 0; j < s.kw; ++j) {
+            const int ih = oh * s.sh - s.ph + i, iw = ow * s.sw - s.pw + j;
+            if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) continue;
+            const int q = ih * s.w + iw;
+            sum += xp[q];
+            if (best < 0 || xp[q] > xp[best]) best = q;  // the first of equals wins
+          }
+        }
+        const size_t out = plane * oh_n * ow_n + size_t(oh) * ow_n + ow;
+        if (kind == Pool::kMax) {
+          y[out] = xp[best];
+          argmax[out] = best;
+        } else {
+          y[out] = float(sum / (s.kh * s.kw));
+        }
+      }
+    }
+  }
+}
+
+void ref_pool2d_backward(Pool kind, const PoolShape& s, const float* dy, const int32_t* argmax,
+                         float* dx) {
+  const int oh_n = s.out_h(), ow_n = s.out_w();
+  std::vector<double> acc(size_t(s.h) * s.w);
+  for (size_t plane = 0; plane < size_t(s.n) * s.c; ++plane) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int oh = 0; oh < oh_n; ++oh) {
+      for (int ow = 0; ow < ow_n; ++ow) {
+        const size_t out = plane * oh_n * ow_n + size_t(oh) * ow_n + ow;
+        if (kind == Pool::kMax) {
+          acc[argmax[out]] += dy[out];
+          continue;
+        }
+        for (int i = 0; i < s.kh; ++i) {
+          for (int j = 0; j < s.kw; ++j) {
+            const int ih = oh * s.sh - s.ph + i, iw = ow * s.sw - s.pw + j;
+            if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) continue;
+            acc[size_t(ih) * s.w + iw] += double(dy[out]) / (s.kh * s.kw);
+          }
+        }
+      }
+    }
+    for (size_t q = 0; q < acc.size(); ++q) dx[plane * s.h * s.w + q] = float(acc[q]);
+  }
+}
+
 }  // namespace
 
 // spmm_max_density 0: layers on the reference table always run sgemm, so
 // tests comparing a target with it compare the sparse path with the dense.
-const Kernels kScalarKernels = {
-    "scalar",      ref_sgemm,       ref_spmm,         0.f,         compress_rows_scalar,
-    ref_transpose, ref_act_forward, ref_act_backward, ref_col_sum, ref_sgd_step,
-    ref_adam_step};
+const Kernels kScalarKernels = {"scalar",
+                                ref_sgemm,
+                                ref_spmm,
+                                0.f,
+                                compress_rows_scalar,
+                                ref_transpose,
+                                ref_act_forward,
+                                ref_act_backward,
+                                ref_col_sum,
+                                ref_sgd_step,
+                                ref_adam_step,
+                                ref_conv2d_forward,
+                                ref_conv2d_backward_data,
+                                ref_conv2d_backward_filter,
+                                ref_pool2d_forward,
+                                ref_pool2d_backward};
 
 }  // namespace kernels_detail
 

@@ -31,4 +31,16 @@ namespace dnnlab::nn::kernels_detail {
 // no allocation per call. Lives in dispatch.cpp so it is compiled with
 // baseline flags.
 float* gemm_scratch(size_t floats);
+
+// Conv work space for the calling thread, one buffer per slot (an item's
+// im2col matrix, a caller's per-chunk partial sums), allocated on first use
+// and kept like gemm_scratch.
+enum ConvScratch : int { kConvCol = 0, kConvPartials = 1, kConvScratchSlots = 2 };
+float* conv_scratch(ConvScratch slot, size_t floats);
+
+// nn::parallel_for (nn/parallel.hpp) behind a plain function pointer: target
+// code must not instantiate std::function (its inline members would be
+// shared by every target's object and the linker keeps one, whichever flags
+// it was built with). Runs body(ctx, i) for i in [0, n).
+void parallel_items(int n, void (*body)(void* ctx, int item), void* ctx);
 }  // namespace dnnlab::nn::kernels_detail
