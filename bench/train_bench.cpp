@@ -59,7 +59,7 @@ nn::ModelSpec mlp(const std::vector<int64_t>& hidden) {
   auto layer = [](const char* type, int64_t units) {
     nn::LayerSpec l;
     l.type = type;
-    l.units = units;
+    if (units) l.attrs.num["units"] = static_cast<double>(units);
     return l;
   };
   for (int64_t w : hidden) {

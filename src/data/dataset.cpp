@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <array>
+#include <cassert>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -151,8 +152,9 @@ Split make_split(const RawSplit& raw, const int64_t* rows, int64_t n, const floa
                  bool keep_raw, nn::Tensor storage) {
   Split s;
   const int64_t f = raw.features;
+  assert(f == kImageSide * kImageSide);
   s.x = std::move(storage);
-  s.x.resize(nn::Shape{n, f});
+  s.x.resize(nn::Shape{n, 1, kImageSide, kImageSide});  // f == 28 * 28, checked on reading
   s.y.resize(static_cast<size_t>(n));
   if (keep_raw) s.raw.resize(static_cast<size_t>(n * f));
   float* dst = s.x.data();
@@ -298,10 +300,10 @@ Dataset load(const LoadOptions& opt) {
         dims[0] * dims[1] * dims[2] <= 1032 * disk && dims[1] * dims[2] == test.features) {
       int64_t n_train = dims[0] - opt.validation;
       if (opt.limit_train > 0 && opt.limit_train < n_train) n_train = opt.limit_train;
-      train_x.resize(nn::Shape{n_train, test.features});
-      val_x.resize(nn::Shape{opt.validation, test.features});
+      train_x.resize(nn::Shape{n_train, 1, kImageSide, kImageSide});
+      val_x.resize(nn::Shape{opt.validation, 1, kImageSide, kImageSide});
     }
-    test_x.resize(nn::Shape{test.count, test.features});
+    test_x.resize(nn::Shape{test.count, 1, kImageSide, kImageSide});
   } catch (...) {
     train_future.wait();
     throw;
@@ -309,7 +311,9 @@ Dataset load(const LoadOptions& opt) {
   RawSplit train = train_future.get();
   if (test.features != train.features)  // unreachable while both must be 28x28
     throw DataError(paths[2], 8, "test images differ in size from train images");
-  ds.sample_shape = nn::Shape{train.features};
+  // Images keep their shape end to end ([channels, height, width]); Dense
+  // flattens whatever it gets, convolutions need it.
+  ds.sample_shape = nn::Shape{1, kImageSide, kImageSide};
 
   if (opt.validation < 0 || opt.validation >= train.count)
     throw DataError(paths[0], -1,

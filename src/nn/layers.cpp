@@ -1,4 +1,5 @@
-// Built-in layers: Dense (with fused activation), activations, Softmax, Dropout.
+// Built-in layers: Dense (with fused activation), activations, Softmax,
+// Dropout, Flatten, BatchNorm, Add, Concat.
 #include "nn/layers.hpp"
 
 #include <algorithm>
@@ -8,17 +9,31 @@
 namespace dnnlab::nn {
 
 void Layer::bind(const Shape& in, Rng* rng, const SpecLocation& where) {
+  bind(std::span<const Shape>(&in, 1), rng, where);
+}
+
+void Layer::bind(std::span<const Shape> ins, Rng* rng, const SpecLocation& where) {
+  if (!multi_input() && ins.size() != 1)
+    throw SpecError(where, "inputs",
+                    std::string(type_) + " takes one input, got " + std::to_string(ins.size()));
+  if (multi_input() && ins.size() < 2)
+    throw SpecError(
+        where, "inputs",
+        std::string(type_) + " takes two or more inputs, got " + std::to_string(ins.size()));
   const ShapeContract c = contract();
-  const int rank = in.rank;
-  if (rank < c.min_rank || rank > c.max_rank)
-    throw SpecError(where, type_,
-                    "takes inputs of " + std::to_string(c.min_rank) + ".." +
-                        std::to_string(c.max_rank) + " dimensions per sample, got " + in.str());
-  for (int i = 0; i < rank; ++i)
-    if (in[i] <= 0)
-      throw SpecError(where, type_, "input shape " + in.str() + " has an empty dimension");
-  in_ = in;
-  out_ = infer(in, where);
+  for (const Shape& in : ins) {
+    const int rank = in.rank;
+    if (rank < c.min_rank || rank > c.max_rank)
+      throw SpecError(where, type_,
+                      "takes inputs of " + std::to_string(c.min_rank) + ".." +
+                          std::to_string(c.max_rank) + " dimensions per sample, got " + in.str());
+    for (int i = 0; i < rank; ++i)
+      if (in[i] <= 0)
+        throw SpecError(where, type_, "input shape " + in.str() + " has an empty dimension");
+  }
+  ins_.assign(ins.begin(), ins.end());
+  in_ = ins[0];
+  out_ = infer_n(ins, where);
   if (rng) init_params(*rng);
 }
 
@@ -106,19 +121,27 @@ void Dense::backward(const TensorView& x, const TensorView& y, const TensorView&
   // can be the sparse one: x (after a ReLU, or a sparse image) directly, or
   // dy (masked by this layer's ReLU) as dW^T = dy^T x, transposed back.
   float* dw = weight_.grad.data();
+  const float beta = accumulate_grads() ? 1.f : 0.f;
   // dy's density matters unless x already serves dW and there is no dx.
   const bool dy_sparse = (!x_sparse_ || dx.data()) && use_spmm(kn, dy.data(), m, n, n, k);
   if (x_sparse_) {  // x is the forward's x: its density was counted there
-    kn.spmm(sparse_.from_cols(kn, x.data(), m, k, k), n, dy.data(), n, 0.f, dw, n, nullptr);
+    kn.spmm(sparse_.from_cols(kn, x.data(), m, k, k), n, dy.data(), n, beta, dw, n, nullptr);
   } else if (dy_sparse) {
-    scratch_.resize(size_t(n) * k);
+    scratch_.resize(size_t(n) * k * (beta != 0.f ? 2 : 1));
     kn.spmm(sparse_.from_cols(kn, dy.data(), m, n, n), k, x.data(), k, 0.f, scratch_.data(), k,
             nullptr);
-    kn.transpose(scratch_.data(), n, k, k, dw, n);
+    if (beta == 0.f) {
+      kn.transpose(scratch_.data(), n, k, k, dw, n);
+    } else {  // accumulating: transpose aside, then add
+      float* t = scratch_.data() + size_t(n) * k;
+      kn.transpose(scratch_.data(), n, k, k, t, n);
+      for (size_t i = 0, e = size_t(n) * k; i < e; ++i) dw[i] += t[i];
+    }
   } else {
-    kn.sgemm(Trans::kYes, Trans::kNo, k, n, m, 1.f, x.data(), k, dy.data(), n, 0.f, dw, n, nullptr);
+    kn.sgemm(Trans::kYes, Trans::kNo, k, n, m, 1.f, x.data(), k, dy.data(), n, beta, dw, n,
+             nullptr);
   }
-  if (has_bias_) kn.col_sum(dy.data(), m, n, n, bias_.grad.data(), false);
+  if (has_bias_) kn.col_sum(dy.data(), m, n, n, bias_.grad.data(), beta != 0.f);
   if (!dx.data()) return;
   if (dy_sparse) {
     scratch_.resize(size_t(n) * k);
@@ -198,6 +221,184 @@ void Dropout::backward(const TensorView&, const TensorView&, const TensorView& d
     return;
   }
   for (int64_t i = 0; i < n; ++i) dx.data()[i] = dy.data()[i] * mask_.data()[i];
+}
+
+// ---- Flatten --------------------------------------------------------------
+
+void Flatten::forward(const TensorView& x, const TensorView& y, ForwardContext&) {
+  if (y.data() != x.data()) std::memcpy(y.data(), x.data(), sizeof(float) * x.numel());
+}
+
+void Flatten::backward(const TensorView&, const TensorView&, const TensorView& dy,
+                       const TensorView& dx) {
+  if (dx.data() && dx.data() != dy.data())
+    std::memcpy(dx.data(), dy.data(), sizeof(float) * dy.numel());
+}
+
+// ---- BatchNorm ------------------------------------------------------------
+
+void BatchNorm::init_params(Rng&) {
+  const int64_t c = channels();
+  auto make = [c](Param& p, const char* name, float v, bool trainable) {
+    p.name = name;
+    p.value.resize(Shape{c});
+    p.value.view().fill(v);
+    if (trainable) p.grad.resize(Shape{c});
+  };
+  make(gamma_, "weight", 1.f, true);
+  make(beta_, "bias", 0.f, true);
+  make(running_mean_, "running_mean", 0.f, false);
+  make(running_var_, "running_var", 1.f, false);
+}
+
+std::string BatchNorm::describe() const {
+  return "batchnorm " + in_shape().str() + " momentum " + std::to_string(momentum_);
+}
+
+// x viewed as [B, C, S]: channel c of sample b is the S values at (b*C + c)*S.
+void BatchNorm::forward(const TensorView& x, const TensorView& y, ForwardContext& ctx) {
+  const int64_t b = x.rows(), c = channels(), sp = positions();
+  mean_.assign(size_t(c), 0.f);
+  invstd_.assign(size_t(c), 0.f);
+  batch_stats_ = ctx.training;
+  const float* xd = x.data();
+  for (int64_t ch = 0; ch < c; ++ch) {
+    float mean, var;
+    if (ctx.training) {
+      double s = 0, s2 = 0;
+      for (int64_t i = 0; i < b; ++i) {
+        const float* p = xd + (i * c + ch) * sp;
+        for (int64_t j = 0; j < sp; ++j) s += p[j];
+      }
+      const double n = static_cast<double>(b * sp), m = s / n;
+      for (int64_t i = 0; i < b; ++i) {
+        const float* p = xd + (i * c + ch) * sp;
+        for (int64_t j = 0; j < sp; ++j) s2 += (p[j] - m) * (p[j] - m);
+      }
+      mean = static_cast<float>(m);
+      var = static_cast<float>(s2 / n);
+      const float unbiased = n > 1 ? static_cast<float>(s2 / (n - 1)) : var;
+      float& rm = running_mean_.value[ch];
+      float& rv = running_var_.value[ch];
+      rm = (1.f - momentum_) * rm + momentum_ * mean;
+      rv = (1.f - momentum_) * rv + momentum_ * unbiased;
+    } else {
+      mean = running_mean_.value[ch];
+      var = running_var_.value[ch];
+    }
+    const float is = 1.f / std::sqrt(var + eps_);
+    mean_[ch] = mean, invstd_[ch] = is;
+    const float g = gamma_.value[ch] * is, sh = beta_.value[ch] - mean * g;
+    for (int64_t i = 0; i < b; ++i) {
+      const float* p = xd + (i * c + ch) * sp;
+      float* q = y.data() + (i * c + ch) * sp;
+      for (int64_t j = 0; j < sp; ++j) q[j] = p[j] * g + sh;
+    }
+  }
+}
+
+void BatchNorm::backward(const TensorView& x, const TensorView&, const TensorView& dy,
+                         const TensorView& dx) {
+  const int64_t b = x.rows(), c = channels(), sp = positions();
+  const bool acc = accumulate_grads();
+  const float* xd = x.data();
+  const float* g = dy.data();
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const float m = mean_[ch], is = invstd_[ch];
+    double sdy = 0, sdyx = 0;  // sum dy, sum dy * xhat
+    for (int64_t i = 0; i < b; ++i) {
+      const int64_t o = (i * c + ch) * sp;
+      for (int64_t j = 0; j < sp; ++j) {
+        sdy += g[o + j];
+        sdyx += g[o + j] * (xd[o + j] - m) * is;
+      }
+    }
+    gamma_.grad[ch] = static_cast<float>(sdyx) + (acc ? gamma_.grad[ch] : 0.f);
+    beta_.grad[ch] = static_cast<float>(sdy) + (acc ? beta_.grad[ch] : 0.f);
+    if (!dx.data()) continue;
+    const float gi = gamma_.value[ch] * is;
+    const float n = static_cast<float>(b * sp);
+    // With batch statistics the mean and variance depend on x too:
+    // dx = gamma*invstd * (dy - mean(dy) - xhat * mean(dy * xhat)).
+    const float a = batch_stats_ ? static_cast<float>(sdy) / n : 0.f;
+    const float k = batch_stats_ ? static_cast<float>(sdyx) / n : 0.f;
+    for (int64_t i = 0; i < b; ++i) {
+      const int64_t o = (i * c + ch) * sp;
+      for (int64_t j = 0; j < sp; ++j) {
+        const float xh = (xd[o + j] - m) * is;
+        dx.data()[o + j] = gi * (g[o + j] - a - xh * k);
+      }
+    }
+  }
+}
+
+// ---- Add ------------------------------------------------------------------
+
+Shape Add::infer_n(std::span<const Shape> in, const SpecLocation& where) const {
+  for (const Shape& s : in)
+    if (!(s == in[0]))
+      throw SpecError(where, "inputs",
+                      "add needs inputs of one shape, got " + in[0].str() + " and " + s.str());
+  return in[0];
+}
+
+void Add::forward_n(std::span<const TensorView> xs, const TensorView& y, ForwardContext&) {
+  const int64_t n = y.numel();
+  float* o = y.data();
+  const float* a = xs[0].data();
+  const float* b = xs[1].data();
+  for (int64_t i = 0; i < n; ++i) o[i] = a[i] + b[i];
+  for (size_t k = 2; k < xs.size(); ++k) {
+    const float* c = xs[k].data();
+    for (int64_t i = 0; i < n; ++i) o[i] += c[i];
+  }
+}
+
+void Add::backward_n(std::span<const TensorView>, const TensorView&, const TensorView& dy,
+                     std::span<const TensorView> dxs) {
+  for (const TensorView& dx : dxs)
+    if (dx.data() && dx.data() != dy.data())
+      std::memcpy(dx.data(), dy.data(), sizeof(float) * dy.numel());
+}
+
+// ---- Concat ---------------------------------------------------------------
+
+Shape Concat::infer_n(std::span<const Shape> in, const SpecLocation& where) const {
+  Shape out = in[0];
+  for (size_t k = 1; k < in.size(); ++k) {
+    bool ok = in[k].rank == out.rank;
+    for (int d = 1; ok && d < out.rank; ++d) ok = in[k][d] == out[d];
+    if (!ok)
+      throw SpecError(where, "inputs",
+                      "concat joins the first dimension; the others must agree, got " +
+                          in[0].str() + " and " + in[k].str());
+    out[0] += in[k][0];
+  }
+  return out;
+}
+
+void Concat::forward_n(std::span<const TensorView> xs, const TensorView& y, ForwardContext&) {
+  const int64_t b = y.rows(), row = y.cols();
+  int64_t off = 0;
+  for (const TensorView& x : xs) {
+    const int64_t w = x.cols();
+    for (int64_t i = 0; i < b; ++i)
+      std::memcpy(y.data() + i * row + off, x.data() + i * w, sizeof(float) * w);
+    off += w;
+  }
+}
+
+void Concat::backward_n(std::span<const TensorView> xs, const TensorView&, const TensorView& dy,
+                        std::span<const TensorView> dxs) {
+  const int64_t b = dy.rows(), row = dy.cols();
+  int64_t off = 0;
+  for (size_t k = 0; k < xs.size(); ++k) {
+    const int64_t w = xs[k].cols();
+    if (dxs[k].data())
+      for (int64_t i = 0; i < b; ++i)
+        std::memcpy(dxs[k].data() + i * w, dy.data() + i * row + off, sizeof(float) * w);
+    off += w;
+  }
 }
 
 }  // namespace dnnlab::nn

@@ -1,4 +1,5 @@
-// The built-in layers. Each is listed in registry.cpp's table.
+// The built-in layers. Each is listed in registry.cpp's table, which also
+// describes their attributes.
 #pragma once
 #include <vector>
 
@@ -89,6 +90,72 @@ class Dropout final : public Layer {
   float rate_;
   Tensor mask_;
   bool mask_valid_ = false;
+};
+
+// [C, H, W] (or any shape) -> [C*H*W]; the bytes do not move.
+class Flatten final : public Layer {
+ public:
+  Flatten() : Layer("flatten") {}
+  void forward(const TensorView& x, const TensorView& y, ForwardContext& ctx) override;
+  void backward(const TensorView& x, const TensorView& y, const TensorView& dy,
+                const TensorView& dx) override;
+
+ protected:
+  Shape infer(const Shape& in, const SpecLocation&) const override { return Shape{in.numel()}; }
+};
+
+// Batch normalization over each feature of a [F] input or each channel of a
+// [C, ...] input (statistics over the batch and the positions). Training
+// uses the batch's mean and (biased) variance and moves the running
+// statistics by `momentum` (running_var takes the unbiased variance, as
+// PyTorch does); evaluation uses the running statistics. Learned scale
+// (weight, 1) and shift (bias, 0) per channel.
+class BatchNorm final : public Layer {
+ public:
+  BatchNorm(float momentum, float eps) : Layer("batchnorm"), momentum_(momentum), eps_(eps) {}
+  void forward(const TensorView& x, const TensorView& y, ForwardContext& ctx) override;
+  void backward(const TensorView& x, const TensorView& y, const TensorView& dy,
+                const TensorView& dx) override;
+  std::vector<Param*> params() override { return {&gamma_, &beta_}; }
+  std::vector<Param*> state() override { return {&running_mean_, &running_var_}; }
+  int64_t param_count() const override { return 2 * channels(); }
+  std::string describe() const override;
+
+ protected:
+  void init_params(Rng& rng) override;
+
+ private:
+  int64_t channels() const { return in_shape()[0]; }
+  int64_t positions() const { return in_shape().numel() / in_shape()[0]; }
+  float momentum_, eps_;
+  Param gamma_, beta_, running_mean_, running_var_;
+  std::vector<float> mean_, invstd_;  // of the last forward, per channel
+  bool batch_stats_ = false;          // the last forward normalized with batch statistics
+};
+
+// y = x0 + x1 + ...; every input has the same shape.
+class Add final : public MultiInputLayer {
+ public:
+  Add() : MultiInputLayer("add") {}
+  void forward_n(std::span<const TensorView> xs, const TensorView& y, ForwardContext& ctx) override;
+  void backward_n(std::span<const TensorView> xs, const TensorView& y, const TensorView& dy,
+                  std::span<const TensorView> dxs) override;
+
+ protected:
+  Shape infer_n(std::span<const Shape> in, const SpecLocation& where) const override;
+};
+
+// Joins the inputs along the first sample dimension: features of [F]
+// inputs, channels of [C, H, W] inputs; the other dimensions must agree.
+class Concat final : public MultiInputLayer {
+ public:
+  Concat() : MultiInputLayer("concat") {}
+  void forward_n(std::span<const TensorView> xs, const TensorView& y, ForwardContext& ctx) override;
+  void backward_n(std::span<const TensorView> xs, const TensorView& y, const TensorView& dy,
+                  std::span<const TensorView> dxs) override;
+
+ protected:
+  Shape infer_n(std::span<const Shape> in, const SpecLocation& where) const override;
 };
 
 }  // namespace dnnlab::nn

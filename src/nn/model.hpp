@@ -1,15 +1,31 @@
-// Model: a stack of layers built from a ModelSpec, with its activation and
-// gradient buffers preallocated for the largest batch seen, so a training
-// step allocates nothing.
+// Model: a graph of layers (a DAG) built from a ModelSpec, with its
+// activation and gradient buffers preallocated for the largest batch seen,
+// so a training step allocates nothing. A node reads the node before it
+// unless its spec names `inputs`; add and concat read several. A plain chain
+// runs exactly as a list of layers would: one buffer per node, no copies.
 //
-//   nn::Model m = nn::Model::build(spec.model, nn::Shape{784}, /*classes=*/10, seed);
+//   nn::Model m = nn::Model::build(spec.model, nn::Shape{1, 28, 28}, /*classes=*/10, seed);
 //   nn::Optimizer opt(spec.train.optimizer, m.params());
 //   float loss = m.train_step(x_batch, labels, opt);   // forward, loss, backward, update
 //   nn::TensorView logits = m.forward(x_batch, /*training=*/false);
+//
+// Split training (parts `features` and `classifier` on two machines):
+//
+//   auto f = nn::Model::build_part(spec.model, "features", input, 10, seed);
+//   auto c = nn::Model::build_part(spec.model, "classifier", input, 10, seed);
+//   TensorView h = f.forward(x, true);                   // machine A, sends h
+//   c.set_input_grad(true);
+//   c.train_step(h, labels, opt_c);                      // machine B, sends c.input_grad()
+//   f.backward_from("features", dh);  opt_f.step();      // machine A
+//
+// Gradients accumulate over several backward passes after
+// set_accumulate_grads(true) until zero_grad(); train_step then adds the
+// batch's gradients before its update.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nn/layer.hpp"
@@ -23,8 +39,14 @@ class Model {
   // Builds and initializes the model. `input` is one sample's shape;
   // `num_classes` is the width the last layer must have (0: unchecked).
   // Throws SpecError (naming the layer's file:line:column) when the shapes
-  // cannot work or a value is out of range.
+  // cannot work, an input names no earlier node, or a value is out of range.
   static Model build(const ModelSpec& spec, const Shape& input, int64_t num_classes, uint64_t seed);
+  // One named part of spec.parts, alone: its input is the output of the part
+  // before it (shapes follow from `input`, the whole model's input); its
+  // parameters are initialized exactly as in the whole model, and named the
+  // same, so weights move between the whole and its parts.
+  static Model build_part(const ModelSpec& spec, std::string_view part, const Shape& input,
+                          int64_t num_classes, uint64_t seed);
   // The same checks as build() without keeping the model.
   static void validate(const ModelSpec& spec, const Shape& input, int64_t num_classes);
 
@@ -32,17 +54,36 @@ class Model {
   Model& operator=(Model&&) noexcept;
   ~Model();
 
-  // x: [batch, input...]. Returns a view of the last layer's output (logits),
-  // valid until the next call.
+  // x: [batch, input...] (or any shape with as many values per row). Returns
+  // a view of the last node's output (logits), valid until the next call.
   TensorView forward(const TensorView& x, bool training);
-  // One SGD/Adam step on a batch; returns the mean loss. Throws NumericError
+  // Runs the nodes up to `cut` (a node or part name) and returns its output.
+  TensorView forward_to(std::string_view cut, const TensorView& x, bool training);
+  // Back-propagates `grad` (dLoss/d output of `cut`, from forward_to on the
+  // same x) through `cut` and the nodes it depends on: parameter gradients,
+  // and input_grad() when set_input_grad(true).
+  void backward_from(std::string_view cut, const TensorView& grad);
+  // One optimizer step on a batch; returns the mean loss. Throws NumericError
   // when the loss is not finite.
   float train_step(const TensorView& x, const int32_t* labels, Optimizer& opt,
                    float* accuracy = nullptr);
+  // Forward, loss and backward without the update (train_step = this + step).
+  float backward_loss(const TensorView& x, const int32_t* labels, float* accuracy = nullptr);
   // Mean loss and accuracy over a whole split, in batches.
   LossAndAccuracy evaluate(const TensorView& x, const int32_t* labels, int batch_size = 512);
 
+  void set_accumulate_grads(bool on);
+  void zero_grad();
+  // Whether backward passes also compute dLoss/d input (a part that sends
+  // gradients back to the part before it).
+  void set_input_grad(bool on);
+  TensorView input_grad() const;
+
   std::vector<Param*> params();
+  // Non-trainable state (BatchNorm running statistics).
+  std::vector<Param*> state();
+  // What a weights file holds: params() then state().
+  std::vector<Param*> saved_tensors();
   int64_t num_params() const;
   const Shape& input_shape() const;
   const Shape& output_shape() const;

@@ -13,8 +13,8 @@
 //   std::vector<float> back = t.f32();
 //
 //   // A model's parameters, matched by Param::name:
-//   std::string file = nn::to_safetensors(model.params(), {{"spec", "..."}});
-//   nn::from_safetensors(file, model.params());
+//   std::string file = nn::to_safetensors(model.saved_tensors(), {{"spec", "..."}});
+//   nn::from_safetensors(file, model.saved_tensors());   // weights and running statistics
 #pragma once
 #include <cstdint>
 #include <map>

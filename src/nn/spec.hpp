@@ -3,25 +3,59 @@
 // the wasm API builds them from JSON. Nothing here parses text.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nn/errors.hpp"
 
 namespace dnnlab::nn {
 
+// A layer's attribute values by name, as its registry row describes them
+// (registry.hpp, LayerInfo::attrs): numbers (integers, floats, booleans as
+// 0/1) and strings (enumerations). Readers fill every attribute, defaults
+// included, so factories never guess.
+struct LayerAttrs {
+  std::map<std::string, double, std::less<>> num;
+  std::map<std::string, std::string, std::less<>> text;
+  double get(std::string_view key, double def = 0) const {
+    auto it = num.find(key);
+    return it == num.end() ? def : it->second;
+  }
+  std::string str(std::string_view key) const {
+    auto it = text.find(key);
+    return it == text.end() ? std::string() : it->second;
+  }
+  bool operator==(const LayerAttrs&) const = default;
+};
+
+// The name `inputs` uses for the model's own input.
+inline constexpr const char* kModelInput = "input";
+
+// One node of the model graph.
 struct LayerSpec {
-  std::string type;    // a name in the layer registry: "dense", "relu", ...
-  int64_t units = 0;   // dense: output width
-  float alpha = 0.f;   // leaky_relu slope, elu alpha, dropout rate
-  std::string init;    // dense: "he" | "glorot" | "lecun"; empty = the model's default
-  bool bias = true;    // dense
-  SpecLocation where;  // where it came from, for errors found while building
+  std::string type;                 // a name in the layer registry: "dense", "relu", "add", ...
+  std::string name;                 // what other nodes' `inputs` call it; may be empty
+  std::vector<std::string> inputs;  // nodes it reads, by name; empty = the node before it
+  LayerAttrs attrs;                 // units, alpha, init, ... (see the registry)
+  SpecLocation where;               // where it came from, for errors found while building
+};
+
+// A named run of consecutive nodes, layers [begin, end): `features`,
+// `classifier`. Parts cover the layers in order; a part reads only its own
+// nodes and the last node of the part before it, so each part can be built
+// and trained alone (Model::build with ModelSpec::part).
+struct PartSpec {
+  std::string name;
+  size_t begin = 0, end = 0;
 };
 
 struct ModelSpec {
   std::vector<int64_t> input;     // one sample's shape; empty = taken from the data set
-  std::vector<LayerSpec> layers;  // repeat blocks already expanded
+  std::vector<LayerSpec> layers;  // repeat and residual blocks already expanded
+  std::vector<PartSpec> parts;    // empty: one unnamed part
   std::string init = "he";        // default initializer of weighted layers
   std::string loss = "softmax_cross_entropy";  // or "mse"
   SpecLocation where;

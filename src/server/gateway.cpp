@@ -12,6 +12,7 @@
 #include <map>
 #include <set>
 
+#include "nn/registry.hpp"
 #include "server/gateway_assets.hpp"
 #include "server/gateway_tickets.hpp"
 #include "server/gateway_trust.hpp"
@@ -29,12 +30,22 @@ json core_spec_json(const nn::RunSpec& spec, const std::vector<std::int64_t>& in
   json layers = json::array();
   for (const auto& l : spec.model.layers) {
     json j{{"type", l.type}};
-    if (l.type == "dense") {
-      j["units"] = l.units;
-      if (!l.bias) j["bias"] = false;
-      if (!l.init.empty()) j["init"] = l.init;
-    }
-    if (l.alpha != 0.f) j["alpha"] = l.alpha;
+    if (!l.name.empty()) j["name"] = l.name;
+    if (!l.inputs.empty()) j["inputs"] = l.inputs;
+    // Every attribute the registry describes, as src/wasm/spec_json.cpp reads it.
+    if (const nn::LayerInfo* info = nn::find_layer(l.type))
+      for (const nn::AttrInfo& a : info->attrs) {
+        const std::string key(a.name);
+        if (a.kind == nn::AttrKind::kEnum) {
+          if (!nn::is_default(a, l)) j[key] = l.attrs.str(key);
+        } else if (a.kind == nn::AttrKind::kBool) {
+          j[key] = l.attrs.get(key, a.def) != 0;
+        } else if (a.kind == nn::AttrKind::kInt) {
+          j[key] = static_cast<std::int64_t>(l.attrs.get(key, a.def));
+        } else {
+          j[key] = l.attrs.get(key, a.def);
+        }
+      }
     layers.push_back(std::move(j));
   }
   const auto& t = spec.train;

@@ -1,6 +1,6 @@
 // Reading and writing the `model.layers` list (see layer_list.hpp and
-// docs/spec.md). Which layers exist, what argument each takes and which
-// options it allows all come from the nn layer registry.
+// docs/spec.md). Which layers exist and which attributes each takes (type,
+// default, range) all come from the nn layer registry.
 #include "spec/layer_list.hpp"
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 namespace dnnlab::spec::detail {
 namespace {
 
-using nn::ArgKind;
+using nn::AttrKind;
 using nn::LayerInfo;
 using nn::LayerSpec;
 
@@ -36,32 +36,34 @@ std::string index_path(const std::string& path, size_t i) {
   return path + "[" + std::to_string(i) + "]";
 }
 
-void set_arg(const LayerInfo& info, double v, LayerSpec& spec) {
-  if (info.arg_field == "units") spec.units = static_cast<int64_t>(v);
-  if (info.arg_field == "alpha") spec.alpha = static_cast<float>(v);
-}
-
 // A layer entry while it is read: the layer and the activation it asks for.
 struct Entry {
   LayerSpec layer;
   std::string activation;
 };
 
-// The options a registry row may allow beside its name. A registry option
-// missing here is a programmer error, reported like an unknown key.
-constexpr Field<Entry> kOptions[] = {
-    {"activation",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& path, Entry& e) {
-       e.activation = r.choice(v, path, "activation", activation_names());
-     }},
-    {"init",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& path, Entry& e) {
-       static constexpr std::string_view kInits[] = {"he", "glorot", "lecun"};
-       e.layer.init = r.choice(v, path, "initializer", kInits);
-     }},
-    {"bias", [](const YamlReader& r, const YAML::Node& v, const std::string& path,
-                Entry& e) { e.layer.bias = r.boolean(v, path); }},
-};
+// Keys of a layer entry that are not attributes of the layer.
+constexpr std::string_view kEntryKeys[] = {"activation", "name", "inputs", "repeat"};
+
+// Reads one attribute value against its registry row.
+void read_attr(const YamlReader& r, const nn::AttrInfo& a, const YAML::Node& v,
+               const std::string& path, LayerSpec& spec) {
+  const std::string key(a.name);
+  switch (a.kind) {
+    case AttrKind::kInt:
+      spec.attrs.num[key] = static_cast<double>(r.integer(v, path, {a.min, a.max}));
+      break;
+    case AttrKind::kFloat:
+      spec.attrs.num[key] = r.real(v, path, {a.min, a.max});
+      break;
+    case AttrKind::kBool:
+      spec.attrs.num[key] = r.boolean(v, path) ? 1 : 0;
+      break;
+    case AttrKind::kEnum:
+      spec.attrs.text[key] = r.choice(v, path, a.name, a.choices);
+      break;
+  }
+}
 
 class ListReader {
  public:
@@ -81,7 +83,7 @@ class ListReader {
     if (e.IsScalar()) {
       const LayerInfo& info = layer_info(e, path, e.Scalar());
       Entry entry{make_layer(info, e), {}};
-      read_arg(info, YAML::Node(), e, path + "." + e.Scalar(), entry.layer);
+      read_value(info, YAML::Node(), e, path + "." + e.Scalar(), entry.layer);
       append(entry, path, out);
       return;
     }
@@ -89,8 +91,8 @@ class ListReader {
       r_.fail(e, path, "expected a layer name or a map like `dense: 64`, got " + describe_node(e));
 
     const LayerInfo* info = nullptr;
-    YAML::Node name_key, value, repeat, block;
-    bool has_repeat = false, has_block = false;
+    YAML::Node name_key, value, repeat, block, block_key, projection;
+    bool has_repeat = false, has_block = false, residual = false, has_projection = false;
     auto kv = r_.entries(e, path);
     for (const auto& [key, v] : kv) {
       const std::string& k = key.Scalar();
@@ -102,42 +104,58 @@ class ListReader {
         info = l, name_key = key, value = v;
       } else if (k == "repeat") {
         repeat = v, has_repeat = true;
-      } else if (k == "layers") {
-        block = v, has_block = true;
+      } else if (k == "layers" || k == "residual") {
+        if (has_block)
+          r_.fail(key, join(path, k), "one entry holds either `layers:` or `residual:`, not both");
+        block = v, block_key = key, has_block = true, residual = k == "residual";
+      } else if (k == "projection") {
+        projection = v, has_projection = true;
       }
     }
     if (info && has_block)
-      for (const auto& [key, v] : kv)
-        if (key.Scalar() == "layers")
-          r_.fail(key, join(path, "layers"),
-                  "'layers' (a repeat block) cannot sit beside the layer '" +
-                      std::string(info->name) + "'");
+      r_.fail(block_key, join(path, block_key.Scalar()),
+              "'" + block_key.Scalar() + "' (a block) cannot sit beside the layer '" +
+                  std::string(info->name) + "'");
 
     LayerList body;
     if (info) {
       Entry entry{make_layer(*info, e), {}};
-      read_arg(*info, value, name_key, join(path, info->name), entry.layer);
-      std::vector<std::string_view> allowed{info->name, "repeat"};
-      allowed.insert(allowed.end(), info->options.begin(), info->options.end());
+      read_value(*info, value, name_key, join(path, info->name), entry.layer);
+      std::vector<std::string_view> allowed{info->name};
+      allowed.insert(allowed.end(), std::begin(kEntryKeys), std::end(kEntryKeys));
+      for (const nn::AttrInfo& a : info->attrs)
+        if (a.name != info->primary) allowed.push_back(a.name);
       for (const auto& [key, v] : kv) {
         const std::string& k = key.Scalar();
+        const std::string p = join(path, k);
         if (k == info->name || k == "repeat") continue;
-        const Field<Entry>* option = nullptr;
-        if (std::find(info->options.begin(), info->options.end(), k) != info->options.end())
-          for (const Field<Entry>& f : kOptions)
-            if (f.key == k) option = &f;
-        if (!option) r_.fail(key, join(path, k), unknown_key_message(k, path, allowed));
-        option->read(r_, v, join(path, k), entry);
+        if (k == "activation") {
+          entry.activation = r_.choice(v, p, "activation", activation_names());
+        } else if (k == "name") {
+          entry.layer.name = r_.string(v, p);
+          if (entry.layer.name.empty() || entry.layer.name[0] == '@' ||
+              entry.layer.name == nn::kModelInput)
+            r_.fail(v, p, "a layer's name is a word other than `input`");
+        } else if (k == "inputs") {
+          read_inputs(*info, v, p, entry.layer);
+        } else if (const nn::AttrInfo* a = nn::find_attr(*info, k); a && k != info->primary) {
+          read_attr(r_, *a, v, p, entry.layer);
+        } else {
+          r_.fail(key, p, unknown_key_message(k, path, allowed));
+        }
       }
+      fill(*info, entry.layer, name_key, join(path, info->name));
       append(entry, path, body);
     } else if (has_block) {
       for (const auto& [key, v] : kv) {
         const std::string& k = key.Scalar();
-        static constexpr std::string_view kBlockKeys[] = {"repeat", "layers"};
-        if (k != "repeat" && k != "layers")
+        static constexpr std::string_view kBlockKeys[] = {"repeat", "layers", "residual",
+                                                          "projection"};
+        if (k != "repeat" && k != block_key.Scalar() && !(residual && k == "projection"))
           r_.fail(key, join(path, k), unknown_key_message(k, path, kBlockKeys));
       }
-      read_list(block, join(path, "layers"), body);
+      read_list(block, join(path, block_key.Scalar()), body);
+      if (residual) make_residual(body, path, has_projection ? &projection : nullptr, e);
     } else {
       for (const auto& [key, v] : kv)
         if (key.Scalar() != "repeat") layer_info(key, join(path, key.Scalar()), key.Scalar());
@@ -154,6 +172,57 @@ class ListReader {
       out.layers.insert(out.layers.end(), body.layers.begin(), body.layers.end());
       out.paths.insert(out.paths.end(), body.paths.begin(), body.paths.end());
     }
+  }
+
+  // A residual block: y = body(x) + x, or + a dense projection of x when
+  // the widths differ. The skip reads the node before the block by relative
+  // reference ("@-N": N nodes back), so the block repeats like any other.
+  void make_residual(LayerList& body, const std::string& path, const YAML::Node* projection,
+                     const YAML::Node& at) const {
+    for (const LayerSpec& l : body.layers)
+      for (const std::string& in : l.inputs)
+        if (in.empty() || in[0] != '@')
+          r_.fail(at, join(path, "residual"),
+                  "layers inside a residual block cannot name inputs ('" + in + "')");
+    const int m = static_cast<int>(body.layers.size());
+    LayerSpec add;
+    add.type = "add";
+    add.where = r_.where(at);
+    if (projection) {
+      LayerSpec proj;
+      proj.type = "dense";
+      proj.where = r_.where(*projection);
+      proj.attrs.num["units"] =
+          static_cast<double>(r_.integer(*projection, join(path, "projection"), {1, 1e9}));
+      proj.attrs.num["bias"] = 0;
+      proj.attrs.text["init"] = "";
+      proj.inputs = {"@-" + std::to_string(m + 1)};
+      body.layers.push_back(proj);
+      body.paths.push_back(join(path, "projection"));
+      add.inputs = {"@-2", "@-1"};
+    } else {
+      add.inputs = {"@-1", "@-" + std::to_string(m + 1)};
+    }
+    body.layers.push_back(add);
+    body.paths.push_back(join(path, "residual"));
+  }
+
+  void read_inputs(const LayerInfo& info, const YAML::Node& v, const std::string& path,
+                   LayerSpec& spec) const {
+    if (v.IsScalar()) {
+      spec.inputs = {r_.string(v, path)};
+    } else if (v.IsSequence() && v.size() > 0) {
+      for (size_t i = 0; i < v.size(); ++i)
+        spec.inputs.push_back(r_.string(v[i], index_path(path, i)));
+    } else {
+      r_.fail(v, path, "expected a layer name or a list of them, got " + describe_node(v));
+    }
+    const bool many = info.inputs == nn::kManyInputs;
+    if (many ? spec.inputs.size() < 2 : spec.inputs.size() != 1)
+      r_.fail(v, path,
+              "'" + std::string(info.name) + "' takes " +
+                  (many ? "two or more inputs" : "one input") + ", got " +
+                  std::to_string(spec.inputs.size()));
   }
 
   const LayerInfo& layer_info(const YAML::Node& at, const std::string& path,
@@ -173,39 +242,35 @@ class ListReader {
     return s;
   }
 
-  // The value beside a layer's name: its argument, or its default when null.
-  void read_arg(const LayerInfo& info, const YAML::Node& value, const YAML::Node& at,
-                const std::string& path, LayerSpec& spec) const {
+  // The value beside a layer's name: its primary attribute (null: default).
+  void read_value(const LayerInfo& info, const YAML::Node& value, const YAML::Node& at,
+                  const std::string& path, LayerSpec& spec) const {
     if (!value.IsDefined() || value.IsNull()) {
-      if (std::isnan(info.arg_default))
-        r_.fail(at, path,
-                "'" + std::string(info.name) + "' needs a value (its " +
-                    std::string(info.arg_field) + "), e.g. `" + std::string(info.name) + ": 64`");
-      set_arg(info, info.arg_default, spec);
+      if (!info.primary.empty()) fill(info, spec, at, path);
       return;
     }
-    Range range{info.arg_min, info.arg_max};
-    switch (info.arg) {
-      case ArgKind::kNone:
-        r_.fail(value, path, "'" + std::string(info.name) + "' takes no value");
-      case ArgKind::kInt:
-        set_arg(info, static_cast<double>(r_.integer(value, path, range)), spec);
-        break;
-      case ArgKind::kFloat:
-        set_arg(info, r_.real(value, path, range), spec);
-        break;
-    }
+    const nn::AttrInfo* a = info.primary.empty() ? nullptr : nn::find_attr(info, info.primary);
+    if (!a) r_.fail(value, path, "'" + std::string(info.name) + "' takes no value");
+    read_attr(r_, *a, value, path, spec);
+  }
+
+  void fill(const LayerInfo& info, LayerSpec& spec, const YAML::Node& at,
+            const std::string& path) const {
+    const std::string missing = nn::fill_defaults(info, spec);
+    if (missing.empty()) return;
+    r_.fail(at, path,
+            "'" + std::string(info.name) + "' needs a value (its " + missing + "), e.g. `" +
+                std::string(info.name) + ": 64`");
   }
 
   void append(const Entry& entry, const std::string& path, LayerList& out) const {
     out.layers.push_back(entry.layer);
     out.paths.push_back(path);
     if (entry.activation.empty() || entry.activation == kNoActivation) return;
-    const LayerInfo* act = nn::find_layer(entry.activation);
     LayerSpec a;
     a.type = entry.activation;
     a.where = entry.layer.where;
-    set_arg(*act, std::isnan(act->arg_default) ? 0.0 : act->arg_default, a);
+    nn::fill_defaults(*nn::find_layer(entry.activation), a);
     out.layers.push_back(a);
     out.paths.push_back(path + ".activation");
   }
@@ -213,19 +278,35 @@ class ListReader {
   const YamlReader& r_;
 };
 
+// An attribute's value as YAML: floats in their shortest exact form, names
+// quoted where YAML would misread them.
+std::string attr_yaml(const nn::AttrInfo& a, const LayerSpec& l) {
+  if (a.kind == AttrKind::kFloat) return yaml_float(static_cast<float>(l.attrs.get(a.name, a.def)));
+  if (a.kind == AttrKind::kEnum) return yaml_string(nn::attr_text(a, l));
+  return nn::attr_text(a, l);
+}
+
 // One layer as the lines of a YAML map item ("dense: 64", "init: lecun").
 std::vector<std::string> layer_lines(const LayerSpec& l, bool in_map) {
   const LayerInfo* info = nn::find_layer(l.type);
   std::vector<std::string> lines;
-  if (!info || info->arg == ArgKind::kNone)
-    lines.push_back(in_map ? l.type + ": null" : l.type);
-  else if (info->arg_field == "units")
-    lines.push_back(l.type + ": " + std::to_string(l.units));
+  const nn::AttrInfo* primary =
+      info && !info->primary.empty() ? nn::find_attr(*info, info->primary) : nullptr;
+  if (primary)
+    lines.push_back(l.type + ": " + attr_yaml(*primary, l));
   else
-    lines.push_back(l.type + ": " + yaml_float(l.alpha));
-  if (!l.init.empty()) lines.push_back("init: " + l.init);
-  if (!l.bias) lines.push_back("bias: false");
-  if (lines.size() > 1 && (!info || info->arg == ArgKind::kNone)) lines[0] = l.type + ": null";
+    lines.push_back(in_map ? l.type + ": null" : l.type);
+  if (info)
+    for (const nn::AttrInfo& a : info->attrs)
+      if (&a != primary && !nn::is_default(a, l))
+        lines.push_back(std::string(a.name) + ": " + attr_yaml(a, l));
+  if (!l.name.empty()) lines.push_back("name: " + yaml_string(l.name));
+  if (!l.inputs.empty()) {
+    std::string s = "inputs: [";
+    for (size_t i = 0; i < l.inputs.size(); ++i) s += (i ? ", " : "") + yaml_string(l.inputs[i]);
+    lines.push_back(s + "]");
+  }
+  if (lines.size() > 1 && !primary) lines[0] = l.type + ": null";
   return lines;
 }
 
@@ -237,8 +318,7 @@ void write_item(std::string& out, const std::vector<std::string>& lines,
 }  // namespace
 
 bool same_layer(const LayerSpec& a, const LayerSpec& b) {
-  return a.type == b.type && a.units == b.units && a.alpha == b.alpha && a.init == b.init &&
-         a.bias == b.bias;
+  return a.type == b.type && a.attrs == b.attrs && a.name == b.name && a.inputs == b.inputs;
 }
 
 LayerList read_layer_list(const YamlReader& r, const YAML::Node& list, const std::string& path) {

@@ -121,9 +121,30 @@ constexpr Field<ModelSection> kModelFields[] = {
      [](const ModelSection& m) { return m.spec.loss; }},
     {"layers",
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, ModelSection& m) {
+       if (!m.spec.parts.empty()) r.fail(v, p, "a model has `layers:` or `parts:`, not both");
        detail::LayerList list = detail::read_layer_list(r, v, p);
        m.spec.layers = std::move(list.layers);
        m.layer_paths = std::move(list.paths);
+     }},
+    // Named parts, in order, each a layer list: the model is their
+    // concatenation, and each part can be built alone (Model::build_part).
+    {"parts",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, ModelSection& m) {
+       if (!m.spec.layers.empty()) r.fail(v, p, "a model has `layers:` or `parts:`, not both");
+       if (!v.IsMap() || v.size() == 0)
+         r.fail(v, p,
+                "expected a map of named layer lists like {features: [...], classifier: [...]}, "
+                "got " +
+                    detail::describe_node(v));
+       for (const auto& [key, list] : r.entries(v, p)) {
+         const std::string path = p + "." + key.Scalar();
+         detail::LayerList part = detail::read_layer_list(r, list, path);
+         nn::PartSpec ps{key.Scalar(), m.spec.layers.size(), 0};
+         m.spec.layers.insert(m.spec.layers.end(), part.layers.begin(), part.layers.end());
+         m.layer_paths.insert(m.layer_paths.end(), part.paths.begin(), part.paths.end());
+         ps.end = m.spec.layers.size();
+         m.spec.parts.push_back(ps);
+       }
      }},
 };
 
@@ -458,8 +479,18 @@ std::string to_yaml(const nn::RunSpec& run) {
   detail::write_fields(out, "  ", kDataFields, run.data);
   out += "model:\n";
   detail::write_fields(out, "  ", kModelFields, model);
-  out += "  layers:\n";
-  detail::write_layer_list(out, run.model.layers, "    ");
+  if (run.model.parts.empty()) {
+    out += "  layers:\n";
+    detail::write_layer_list(out, run.model.layers, "    ");
+  } else {
+    out += "  parts:\n";
+    for (const nn::PartSpec& part : run.model.parts) {
+      out += "    " + detail::yaml_string(part.name) + ":\n";
+      std::vector<nn::LayerSpec> body(run.model.layers.begin() + part.begin,
+                                      run.model.layers.begin() + part.end);
+      detail::write_layer_list(out, body, "      ");
+    }
+  }
   out += "train:\n";
   detail::write_fields(out, "  ", kTrainFields, run.train);
   out += "  optimizer:\n";

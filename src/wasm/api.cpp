@@ -253,7 +253,7 @@ DNNLAB_API const uint8_t* dnnlab_model_save(dnnlab_model* m, int32_t* len) {
   const uint8_t* out = nullptr;
   api([&] {
     need(m && len, "null pointer");
-    m->saved = nn::to_safetensors(m->model.params());
+    m->saved = nn::to_safetensors(m->model.saved_tensors());
     *len = static_cast<int32_t>(m->saved.size());
     out = reinterpret_cast<const uint8_t*>(m->saved.data());
   });
@@ -265,16 +265,16 @@ DNNLAB_API int dnnlab_model_load(dnnlab_model* m, const uint8_t* bytes, int32_t 
     need(m && bytes && len >= 0, "null pointer or negative length");
     // Load into a copy first: a file that fails half-way leaves the model as it was.
     std::vector<std::vector<float>> backup;
-    for (nn::Param* p : m->model.params())
+    for (nn::Param* p : m->model.saved_tensors())
       backup.emplace_back(p->value.data(), p->value.data() + p->value.numel());
     try {
       nn::from_safetensors(std::string(reinterpret_cast<const char*>(bytes), len),
-                           m->model.params());
-      for (nn::Param* p : m->model.params())
+                           m->model.saved_tensors());
+      for (nn::Param* p : m->model.saved_tensors())
         check_finite(p->value.data(), p->value.numel(), p->name.c_str());
     } catch (...) {
       size_t i = 0;
-      for (nn::Param* p : m->model.params())
+      for (nn::Param* p : m->model.saved_tensors())
         std::memcpy(p->value.data(), backup[i++].data(), sizeof(float) * p->value.numel());
       throw;
     }

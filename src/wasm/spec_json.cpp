@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nn/json.hpp"
+#include "nn/registry.hpp"
 
 namespace dnnlab::wasm {
 namespace {
@@ -132,15 +133,44 @@ CoreSpec parse_core_spec(const std::string& text) {
   if (!layers || layers->kind != Json::kArray || layers->items.empty())
     fail(layers ? layers->offset : root.offset, "layers", "expected a non-empty array");
   for (size_t i = 0; i < layers->items.size(); ++i) {
-    Fields lf(layers->items[i], "layers[" + std::to_string(i) + "]");
+    const Json& item = layers->items[i];
+    Fields lf(item, "layers[" + std::to_string(i) + "]");
     nn::LayerSpec l;
     l.type = lf.string("type", "");
-    if (l.type.empty()) fail(layers->items[i].offset, lf.name("type"), "required");
-    l.units = lf.integer("units", 0, 0, 1 << 24);
-    l.alpha = static_cast<float>(lf.number("alpha", 0, -kBig, kBig));
-    l.init = lf.string("init", "");
-    l.bias = lf.boolean("bias", true);
-    l.where.file = "<spec json, byte " + std::to_string(layers->items[i].offset) + ">";
+    if (l.type.empty()) fail(item.offset, lf.name("type"), "required");
+    const nn::LayerInfo* info = nn::find_layer(l.type);
+    if (!info) fail(item.offset, lf.name("type"), "unknown layer '" + l.type + "'");
+    l.name = lf.string("name", "");
+    if (const Json* in = lf.find("inputs")) {
+      if (in->kind != Json::kArray) fail(in->offset, lf.name("inputs"), "expected an array");
+      for (const Json& v : in->items) {
+        if (v.kind != Json::kString) fail(v.offset, lf.name("inputs"), "expected names");
+        l.inputs.push_back(v.str);
+      }
+    }
+    // Every attribute as the registry describes it: type, range, choices.
+    for (const nn::AttrInfo& a : info->attrs) {
+      const std::string key(a.name);
+      const Json* v = lf.find(key.c_str());
+      if (!v) continue;
+      std::string err;
+      if (a.kind == nn::AttrKind::kEnum) {
+        if (v->kind != Json::kString) fail(v->offset, lf.name(key.c_str()), "expected a string");
+        err = nn::check_attr(a, v->str);
+        l.attrs.text[key] = v->str;
+      } else if (a.kind == nn::AttrKind::kBool) {
+        if (v->kind != Json::kBool) fail(v->offset, lf.name(key.c_str()), "expected true or false");
+        l.attrs.num[key] = v->b ? 1 : 0;
+      } else {
+        if (v->kind != Json::kNumber) fail(v->offset, lf.name(key.c_str()), "expected a number");
+        err = nn::check_attr(a, v->num);
+        l.attrs.num[key] = v->num;
+      }
+      if (!err.empty()) fail(v->offset, lf.name(key.c_str()), err);
+    }
+    const std::string missing = nn::fill_defaults(*info, l);
+    if (!missing.empty()) fail(item.offset, lf.name(missing.c_str()), "required");
+    l.where.file = "<spec json, byte " + std::to_string(item.offset) + ">";
     lf.finish();
     ms.layers.push_back(std::move(l));
   }

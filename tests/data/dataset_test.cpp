@@ -88,13 +88,13 @@ TEST(Dataset, LoadsSyntheticUnit) {
     EXPECT_EQ(ds.num_classes, 10);
     EXPECT_EQ(ds.class_names.size(), 10u);
     EXPECT_EQ(ds.class_names[9], "Ankle boot");
-    EXPECT_EQ(ds.sample_shape, nn::Shape({784}));
+    EXPECT_EQ(ds.sample_shape, nn::Shape({1, 28, 28}));  // images keep their shape
     EXPECT_EQ(ds.train.size(), 30);
     EXPECT_EQ(ds.val.size(), 10);
     EXPECT_EQ(ds.test.size(), 12);
-    EXPECT_EQ(ds.train.x.shape(), nn::Shape({30, 784}));
-    EXPECT_EQ(ds.val.x.shape(), nn::Shape({10, 784}));
-    EXPECT_EQ(ds.test.x.shape(), nn::Shape({12, 784}));
+    EXPECT_EQ(ds.train.x.shape(), nn::Shape({30, 1, 28, 28}));
+    EXPECT_EQ(ds.val.x.shape(), nn::Shape({10, 1, 28, 28}));
+    EXPECT_EQ(ds.test.x.shape(), nn::Shape({12, 1, 28, 28}));
     // Test keeps file order; every value is pixel/255; labels follow their rows.
     for (uint32_t i = 0; i < 12; ++i) {
       EXPECT_EQ(ds.test.y[i], static_cast<int32_t>((1000 + i) % 10));
@@ -338,9 +338,9 @@ TEST(RealData, FashionMnist) {
   EXPECT_EQ(ds.train.size(), 55000);
   EXPECT_EQ(ds.val.size(), 5000);
   EXPECT_EQ(ds.test.size(), 10000);
-  EXPECT_EQ(ds.sample_shape, nn::Shape({784}));
-  EXPECT_EQ(ds.train.x.shape(), nn::Shape({55000, 784}));
-  EXPECT_EQ(ds.test.x.shape(), nn::Shape({10000, 784}));
+  EXPECT_EQ(ds.sample_shape, nn::Shape({1, 28, 28}));  // images keep their shape
+  EXPECT_EQ(ds.train.x.shape(), nn::Shape({55000, 1, 28, 28}));
+  EXPECT_EQ(ds.test.x.shape(), nn::Shape({10000, 1, 28, 28}));
   EXPECT_EQ(ds.num_classes, 10);
   EXPECT_EQ(ds.sha256.size(), 64u);
   std::vector<int> counts(10, 0);

@@ -16,25 +16,39 @@
 namespace dnnlab::nn {
 namespace {
 
-// L = sum(r * layer(x)); checks dL/dx and dL/dparams against central
-// differences at up to `samples` positions of each.
+// L = sum(r * layer(x0, x1, ...)); checks dL/dx_i and dL/dparams against
+// central differences at up to `samples` positions of each. One input is the
+// usual case (x, dx); multi-input layers get one tensor per input.
 struct Checker {
   Layer& layer;
-  Tensor x, y, r, dx;
+  std::vector<Tensor> xs, dxs;
+  Tensor& x;  // xs[0]
+  Tensor y, r;
+  Tensor& dx;  // dxs[0]
   Rng rng{123};
   bool training = false;
   uint64_t mask_seed = 2024;
 
-  Checker(Layer& l, int64_t batch, const Shape& in) : layer(l) {
-    Shape xs{batch};
-    xs.rank = in.rank + 1;
-    for (int i = 0; i < in.rank; ++i) xs[i + 1] = in[i];
-    x.resize(xs);
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      // Keep inputs away from activation kinks at 0.
-      float v = rng.normal();
-      x[i] = v + (v >= 0 ? 0.05f : -0.05f);
+  Checker(Layer& l, int64_t batch, const Shape& in) : Checker(l, batch, std::vector<Shape>{in}) {}
+  Checker(Layer& l, int64_t batch, const std::vector<Shape>& ins)
+      : layer(l), xs(ins.size()), dxs(ins.size()), x(xs[0]), dx(dxs[0]) {
+    for (size_t k = 0; k < ins.size(); ++k) {
+      Shape xsh{batch};
+      xsh.rank = ins[k].rank + 1;
+      for (int i = 0; i < ins[k].rank; ++i) xsh[i + 1] = ins[k][i];
+      xs[k].resize(xsh);
+      for (int64_t i = 0; i < xs[k].numel(); ++i) {
+        // Keep inputs away from activation kinks at 0.
+        float v = rng.normal();
+        xs[k][i] = v + (v >= 0 ? 0.05f : -0.05f);
+      }
     }
+  }
+
+  std::vector<TensorView> views(std::vector<Tensor>& ts) {
+    std::vector<TensorView> v;
+    for (Tensor& t : ts) v.push_back(t.view());
+    return v;
   }
 
   double loss() {
@@ -44,7 +58,10 @@ struct Checker {
     y.resize(ys);
     Rng mask(mask_seed);  // the same dropout mask at every evaluation
     ForwardContext ctx{training, training ? &mask : nullptr};
-    layer.forward(x.view(), y.view(), ctx);
+    if (xs.size() == 1)
+      layer.forward(x.view(), y.view(), ctx);
+    else
+      layer.forward_n(views(xs), y.view(), ctx);
     if (r.numel() != y.numel()) {
       r.resize(ys);
       Rng rr(7);
@@ -58,11 +75,15 @@ struct Checker {
   void check(double rtol = 2e-2, int samples = 24) {
     loss();
     Tensor dy = r;
-    dx.resize(x.shape());
-    layer.backward(x.view(), y.view(), dy.view(), dx.view());
+    for (size_t k = 0; k < xs.size(); ++k) dxs[k].resize(xs[k].shape());
+    if (xs.size() == 1)
+      layer.backward(x.view(), y.view(), dy.view(), dx.view());
+    else
+      layer.backward_n(views(xs), y.view(), dy.view(), views(dxs));
     std::vector<Tensor> grads;
     for (Param* p : layer.params()) grads.push_back(p->grad);
-    compare("input", x, dx, rtol, samples);
+    for (size_t k = 0; k < xs.size(); ++k)
+      compare("input" + std::to_string(k), xs[k], dxs[k], rtol, samples);
     auto ps = layer.params();
     for (size_t i = 0; i < ps.size(); ++i)
       compare(ps[i]->name, ps[i]->value, grads[i], rtol, samples);
@@ -97,6 +118,14 @@ struct Checker {
   }
 };
 
+// The input shapes a registry layer is checked on: one [width] input, or for
+// multi-input layers two (concat: of different widths, its awkward case).
+std::vector<Shape> check_inputs(const LayerInfo& info, int64_t width) {
+  if (info.inputs != kManyInputs) return {Shape{width}};
+  if (info.name == "concat") return {Shape{width}, Shape{width + 2}};
+  return {Shape{width}, Shape{width}};
+}
+
 // Every layer the registry can make, with its default argument (dense: a
 // width from the test's shape): the list is the registry, so a new layer is
 // gradient-checked without anyone editing this file.
@@ -111,8 +140,8 @@ std::unique_ptr<Layer> make_for_check(const std::string& type, int64_t width) {
   if (!info) return nullptr;
   LayerSpec ls;
   ls.type = type;
-  ls.units = width == 1 ? 7 : (width + 3) / 2;
-  if (!std::isnan(info->arg_default)) ls.alpha = info->arg_default;
+  if (find_attr(*info, "units")) ls.attrs.num["units"] = width == 1 ? 7 : (width + 3) / 2;
+  if (!fill_defaults(*info, ls).empty()) return nullptr;
   return info->make(ls);
 }
 
@@ -127,8 +156,9 @@ TEST_P(LayerGradTest, MatchesNumericalGradient) {
   auto layer = make_for_check(type, width);
   ASSERT_NE(layer, nullptr);
   Rng rng(5);
-  layer->bind(Shape{width}, &rng, {});
-  Checker ch(*layer, batch, Shape{width});
+  const std::vector<Shape> ins = check_inputs(*find_layer(type), width);
+  layer->bind(ins, &rng, {});
+  Checker ch(*layer, batch, ins);
   ch.training = training;
   ch.check();
 }
@@ -156,6 +186,42 @@ TEST(LayerGrad, EveryRegistryRowMakesTheLayerItNames) {
     ASSERT_NE(layer, nullptr) << l.name;
     EXPECT_EQ(std::string_view(layer->type()), l.name);
   }
+}
+
+// Shaped ([C, H, W]) and multi-input cases the registry sweep above does not
+// reach: 2D batch normalization (batch 1 and 2, odd sizes), add of three
+// inputs, concat of channels, flatten; each in training and evaluation.
+TEST(LayerGrad, ShapedAndMultiInputLayers) {
+  struct Case {
+    const char* type;
+    std::vector<Shape> ins;
+    int64_t batch;
+  };
+  const Case cases[] = {
+      {"batchnorm", {Shape{3, 5, 7}}, 2},
+      {"batchnorm", {Shape{3, 5, 7}}, 1},
+      {"batchnorm", {Shape{7}}, 3},
+      {"batchnorm", {Shape{1, 3}}, 5},
+      {"add", {Shape{2, 3, 3}, Shape{2, 3, 3}, Shape{2, 3, 3}}, 1},
+      {"concat", {Shape{2, 3, 3}, Shape{1, 3, 3}}, 2},
+      {"concat", {Shape{5}, Shape{1}, Shape{3}}, 1},
+      {"flatten", {Shape{2, 3, 5}}, 3},
+  };
+  for (const Case& c : cases)
+    for (bool training : {false, true}) {
+      auto layer = make_for_check(c.type, 7);
+      ASSERT_NE(layer, nullptr);
+      Rng rng(5);
+      layer->bind(c.ins, &rng, {});
+      // Non-trivial scale and shift, so their gradients are not special cases.
+      for (Param* p : layer->params())
+        for (int64_t i = 0; i < p->value.numel(); ++i) p->value[i] += 0.3f * rng.normal();
+      Checker ch(*layer, c.batch, c.ins);
+      ch.training = training;
+      SCOPED_TRACE(std::string(c.type) + " " + c.ins[0].str() + " batch " +
+                   std::to_string(c.batch) + (training ? " training" : " eval"));
+      ch.check(2e-2, 40);
+    }
 }
 
 TEST(Dropout, TrainingGradientIsMaskedAndScaled) {

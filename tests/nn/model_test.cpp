@@ -16,8 +16,8 @@ namespace {
 LayerSpec L(const char* type, int64_t units = 0, float alpha = 0.f, int line = 0) {
   LayerSpec s;
   s.type = type;
-  s.units = units;
-  s.alpha = alpha;
+  if (units) s.attrs.num["units"] = static_cast<double>(units);
+  if (alpha != 0.f) s.attrs.num[s.type == "dropout" ? "rate" : "alpha"] = alpha;
   s.where = {"m.yaml", line, 5};
   return s;
 }

@@ -5,9 +5,13 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "nn/model.hpp"
+#include "nn/registry.hpp"
 #include "spec/run_spec.hpp"
 
 namespace dnnlab::spec {
@@ -58,8 +62,9 @@ std::vector<std::string> describe(const std::vector<LayerSpec>& layers) {
   std::vector<std::string> out;
   for (const LayerSpec& l : layers) {
     std::string s = l.type;
-    if (l.units) s += " " + std::to_string(l.units);
-    if (l.alpha != 0.f) s += " " + std::to_string(l.alpha).substr(0, 4);
+    if (l.attrs.get("units")) s += " " + std::to_string(static_cast<int64_t>(l.attrs.get("units")));
+    const double a = l.attrs.get("alpha", l.attrs.get("rate"));
+    if (a != 0) s += " " + std::to_string(static_cast<float>(a)).substr(0, 4);
     out.push_back(s);
   }
   return out;
@@ -78,10 +83,9 @@ void expect_same(const RunSpec& a, const RunSpec& b) {
   for (size_t i = 0; i < a.model.layers.size(); ++i) {
     const LayerSpec &x = a.model.layers[i], &y = b.model.layers[i];
     EXPECT_EQ(x.type, y.type) << i;
-    EXPECT_EQ(x.units, y.units) << i;
-    EXPECT_EQ(x.alpha, y.alpha) << i;
-    EXPECT_EQ(x.init, y.init) << i;
-    EXPECT_EQ(x.bias, y.bias) << i;
+    EXPECT_EQ(x.attrs, y.attrs) << i;
+    EXPECT_EQ(x.name, y.name) << i;
+    EXPECT_EQ(x.inputs, y.inputs) << i;
   }
   const nn::TrainSpec &s = a.train, &t = b.train;
   EXPECT_EQ(s.epochs, t.epochs);
@@ -151,24 +155,119 @@ train:
 )",
                                "s.yaml");
   ASSERT_EQ(run.model.layers.size(), 3u);
-  EXPECT_EQ(run.model.layers[0].init, "glorot");
-  EXPECT_FALSE(run.model.layers[0].bias);
+  EXPECT_EQ(run.model.layers[0].attrs.str("init"), "glorot");
+  EXPECT_EQ(run.model.layers[0].attrs.get("bias"), 0);
   EXPECT_EQ(run.model.layers[1].type, "leaky_relu");
-  EXPECT_FLOAT_EQ(run.model.layers[1].alpha, 0.01f);  // the registry's default
+  EXPECT_FLOAT_EQ(run.model.layers[1].attrs.get("alpha"), 0.01f);  // the registry's default
   EXPECT_EQ(run.train.optimizer.type, "adamw");
   EXPECT_EQ(run.train.schedule.step_epochs, 3);
+}
+
+// docs/spec.md's layer table is the registry's, generated; they cannot drift.
+TEST(RunSpec, DocsLayerTableIsTheRegistrys) {
+  std::ifstream f(source_dir() + "/docs/spec.md");
+  ASSERT_TRUE(f) << "docs/spec.md not found";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string doc = ss.str();
+  const std::string open = "<!-- layer table:", close = "<!-- end layer table -->";
+  const size_t a = doc.find(open), b = doc.find(close);
+  ASSERT_NE(a, std::string::npos);
+  ASSERT_NE(b, std::string::npos);
+  const size_t body = doc.find('\n', a) + 1;
+  EXPECT_EQ(doc.substr(body, b - body), nn::layer_table_markdown())
+      << "regenerate the table in docs/spec.md from nn::layer_table_markdown()";
+}
+
+std::string with_layers(const std::string& model) {
+  return "name: g\ndata: {dataset: synthetic, validation: 100}\nmodel:\n" + model +
+         "train: {epochs: 1}\n";
+}
+
+TEST(RunSpec, GraphResidualAndPartsRoundTrip) {
+  const std::string plain = with_layers(
+      "  layers:\n"
+      "    - repeat: 3\n"
+      "      layers: [{dense: 16}, {batchnorm: null, momentum: 0.2}, relu]\n"
+      "    - dense: 10\n");
+  const std::string residual = with_layers(
+      "  layers:\n"
+      "    - dense: 16\n"
+      "    - repeat: 3\n"
+      "      residual: [{dense: 16}, {batchnorm: null, momentum: 0.2}, relu]\n"
+      "    - residual: [{dense: 8}]\n"
+      "      projection: 8\n"
+      "    - dense: 8\n"
+      "      name: h\n"
+      "    - concat: null\n"
+      "      inputs: [h, \"@-3\"]\n"
+      "    - dense: 10\n");
+  RunSpec p = parse_run_spec(plain, "p.yaml");
+  EXPECT_EQ(p.model.layers.size(), 10u);
+  RunSpec r = parse_run_spec(residual, "r.yaml");
+  // dense, 3 x (dense, batchnorm, relu, add), dense, dense(proj), add, dense h, concat, dense
+  ASSERT_EQ(r.model.layers.size(), 1u + 12 + 3 + 3u);
+  const LayerSpec& add = r.model.layers[4];
+  EXPECT_EQ(add.type, "add");
+  EXPECT_EQ(add.inputs, (std::vector<std::string>{"@-1", "@-4"}));
+  EXPECT_EQ(r.model.layers[2].attrs.get("momentum"), 0.2f);
+  EXPECT_EQ(r.model.layers[14].attrs.get("units"), 8);  // the projection
+  EXPECT_EQ(r.model.layers[14].inputs, (std::vector<std::string>{"@-2"}));
+  EXPECT_EQ(r.model.layers[17].inputs, (std::vector<std::string>{"h", "@-3"}));
+  // The graph builds: the concat reads [8] and the projection's [8].
+  nn::Model m = nn::Model::build(r.model, nn::Shape{1, 28, 28}, 10, 1);
+  EXPECT_GT(m.num_params(), 0);
+  // Canonical form keeps names, inputs and attributes.
+  RunSpec again = parse_run_spec(to_yaml(r), "again.yaml");
+  expect_same(r, again);
+
+  RunSpec parts =
+      parse_run_spec(with_layers("  parts:\n"
+                                 "    features: [{dense: 32, activation: relu}, batchnorm]\n"
+                                 "    classifier: [{dense: 10}]\n"),
+                     "parts.yaml");
+  ASSERT_EQ(parts.model.parts.size(), 2u);
+  EXPECT_EQ(parts.model.parts[0].name, "features");
+  EXPECT_EQ(parts.model.parts[0].end, 3u);
+  EXPECT_EQ(parts.model.parts[1].begin, 3u);
+  RunSpec parts2 = parse_run_spec(to_yaml(parts), "parts2.yaml");
+  ASSERT_EQ(parts2.model.parts.size(), 2u);
+  EXPECT_EQ(parts2.model.parts[1].name, "classifier");
+  expect_same(parts, parts2);
+
+  // Errors name the entry.
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_run_spec(text, "e.yaml");
+    } catch (const SpecError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of(with_layers("  layers:\n    - add: null\n      inputs: [input]\n"
+                                 "    - dense: 10\n"))
+                .find("two or more inputs"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_layers("  layers:\n    - batchnorm: null\n      momentum: 2\n"
+                                 "    - dense: 10\n"))
+                .find("model.layers[0].momentum"),
+            std::string::npos);
+  EXPECT_NE(error_of(with_layers("  layers:\n    - dense: 10\n      inputs: [nope]\n"))
+                .find("'nope' names no earlier layer"),
+            std::string::npos);
 }
 
 TEST(RunSpec, ShippedExamplesParse) {
   RunSpec fashion = load_run_spec(source_dir() + "/examples/fashion-mlp.yaml");
   EXPECT_EQ(fashion.name, "fashion-mlp");
-  EXPECT_EQ(fashion.model.layers.back().units, 10);
+  EXPECT_EQ(fashion.model.layers.back().attrs.get("units"), 10);
   EXPECT_LE(fashion.train.epochs, 10);
 
   RunSpec deep = load_run_spec(source_dir() + "/examples/deep-mlp.yaml");
   EXPECT_EQ(deep.name, "deep-mlp");
   int hidden = 0;
-  for (const LayerSpec& l : deep.model.layers) hidden += l.type == "dense" && l.units == 64;
+  for (const LayerSpec& l : deep.model.layers)
+    hidden += l.type == "dense" && l.attrs.get("units") == 64;
   EXPECT_EQ(hidden, 700);
 }
 
@@ -184,7 +283,7 @@ TEST(RunSpec, Repeat700ExpandsTo1400Layers) {
   ASSERT_EQ(run.model.layers.size(), 1401u);
   for (size_t i = 0; i < 1400; i += 2) {
     EXPECT_EQ(run.model.layers[i].type, "dense");
-    EXPECT_EQ(run.model.layers[i].units, 64);
+    EXPECT_EQ(run.model.layers[i].attrs.get("units"), 64);
     EXPECT_EQ(run.model.layers[i + 1].type, "tanh");
     EXPECT_EQ(run.model.layers[i + 1].where.line, 3);  // the repeat entry
   }

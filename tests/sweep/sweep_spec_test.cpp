@@ -78,9 +78,9 @@ TEST(SweepSpec, ParsesAndMaterializes) {
   EXPECT_FLOAT_EQ(run.train.optimizer.lr, 0.003f);
   ASSERT_EQ(run.model.layers.size(), 5u);  // 2 x (dense, tanh) + dense
   EXPECT_EQ(run.model.layers[0].type, "dense");
-  EXPECT_EQ(run.model.layers[0].units, 24);
+  EXPECT_EQ(run.model.layers[0].attrs.get("units"), 24);
   EXPECT_EQ(run.model.layers[1].type, "tanh");
-  EXPECT_EQ(run.model.layers[4].units, 10);
+  EXPECT_EQ(run.model.layers[4].attrs.get("units"), 10);
   EXPECT_EQ(run.model.layers[4].where.line, 9);  // sweep-file lines survive
   EXPECT_EQ(run.data.limit_train, 1000);
 }

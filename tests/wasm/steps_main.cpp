@@ -16,7 +16,7 @@ int main() {
   for (int i = 0; i < 3; ++i) {
     LayerSpec d;
     d.type = "dense";
-    d.units = 64;
+    d.attrs.num["units"] = 64;
     spec.layers.push_back(d);
     LayerSpec a;
     a.type = acts[i];
@@ -24,7 +24,7 @@ int main() {
   }
   LayerSpec out;
   out.type = "dense";
-  out.units = 10;
+  out.attrs.num["units"] = 10;
   spec.layers.push_back(out);
   Model model = Model::build(spec, Shape{100}, 10, 42);
 
