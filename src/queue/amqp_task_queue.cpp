@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <random>
 #include <thread>
 
 #include "queue/backend_url.hpp"
@@ -110,6 +111,9 @@ AmqpTaskQueue::AmqpTaskQueue(std::string_view url, TaskQueueOptions options)
   require_seconds(options_.busy_timeout_seconds, "busy_timeout_seconds");
   try {
     prefetch_ = AmqpUrl::parse(url).prefetch;
+    std::random_device rd;
+    object_tag_ = static_cast<std::int64_t>(rd() & 0x7fffffffu) | 1;
+    next_handle_ = object_tag_ << 32;
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("task queue URL '" + shown_url_ + "': " + e.what());
   }
@@ -423,6 +427,13 @@ std::optional<TaskLease> AmqpTaskQueue::lease(std::string_view queue_name,
 
 bool AmqpTaskQueue::extend(TaskLease& lease, double seconds) {
   require_seconds(seconds, "seconds");
+  if ((lease.task_id >> 32) != object_tag_ && (lease.task_id >> 32) != 0) {
+    // Another object's lease (the worker's lease keeper runs on its own
+    // connection): the broker keeps it as long as the holder's connection
+    // lives, and the holder's ack tells the truth. Nothing to move here.
+    lease.deadline = now() + seconds;
+    return true;
+  }
   if (!held_.count(lease.task_id)) return false;
   try {
     while (pump(0)) {  // answers heartbeats, notices a closed channel
@@ -545,12 +556,6 @@ std::int64_t AmqpTaskQueue::waiting(std::string_view queue_name) {
       if (tries > 0) throw;
     }
   }
-}
-
-QueueCounts AmqpTaskQueue::counts(std::string_view queue) {
-  QueueCounts c;
-  c.queued = waiting(queue);
-  return c;
 }
 
 std::int64_t AmqpTaskQueue::cancel(std::string_view queue_name) {

@@ -80,19 +80,15 @@ class AmqpTaskQueue final : public TaskQueue {
   bool extend(TaskLease& lease, double seconds) override;
   bool ack(const TaskLease& lease) override;
   bool nack(const TaskLease& lease, bool requeue, std::string_view error) override;
-  // queued = the broker's ready messages; AMQP knows nothing of leased or
-  // done ones (the restated contract replaces counts() by waiting()).
-  QueueCounts counts(std::string_view queue) override;
+  // The broker's ready messages plus those it pushed to this object
+  // (prefetch) that lease() has not returned yet. Other workers' prefetched
+  // messages are not seen: prefetch = slots keeps them few.
+  std::int64_t waiting(std::string_view queue) override;
   std::int64_t cancel(std::string_view queue) override;
 
-  // Messages in `queue` not handed out: the broker's ready ones plus those
-  // it pushed to this object (prefetch) that lease() has not returned yet.
-  // Other workers' prefetched messages are not seen: prefetch = slots keeps
-  // them few.
-  std::int64_t waiting(std::string_view queue);
   // True once a cancel(queue) from any process reached this object through
   // the control exchange (polls the connection, never blocks).
-  bool cancelled(std::string_view queue);
+  bool cancelled(std::string_view queue) override;
 
   // Drops the deliveries pushed to us from `queue` and not leased (rejected,
   // not requeued); returns how many.
@@ -138,6 +134,9 @@ class AmqpTaskQueue final : public TaskQueue {
   std::set<std::string> cancelled_;
   std::set<std::string> cancelled_pending_;  // announced, inbox not yet dropped
   std::map<std::int64_t, Held> held_;        // by lease handle (TaskLease::task_id)
+  // Lease handles are (object_tag_ << 32 | n): extend() knows a lease of
+  // another object (a worker's lease keeper thread) from one of its own.
+  std::int64_t object_tag_ = 0;
   std::int64_t next_handle_ = 0;
   std::map<std::uint64_t, int> confirms_;  // publish seq -> 0 waiting, 1 acked, -1 nacked
   std::uint64_t next_seq_ = 1;

@@ -133,6 +133,22 @@ TEST_F(AmqpFailure, CancelReachesRunningWorkers) {
   EXPECT_EQ(coordinator.waiting(queue), 0);
 }
 
+TEST_F(AmqpFailure, LeaseKeeperOnItsOwnConnectionExtendsTheHoldersLease) {
+  // A worker extends its leases from a thread with its own queue object.
+  const std::string queue = unique_queue("keeper");
+  AmqpTaskQueue holder(url_, {});
+  AmqpTaskQueue keeper(url_, {});
+  holder.publish(queue, "t");
+  auto lease = holder.lease(queue, "w", 60);
+  ASSERT_TRUE(lease);
+  TaskLease copy = *lease;
+  EXPECT_TRUE(keeper.extend(copy, 60));
+  EXPECT_TRUE(holder.extend(*lease, 60));
+  EXPECT_TRUE(holder.ack(*lease)) << "the holder's ack is the truth";
+  EXPECT_FALSE(holder.extend(*lease, 60)) << "an acked lease is not extended by its holder";
+  EXPECT_FALSE(keeper.ack(copy)) << "only the holder's connection can ack";
+}
+
 TEST_F(AmqpFailure, BadUrlsNameTheirPart) {
   for (const std::string url :
        {"amqp://h/?prefetch=0", "amqp://h/?heartbeat=x", "amqp://h/?nope=1"}) {
