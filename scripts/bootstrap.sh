@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build git pkg-config ca-certificates
   zlib1g-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev
+  rabbitmq-server librabbitmq-dev
   libboost-dev libboost-system-dev
   dataset-fashion-mnist
   emscripten nodejs npm chromium

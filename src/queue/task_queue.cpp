@@ -2,6 +2,9 @@
 #include "queue/task_queue.hpp"
 
 #include "queue/backend_url.hpp"
+#ifdef DNNLAB_WITH_AMQP
+#include "queue/amqp_task_queue.hpp"
+#endif
 #include "queue/sqlite/sqlite_db.hpp"
 #include "queue/sqlite_task_queue.hpp"
 
@@ -21,9 +24,13 @@ std::unique_ptr<TaskQueue> open_task_queue(std::string_view url, TaskQueueOption
     return std::make_unique<SqliteTaskQueue>(path, std::move(options));
   }
   if (scheme == "amqp" || scheme == "amqps")
+#ifdef DNNLAB_WITH_AMQP
+    return std::make_unique<AmqpTaskQueue>(url, std::move(options));
+#else
     throw BackendNotBuiltError("task queue URL '" + shown +
                                "': the AMQP (RabbitMQ) backend is not built into this dnnlab "
-                               "yet; use sqlite:PATH");
+                               "(configure with rabbitmq-c, DNNLAB_WITH_AMQP=ON); use sqlite:PATH");
+#endif
   throw std::invalid_argument("task queue URL '" + shown +
                               "' is not supported: expected sqlite:PATH or amqp://HOST/VHOST");
 }

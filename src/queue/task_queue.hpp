@@ -24,23 +24,28 @@
 //
 // What each backend guarantees:
 //
-// | promise                     | sqlite:PATH                        | amqp://… (RabbitMQ) |
+// clang-format off
+// | promise                     | sqlite:PATH                        | amqp://… (RabbitMQ)                      |
 // |-----------------------------|------------------------------------|------------------------------------------|
-// | a delivery is exclusive     | row lease in BEGIN IMMEDIATE       | one consumer per delivery
-// (manual ack)   | | redelivery of a dead holder | lease deadline passes (extend()    | its
-// connection closes, or the broker's   | |                             | moves it); any process
-// leases it   | consumer timeout fires                   | | attempt                     | exact,
-// +1 per delivery             | carried in a message header; +1 when the | | | | backend
-// republishes (nack, requeue) and  | |                             | | the broker's delivery count
-// (quorum      | |                             |                                    | queue) on a
-// redelivery                   | | error                       | nack reasons and lease expiries |
-// nack reasons, carried in a header        | | extend()                    | moves the deadline,
-// from any       | true while the delivering channel is     | |                             |
-// object opened on the same URL      | open; longer than consumer_timeout needs | | | | the
-// broker's timeout raised              | | publish_batch               | one transaction |
-// publisher confirms for the whole batch   | | write_together              | one commit with a
-// store sharing    | runs `work` (no shared transaction)      | |                             | the
-// file                           |                                          |
+// | a delivery is exclusive     | row lease in BEGIN IMMEDIATE       | one consumer per delivery (manual ack)   |
+// | redelivery of a dead holder | lease deadline passes (extend()    | its connection closes, or the broker's   |
+// |                             | moves it); any process leases it   | consumer timeout fires                   |
+// | attempt                     | exact, +1 per delivery             | carried in a message header; +1 when the |
+// |                             |                                    | backend republishes (nack, requeue) and  |
+// |                             |                                    | the broker's delivery count (quorum      |
+// |                             |                                    | queue) on a redelivery                   |
+// | error                       | nack reasons and lease expiries    | nack reasons, carried in a header        |
+// | extend()                    | moves the deadline, from any       | true while the delivering channel is     |
+// |                             | object opened on the same URL      | open; longer than consumer_timeout needs |
+// |                             |                                    | the broker's timeout raised              |
+// | publish_batch               | one transaction                    | publisher confirms for the whole batch   |
+// | write_together              | one commit with a store sharing    | runs `work` (no shared transaction)      |
+// |                             | the file                           |                                          |
+// | cancelled()                 | false (workers read the store's    | true once the cancel, announced on the   |
+// |                             | trial state)                       | dnnlab.control fanout, reached the object|
+// clang-format on
+//
+// AmqpTaskQueue (amqp_task_queue.hpp) says how each is done on the broker.
 //
 // Objects are not thread-safe; open one per thread, and in each process after
 // fork() (every process gets its own connection).
@@ -128,8 +133,17 @@ class TaskQueue {
   // ready message count). Leased and done tasks are not counted: ask the
   // store. A read: cheap enough to ask every tick before leasing.
   virtual std::int64_t waiting(std::string_view queue) = 0;
-  // Drops the queue's waiting tasks (leased ones run to the end); returns how many.
+  // Drops the queue's waiting tasks (leased ones run to the end); returns how
+  // many. A backend with a broadcast also announces it (see cancelled()).
   virtual std::int64_t cancel(std::string_view queue) = 0;
+  // True once a cancel(queue), from any process, reached this object: a
+  // worker polls it between epochs to stop the queue's running trials early.
+  // Never blocks. A backend without a broadcast answers false; the store's
+  // trial state (cancelled) is the authority either way.
+  virtual bool cancelled(std::string_view queue) {
+    (void)queue;
+    return false;
+  }
 };
 
 // The backend is not compiled into this build, or not available yet.
@@ -140,7 +154,9 @@ class BackendNotBuiltError : public std::runtime_error {
 
 // Opens a queue by URL:
 //   sqlite:PATH   embedded, one file shared by processes on this machine
-//   amqp://…      RabbitMQ (not built yet: throws BackendNotBuiltError)
+//   amqp://…      RabbitMQ, amqps://… over TLS (AmqpTaskQueue; ?prefetch=N for a
+//                 worker with N slots); BackendNotBuiltError in a build
+//                 without rabbitmq-c
 // Any other URL throws std::invalid_argument naming it. A file written by a
 // newer dnnlab throws std::runtime_error saying so.
 std::unique_ptr<TaskQueue> open_task_queue(std::string_view url, TaskQueueOptions options = {});

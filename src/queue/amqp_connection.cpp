@@ -1,0 +1,176 @@
+// AmqpConnection: socket, login, channels and RPC error checking (see the header).
+#include "queue/amqp_connection.hpp"
+
+#include <amqp_ssl_socket.h>
+#include <amqp_tcp_socket.h>
+
+#include <charconv>
+#include <cmath>
+#include <vector>
+
+namespace dnnlab::queue {
+namespace {
+
+int parse_int(std::string_view key, std::string_view value, int lo, int hi) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc{} || end != value.data() + value.size() || v < lo || v > hi)
+    throw std::invalid_argument("amqp URL parameter '" + std::string(key) +
+                                "' must be an integer in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "], got '" + std::string(value) + "'");
+  return v;
+}
+
+timeval to_timeval(double seconds) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(seconds);
+  tv.tv_usec = static_cast<suseconds_t>((seconds - std::floor(seconds)) * 1e6);
+  return tv;
+}
+
+std::string bytes(amqp_bytes_t b) {
+  return {static_cast<const char*>(b.bytes), b.len};
+}
+
+}  // namespace
+
+AmqpUrl AmqpUrl::parse(std::string_view url) {
+  AmqpUrl out;
+  std::string_view base = url, query;
+  if (auto q = url.find('?'); q != std::string_view::npos) {
+    base = url.substr(0, q);
+    query = url.substr(q + 1);
+  }
+  std::vector<char> buf(base.begin(), base.end());
+  buf.push_back('\0');
+  amqp_connection_info info{};
+  amqp_default_connection_info(&info);
+  if (amqp_parse_url(buf.data(), &info) != AMQP_STATUS_OK)
+    throw std::invalid_argument(
+        "amqp URL is malformed: expected amqp[s]://[user[:pass]@]host[:port]/[vhost]");
+  out.user = info.user;
+  out.password = info.password;
+  out.host = info.host;
+  out.vhost = info.vhost;
+  out.port = info.port;
+  out.tls = info.ssl != 0;
+  if (out.host.empty()) throw std::invalid_argument("amqp URL has no host");
+  while (!query.empty()) {
+    auto amp = query.find('&');
+    std::string_view item = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    auto eq = item.find('=');
+    std::string_view key = item.substr(0, eq);
+    std::string_view value =
+        eq == std::string_view::npos ? std::string_view{} : item.substr(eq + 1);
+    if (key == "prefetch")
+      out.prefetch = parse_int(key, value, 1, 65535);
+    else if (key == "heartbeat")
+      out.heartbeat = parse_int(key, value, 0, 3600);
+    else if (key == "cacert")
+      out.cacert = std::string(value);
+    else
+      throw std::invalid_argument("amqp URL parameter '" + std::string(key) +
+                                  "' is unknown (prefetch, heartbeat, cacert)");
+  }
+  return out;
+}
+
+AmqpConnection::AmqpConnection(const AmqpUrl& url, double rpc_timeout_seconds)
+    : state_(amqp_new_connection()) {
+  if (!state_) throw std::bad_alloc();
+  amqp_socket_t* socket = nullptr;
+  if (url.tls) {
+    socket = amqp_ssl_socket_new(get());
+    if (socket && !url.cacert.empty() &&
+        amqp_ssl_socket_set_cacert(socket, url.cacert.c_str()) != AMQP_STATUS_OK)
+      throw std::invalid_argument("amqp URL parameter 'cacert': cannot read '" + url.cacert + "'");
+  } else {
+    socket = amqp_tcp_socket_new(get());
+  }
+  if (!socket) throw AmqpConnectionLost("amqp: cannot create a socket");
+  timeval tv = to_timeval(rpc_timeout_seconds);
+  amqp_set_handshake_timeout(get(), &tv);
+  amqp_set_rpc_timeout(get(), &tv);
+  if (int s = amqp_socket_open_noblock(socket, url.host.c_str(), url.port, &tv);
+      s != AMQP_STATUS_OK)
+    throw AmqpConnectionLost("amqp: cannot connect to " + url.host + ":" +
+                             std::to_string(url.port) + ": " + amqp_error_string2(s));
+  amqp_rpc_reply_t r = amqp_login(get(), url.vhost.c_str(), 0, 131072, url.heartbeat,
+                                  AMQP_SASL_METHOD_PLAIN, url.user.c_str(), url.password.c_str());
+  if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+      r.library_error == AMQP_STATUS_CONNECTION_CLOSED)
+    throw AmqpError("amqp: " + url.host + ":" + std::to_string(url.port) + " refused user '" +
+                    url.user + "' on vhost '" + url.vhost + "' (wrong credentials or vhost)");
+  check_reply(
+      r, "login to " + url.host + ":" + std::to_string(url.port) + " vhost '" + url.vhost + "'");
+  logged_in_ = true;
+  for (amqp_channel_t ch : {kConsume, kPublish}) {
+    amqp_channel_open(get(), ch);
+    check_rpc("channel.open");
+  }
+  amqp_tx_select(get(), kConsume);
+  check_rpc("tx.select");
+  amqp_confirm_select(get(), kPublish);
+  check_rpc("confirm.select");
+  amqp_basic_qos(get(), kConsume, 0, static_cast<uint16_t>(url.prefetch), 0);
+  check_rpc("basic.qos");
+}
+
+AmqpConnection::~AmqpConnection() {
+  // A clean close only on a live connection: on a dead one it would wait
+  // for the RPC timeout.
+  if (healthy_ && logged_in_) amqp_connection_close(get(), AMQP_REPLY_SUCCESS);
+}
+
+void AmqpConnection::check_rpc(const std::string& what) {
+  check_reply(amqp_get_rpc_reply(get()), what);
+}
+
+void AmqpConnection::check_reply(const amqp_rpc_reply_t& r, const std::string& what) {
+  switch (r.reply_type) {
+    case AMQP_RESPONSE_NORMAL:
+      return;
+    case AMQP_RESPONSE_NONE:
+      healthy_ = false;
+      throw AmqpConnectionLost("amqp: " + what + ": no reply");
+    case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+      healthy_ = false;
+      throw AmqpConnectionLost("amqp: " + what + ": " + amqp_error_string2(r.library_error));
+    case AMQP_RESPONSE_SERVER_EXCEPTION:
+      healthy_ = false;
+      if (r.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
+        auto* m = static_cast<amqp_channel_close_t*>(r.reply.decoded);
+        // No close-ok: the owner drops the whole connection, which frees
+        // the channel on the broker too.
+        throw AmqpError("amqp: " + what + ": broker refused: " + std::to_string(m->reply_code) +
+                        " " + bytes(m->reply_text));
+      }
+      if (r.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
+        auto* m = static_cast<amqp_connection_close_t*>(r.reply.decoded);
+        throw AmqpConnectionLost("amqp: " + what + ": broker closed the connection: " +
+                                 std::to_string(m->reply_code) + " " + bytes(m->reply_text));
+      }
+      throw AmqpConnectionLost("amqp: " + what + ": unexpected reply from the broker");
+  }
+}
+
+void AmqpConnection::check(int status, const std::string& what) {
+  if (status == AMQP_STATUS_OK) return;
+  healthy_ = false;
+  throw AmqpConnectionLost("amqp: " + what + ": " + amqp_error_string2(status));
+}
+
+std::int64_t AmqpConnection::declare_queue(const std::string& queue) {
+  amqp_table_entry_t arg{};
+  arg.key = amqp_cstring_bytes("x-queue-type");
+  arg.value.kind = AMQP_FIELD_KIND_UTF8;
+  arg.value.value.bytes = amqp_cstring_bytes("quorum");
+  amqp_table_t args{1, &arg};
+  auto* ok =
+      amqp_queue_declare(get(), kConsume, amqp_cstring_bytes(queue.c_str()), 0, 1, 0, 0, args);
+  check_rpc("queue.declare '" + queue + "'");
+  return ok->message_count;
+}
+
+}  // namespace dnnlab::queue

@@ -1,0 +1,613 @@
+// AmqpTaskQueue: the TaskQueue contract on RabbitMQ (see the header for the mapping).
+#include "queue/amqp_task_queue.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "queue/backend_url.hpp"
+
+namespace dnnlab::queue {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kControlExchange = "dnnlab.control";
+constexpr const char* kControlTag = "dnnlab.control";
+constexpr const char* kAttemptsHeader = "x-dnnlab-attempts";  // deliveries before this copy
+constexpr const char* kErrorHeader = "x-dnnlab-error";        // why they ended, "; "-joined
+// How long lease() waits for the broker to push a message it reports ready.
+constexpr double kLeaseWaitSeconds = 2.0;
+
+std::string consumer_tag(const std::string& queue) {
+  return "q/" + queue;
+}
+
+std::string bytes(amqp_bytes_t b) {
+  return {static_cast<const char*>(b.bytes), b.len};
+}
+
+amqp_bytes_t as_bytes(std::string_view s) {
+  return {s.size(), const_cast<char*>(s.data())};
+}
+
+void require(bool ok, std::string_view field, const std::string& why) {
+  if (!ok) throw std::invalid_argument(std::string(field) + " " + why);
+}
+
+void require_seconds(double v, std::string_view field) {
+  require(std::isfinite(v) && v > 0, field,
+          "must be a positive number of seconds, got " + std::to_string(v));
+}
+
+std::optional<std::int64_t> int_header(const amqp_table_t& t, std::string_view key) {
+  for (int i = 0; i < t.num_entries; ++i) {
+    const amqp_table_entry_t& e = t.entries[i];
+    if (bytes(e.key) != key) continue;
+    const amqp_field_value_t& v = e.value;
+    switch (v.kind) {
+      case AMQP_FIELD_KIND_I8:
+        return v.value.i8;
+      case AMQP_FIELD_KIND_U8:
+        return v.value.u8;
+      case AMQP_FIELD_KIND_I16:
+        return v.value.i16;
+      case AMQP_FIELD_KIND_U16:
+        return v.value.u16;
+      case AMQP_FIELD_KIND_I32:
+        return v.value.i32;
+      case AMQP_FIELD_KIND_U32:
+        return v.value.u32;
+      case AMQP_FIELD_KIND_I64:
+        return v.value.i64;
+      case AMQP_FIELD_KIND_U64:
+        return static_cast<std::int64_t>(v.value.u64);
+      default:
+        return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string string_header(const amqp_table_t& t, std::string_view key) {
+  for (int i = 0; i < t.num_entries; ++i)
+    if (bytes(t.entries[i].key) == key && (t.entries[i].value.kind == AMQP_FIELD_KIND_UTF8 ||
+                                           t.entries[i].value.kind == AMQP_FIELD_KIND_BYTES))
+      return bytes(t.entries[i].value.value.bytes);
+  return {};
+}
+
+std::string joined(std::string a, std::string_view b) {
+  if (b.empty()) return a;
+  if (!a.empty()) a += "; ";
+  a += b;
+  return a;
+}
+
+}  // namespace
+
+// A message pushed to this object and not yet handed out by lease().
+struct AmqpTaskQueue::Delivery {
+  std::uint64_t tag = 0;
+  std::string payload;
+  int attempts_before = 0;  // x-dnnlab-attempts + x-delivery-count
+  std::string error;
+};
+
+// A delivery handed out by lease(), until ack/nack or the connection's end.
+struct AmqpTaskQueue::Held {
+  std::uint64_t tag = 0;
+  std::string queue;
+  std::string payload;
+  int attempt = 0;
+  std::string error;
+};
+
+AmqpTaskQueue::AmqpTaskQueue(std::string_view url, TaskQueueOptions options)
+    : url_(url), shown_url_(backend_url::redact(url)), options_(std::move(options)) {
+  require(options_.max_attempts >= 1, "max_attempts",
+          "must be at least 1, got " + std::to_string(options_.max_attempts));
+  require_seconds(options_.busy_timeout_seconds, "busy_timeout_seconds");
+  try {
+    prefetch_ = AmqpUrl::parse(url).prefetch;
+    std::random_device rd;
+    object_tag_ = static_cast<std::int64_t>(rd() & 0x7fffffffu) | 1;
+    next_handle_ = object_tag_ << 32;
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("task queue URL '" + shown_url_ + "': " + e.what());
+  }
+  connect_with_backoff();
+}
+
+AmqpTaskQueue::~AmqpTaskQueue() = default;
+
+int AmqpTaskQueue::connections_opened() const {
+  return connections_opened_;
+}
+
+double AmqpTaskQueue::now() const {
+  if (options_.clock) return options_.clock();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void AmqpTaskQueue::connect_with_backoff() {
+  const AmqpUrl url = AmqpUrl::parse(url_);
+  const auto give_up = Clock::now() + std::chrono::duration<double>(options_.busy_timeout_seconds);
+  auto delay = std::chrono::milliseconds(50);
+  for (;;) {
+    try {
+      conn_ = std::make_unique<AmqpConnection>(url, options_.busy_timeout_seconds);
+      break;
+    } catch (const AmqpConnectionLost& e) {
+      if (Clock::now() + delay > give_up)
+        throw std::runtime_error("task queue " + shown_url_ + ": broker unreachable for " +
+                                 std::to_string(options_.busy_timeout_seconds) + " s: " + e.what());
+      std::this_thread::sleep_for(delay);
+      delay = std::min(delay * 2, std::chrono::milliseconds(2000));
+    }
+  }
+  ++connections_opened_;
+  next_seq_ = 1;
+}
+
+AmqpConnection& AmqpTaskQueue::conn() {
+  if (conn_ && !conn_->healthy()) lost();
+  if (!conn_) connect_with_backoff();
+  return *conn_;
+}
+
+void AmqpTaskQueue::lost() {
+  // Everything tied to the old connection goes: the broker requeues its
+  // unacked deliveries, so our leases of it are no longer ours.
+  if (conn_) conn_->mark_broken();
+  conn_.reset();
+  declared_.clear();
+  consuming_.clear();
+  control_ = false;
+  inbox_.clear();
+  held_.clear();
+  confirms_.clear();
+}
+
+void AmqpTaskQueue::ensure_queue(const std::string& queue) {
+  if (declared_.count(queue)) return;
+  conn().declare_queue(queue);
+  declared_.insert(queue);
+}
+
+void AmqpTaskQueue::ensure_consumer(const std::string& queue) {
+  if (consuming_.count(queue)) return;
+  ensure_queue(queue);
+  AmqpConnection& c = conn();
+  amqp_basic_consume(c.get(), AmqpConnection::kConsume, as_bytes(queue),
+                     as_bytes(consumer_tag(queue)), 0, /*no_ack=*/0, 0, amqp_empty_table);
+  c.check_rpc("basic.consume '" + queue + "'");
+  consuming_.insert(queue);
+}
+
+void AmqpTaskQueue::ensure_control() {
+  if (control_) return;
+  AmqpConnection& c = conn();
+  amqp_exchange_declare(c.get(), AmqpConnection::kConsume, amqp_cstring_bytes(kControlExchange),
+                        amqp_cstring_bytes("fanout"), 0, /*durable=*/1, 0, 0, amqp_empty_table);
+  c.check_rpc(std::string("exchange.declare '") + kControlExchange + "'");
+  // A private queue per connection: exclusive, gone with the connection.
+  auto* ok = amqp_queue_declare(c.get(), AmqpConnection::kConsume, amqp_empty_bytes, 0, 0,
+                                /*exclusive=*/1, /*auto_delete=*/1, amqp_empty_table);
+  c.check_rpc("queue.declare (control)");
+  const std::string name = bytes(ok->queue);
+  amqp_queue_bind(c.get(), AmqpConnection::kConsume, as_bytes(name),
+                  amqp_cstring_bytes(kControlExchange), amqp_empty_bytes, amqp_empty_table);
+  c.check_rpc("queue.bind (control)");
+  amqp_basic_consume(c.get(), AmqpConnection::kConsume, as_bytes(name),
+                     amqp_cstring_bytes(kControlTag), 0, /*no_ack=*/1, 1, amqp_empty_table);
+  c.check_rpc("basic.consume (control)");
+  control_ = true;
+}
+
+bool AmqpTaskQueue::pump(int timeout_ms) {
+  AmqpConnection& c = conn();
+  amqp_maybe_release_buffers(c.get());
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  amqp_envelope_t env{};
+  amqp_rpc_reply_t r = amqp_consume_message(c.get(), &env, &tv, 0);
+  if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+    const std::string tag = bytes(env.consumer_tag);
+    const amqp_basic_properties_t& p = env.message.properties;
+    const amqp_table_t headers =
+        (p._flags & AMQP_BASIC_HEADERS_FLAG) ? p.headers : amqp_table_t{0, nullptr};
+    if (tag == kControlTag) {
+      const std::string queue = bytes(env.message.body);
+      cancelled_.insert(queue);
+      cancelled_pending_.insert(queue);
+    } else if (tag.starts_with("q/")) {
+      Delivery d;
+      d.tag = env.delivery_tag;
+      d.payload = bytes(env.message.body);
+      d.attempts_before = static_cast<int>(int_header(headers, kAttemptsHeader).value_or(0) +
+                                           int_header(headers, "x-delivery-count").value_or(0));
+      d.error = string_header(headers, kErrorHeader);
+      inbox_[tag.substr(2)].push_back(std::move(d));
+    }
+    amqp_destroy_envelope(&env);
+    return true;
+  }
+  if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT)
+    return false;
+  if (r.reply_type != AMQP_RESPONSE_LIBRARY_EXCEPTION ||
+      r.library_error != AMQP_STATUS_UNEXPECTED_STATE) {
+    c.mark_broken();
+    throw AmqpConnectionLost("amqp: reading from the broker: " +
+                             std::string(r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
+                                             ? amqp_error_string2(r.library_error)
+                                             : "unexpected reply"));
+  }
+  // A frame other than a delivery: a confirm, or the broker closing us.
+  amqp_frame_t frame{};
+  if (int s = amqp_simple_wait_frame(c.get(), &frame); s != AMQP_STATUS_OK) {
+    c.mark_broken();
+    throw AmqpConnectionLost(std::string("amqp: reading a frame: ") + amqp_error_string2(s));
+  }
+  if (frame.frame_type != AMQP_FRAME_METHOD) return true;
+  switch (frame.payload.method.id) {
+    case AMQP_BASIC_ACK_METHOD:
+    case AMQP_BASIC_NACK_METHOD: {
+      const bool acked = frame.payload.method.id == AMQP_BASIC_ACK_METHOD;
+      std::uint64_t tag = 0;
+      bool multiple = false;
+      if (acked) {
+        auto* m = static_cast<amqp_basic_ack_t*>(frame.payload.method.decoded);
+        tag = m->delivery_tag;
+        multiple = m->multiple;
+      } else {
+        auto* m = static_cast<amqp_basic_nack_t*>(frame.payload.method.decoded);
+        tag = m->delivery_tag;
+        multiple = m->multiple;
+      }
+      for (auto it = multiple ? confirms_.begin() : confirms_.find(tag);
+           it != confirms_.end() && it->first <= tag; ++it)
+        if (it->second == 0) it->second = acked ? 1 : -1;
+      return true;
+    }
+    case AMQP_BASIC_CANCEL_METHOD: {  // the broker cancelled a consumer (queue deleted)
+      auto* m = static_cast<amqp_basic_cancel_t*>(frame.payload.method.decoded);
+      const std::string tag = bytes(m->consumer_tag);
+      if (tag.starts_with("q/")) consuming_.erase(tag.substr(2));
+      if (tag == kControlTag) control_ = false;
+      return true;
+    }
+    case AMQP_CHANNEL_CLOSE_METHOD: {
+      // The consumer timeout, or a refused publish: the channel's
+      // deliveries are requeued by the broker.
+      auto* m = static_cast<amqp_channel_close_t*>(frame.payload.method.decoded);
+      c.mark_broken();
+      throw AmqpConnectionLost("amqp: the broker closed channel " + std::to_string(frame.channel) +
+                               ": " + bytes(m->reply_text));
+    }
+    case AMQP_CONNECTION_CLOSE_METHOD: {
+      auto* m = static_cast<amqp_connection_close_t*>(frame.payload.method.decoded);
+      c.mark_broken();
+      throw AmqpConnectionLost("amqp: the broker closed the connection: " + bytes(m->reply_text));
+    }
+    default:
+      return true;
+  }
+}
+
+std::int64_t AmqpTaskQueue::publish(std::string_view queue, std::string_view payload) {
+  return publish_batch(queue, {std::string(payload)}).front();
+}
+
+std::vector<std::int64_t> AmqpTaskQueue::publish_batch(std::string_view queue_name,
+                                                       const std::vector<std::string>& payloads) {
+  require(!queue_name.empty(), "queue", "must not be empty");
+  const std::string queue(queue_name);
+  std::vector<std::int64_t> ids(payloads.size());
+  for (auto& id : ids) id = ++next_handle_;
+  std::vector<bool> confirmed(payloads.size(), false);
+  const auto give_up = Clock::now() + std::chrono::duration<double>(options_.busy_timeout_seconds);
+  for (;;) {
+    std::map<std::uint64_t, std::size_t> sent;  // publish seq -> payload index
+    try {
+      ensure_queue(queue);
+      AmqpConnection& c = conn();
+      amqp_basic_properties_t props{};
+      props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
+      props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+      for (std::size_t i = 0; i < payloads.size(); ++i) {
+        if (confirmed[i]) continue;
+        c.check(amqp_basic_publish(c.get(), AmqpConnection::kPublish, amqp_empty_bytes,
+                                   as_bytes(queue), 0, 0, &props, as_bytes(payloads[i])),
+                "basic.publish to '" + queue + "'");
+        confirms_[next_seq_] = 0;
+        sent[next_seq_++] = i;
+      }
+      // Wait until the broker confirmed (or refused) every message.
+      for (auto it = sent.begin(); it != sent.end();) {
+        const int outcome = confirms_[it->first];
+        if (outcome == 0) {
+          if (Clock::now() > give_up)
+            throw std::runtime_error("task queue " + shown_url_ + ": no publisher confirm from '" +
+                                     queue + "' within " +
+                                     std::to_string(options_.busy_timeout_seconds) + " s");
+          pump(100);
+          continue;
+        }
+        if (outcome < 0)
+          throw AmqpError("task queue " + shown_url_ + ": the broker refused a message to '" +
+                          queue + "' (basic.nack)");
+        confirmed[it->second] = true;
+        confirms_.erase(it->first);
+        it = sent.erase(it);
+      }
+      return ids;
+    } catch (const AmqpConnectionLost&) {
+      // Publish what was not confirmed again on a new connection; a message
+      // that reached the queue but not its confirm is then there twice,
+      // which the contract allows (consumers make it harmless).
+      for (auto& [seq, i] : sent)
+        if (auto it = confirms_.find(seq); it != confirms_.end() && it->second > 0)
+          confirmed[i] = true;
+      lost();
+      if (Clock::now() > give_up) throw;
+    }
+  }
+}
+
+std::optional<TaskLease> AmqpTaskQueue::take(const std::string& queue, std::string_view worker_id,
+                                             double lease_seconds) {
+  auto& box = inbox_[queue];
+  while (!box.empty()) {
+    Delivery d = std::move(box.front());
+    box.pop_front();
+    const int attempt = d.attempts_before + 1;
+    if (attempt > options_.max_attempts) {
+      // Its holders died max_attempts times (killed workers, lost
+      // connections): dead, and the next one comes instead.
+      std::string why =
+          joined(d.error, "holder lost on attempt " + std::to_string(attempt - 1) +
+                              " of max_attempts " + std::to_string(options_.max_attempts));
+      republish_and_ack(dead_letter_queue(queue), d.payload, 0, why, d.tag);
+      continue;
+    }
+    Held h{d.tag, queue, d.payload, attempt, d.error};
+    const std::int64_t handle = ++next_handle_;
+    TaskLease lease;
+    lease.task_id = handle;
+    lease.queue = queue;
+    lease.payload = std::move(d.payload);
+    lease.worker_id = std::string(worker_id);
+    lease.attempt = attempt;
+    lease.deadline = now() + lease_seconds;
+    lease.error = d.error;
+    held_.emplace(handle, std::move(h));
+    return lease;
+  }
+  return std::nullopt;
+}
+
+std::optional<TaskLease> AmqpTaskQueue::lease(std::string_view queue_name,
+                                              std::string_view worker_id, double lease_seconds) {
+  require(!queue_name.empty(), "queue", "must not be empty");
+  require(!worker_id.empty(), "worker_id", "must not be empty");
+  require_seconds(lease_seconds, "lease_seconds");
+  const std::string queue(queue_name);
+  const auto give_up = Clock::now() + std::chrono::duration<double>(options_.busy_timeout_seconds);
+  for (;;) {
+    try {
+      // Subscribed before the first lease: a cancel announced after it reaches us.
+      ensure_control();
+      ensure_consumer(queue);
+      const auto wait_until = Clock::now() + std::chrono::duration<double>(kLeaseWaitSeconds);
+      for (;;) {
+        process_cancels();
+        if (auto l = take(queue, worker_id, lease_seconds)) return l;
+        if (pump(0)) continue;
+        // At prefetch, the broker pushes nothing more until we ack.
+        std::int64_t mine = 0;
+        for (const auto& [handle, h] : held_) mine += h.queue == queue;
+        if (mine >= prefetch_) return std::nullopt;
+        // Nothing here: is anything ready for us on the broker?
+        if (conn().declare_queue(queue) == 0) {
+          while (pump(0)) {
+          }
+          if (auto l = take(queue, worker_id, lease_seconds)) return l;
+          return std::nullopt;
+        }
+        if (Clock::now() > wait_until) return std::nullopt;
+        pump(20);
+      }
+    } catch (const AmqpConnectionLost&) {
+      lost();
+      if (Clock::now() > give_up) throw;
+    }
+  }
+}
+
+bool AmqpTaskQueue::extend(TaskLease& lease, double seconds) {
+  require_seconds(seconds, "seconds");
+  if ((lease.task_id >> 32) != object_tag_ && (lease.task_id >> 32) != 0) {
+    // Another object's lease (the worker's lease keeper runs on its own
+    // connection): the broker keeps it as long as the holder's connection
+    // lives, and the holder's ack tells the truth. Nothing to move here.
+    lease.deadline = now() + seconds;
+    return true;
+  }
+  if (!held_.count(lease.task_id)) return false;
+  try {
+    while (pump(0)) {  // answers heartbeats, notices a closed channel
+    }
+  } catch (const AmqpConnectionLost&) {
+    lost();
+    return false;
+  }
+  if (!held_.count(lease.task_id)) return false;
+  lease.deadline = now() + seconds;
+  return true;
+}
+
+bool AmqpTaskQueue::ack(const TaskLease& lease) {
+  auto it = held_.find(lease.task_id);
+  if (it == held_.end() || it->second.attempt != lease.attempt) return false;
+  if (!conn_ || !conn_->healthy()) {
+    lost();
+    return false;
+  }
+  try {
+    AmqpConnection& c = *conn_;
+    c.check(amqp_basic_ack(c.get(), AmqpConnection::kConsume, it->second.tag, 0), "basic.ack");
+    amqp_tx_commit(c.get(), AmqpConnection::kConsume);
+    c.check_rpc("tx.commit (ack)");
+  } catch (const AmqpConnectionLost&) {
+    lost();
+    return false;
+  }
+  held_.erase(it);
+  return true;
+}
+
+bool AmqpTaskQueue::republish_and_ack(const std::string& queue, const std::string& payload,
+                                      int attempts_before, const std::string& error,
+                                      std::uint64_t tag) {
+  ensure_queue(queue);
+  AmqpConnection& c = conn();
+  amqp_table_entry_t entries[2]{};
+  entries[0].key = amqp_cstring_bytes(kAttemptsHeader);
+  entries[0].value.kind = AMQP_FIELD_KIND_I32;
+  entries[0].value.value.i32 = attempts_before;
+  entries[1].key = amqp_cstring_bytes(kErrorHeader);
+  entries[1].value.kind = AMQP_FIELD_KIND_UTF8;
+  entries[1].value.value.bytes = as_bytes(error);
+  amqp_basic_properties_t props{};
+  props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;
+  props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+  props.headers = amqp_table_t{2, entries};
+  c.check(amqp_basic_publish(c.get(), AmqpConnection::kConsume, amqp_empty_bytes, as_bytes(queue),
+                             0, 0, &props, as_bytes(payload)),
+          "basic.publish to '" + queue + "'");
+  c.check(amqp_basic_ack(c.get(), AmqpConnection::kConsume, tag, 0), "basic.ack");
+  amqp_tx_commit(c.get(), AmqpConnection::kConsume);
+  c.check_rpc("tx.commit (republish to '" + queue + "')");
+  return true;
+}
+
+bool AmqpTaskQueue::nack(const TaskLease& lease, bool requeue, std::string_view error) {
+  auto it = held_.find(lease.task_id);
+  if (it == held_.end() || it->second.attempt != lease.attempt) return false;
+  if (!conn_ || !conn_->healthy()) {
+    lost();
+    return false;
+  }
+  const Held h = it->second;
+  std::string why = joined(h.error, error);
+  try {
+    if (requeue && h.attempt < options_.max_attempts) {
+      republish_and_ack(h.queue, h.payload, h.attempt, why, h.tag);
+    } else {
+      if (requeue)
+        why = joined(why, "max_attempts " + std::to_string(options_.max_attempts) + " reached");
+      republish_and_ack(dead_letter_queue(h.queue), h.payload, 0, why, h.tag);
+    }
+  } catch (const AmqpConnectionLost&) {
+    lost();
+    return false;
+  }
+  held_.erase(lease.task_id);
+  return true;
+}
+
+std::int64_t AmqpTaskQueue::drop_inbox(const std::string& queue) {
+  auto it = inbox_.find(queue);
+  if (it == inbox_.end() || it->second.empty()) return 0;
+  AmqpConnection& c = conn();
+  const std::int64_t n = static_cast<std::int64_t>(it->second.size());
+  for (const Delivery& d : it->second)
+    c.check(amqp_basic_reject(c.get(), AmqpConnection::kConsume, d.tag, /*requeue=*/0),
+            "basic.reject");
+  it->second.clear();
+  amqp_tx_commit(c.get(), AmqpConnection::kConsume);
+  c.check_rpc("tx.commit (drop '" + queue + "')");
+  return n;
+}
+
+void AmqpTaskQueue::process_cancels() {
+  while (!cancelled_pending_.empty()) {
+    const std::string queue = *cancelled_pending_.begin();
+    cancelled_pending_.erase(cancelled_pending_.begin());
+    drop_inbox(queue);
+  }
+}
+
+std::int64_t AmqpTaskQueue::waiting(std::string_view queue_name) {
+  require(!queue_name.empty(), "queue", "must not be empty");
+  const std::string queue(queue_name);
+  for (int tries = 0;; ++tries) {
+    try {
+      while (pump(0)) {
+      }
+      process_cancels();
+      const std::int64_t n = conn().declare_queue(queue);
+      declared_.insert(queue);
+      auto it = inbox_.find(queue);
+      return n + (it == inbox_.end() ? 0 : static_cast<std::int64_t>(it->second.size()));
+    } catch (const AmqpConnectionLost&) {
+      lost();
+      if (tries > 0) throw;
+    }
+  }
+}
+
+std::int64_t AmqpTaskQueue::cancel(std::string_view queue_name) {
+  require(!queue_name.empty(), "queue", "must not be empty");
+  const std::string queue(queue_name);
+  for (int tries = 0;; ++tries) {
+    try {
+      ensure_queue(queue);
+      ensure_control();
+      AmqpConnection& c = conn();
+      auto* ok = amqp_queue_purge(c.get(), AmqpConnection::kConsume, as_bytes(queue));
+      c.check_rpc("queue.purge '" + queue + "'");
+      const std::int64_t dropped = ok->message_count + drop_inbox(queue);
+      // Announce it, confirmed, so running workers stop the queue's trials.
+      amqp_basic_properties_t props{};
+      props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
+      props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+      c.check(amqp_basic_publish(c.get(), AmqpConnection::kPublish,
+                                 amqp_cstring_bytes(kControlExchange), amqp_empty_bytes, 0, 0,
+                                 &props, as_bytes(queue)),
+              "basic.publish to the control exchange");
+      const std::uint64_t seq = next_seq_++;
+      confirms_[seq] = 0;
+      const auto give_up =
+          Clock::now() + std::chrono::duration<double>(options_.busy_timeout_seconds);
+      while (confirms_[seq] == 0) {
+        if (Clock::now() > give_up)
+          throw std::runtime_error("task queue " + shown_url_ + ": no confirm for the cancel of '" +
+                                   queue + "'");
+        pump(100);
+      }
+      confirms_.erase(seq);
+      cancelled_.insert(queue);
+      // Our own announcement comes back to us: its inbox is already empty.
+      return dropped;
+    } catch (const AmqpConnectionLost&) {
+      lost();
+      if (tries > 0) throw;
+    }
+  }
+}
+
+bool AmqpTaskQueue::cancelled(std::string_view queue) {
+  try {
+    ensure_control();
+    while (pump(0)) {
+    }
+    process_cancels();
+  } catch (const AmqpConnectionLost&) {
+    lost();  // the next call reconnects; what we knew stays known
+  }
+  return cancelled_.count(std::string(queue)) > 0;
+}
+
+}  // namespace dnnlab::queue

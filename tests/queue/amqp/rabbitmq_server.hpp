@@ -1,0 +1,102 @@
+// A private RabbitMQ for tests, on 127.0.0.1 in a temporary directory, run
+// by scripts/rabbitmq_test_server.sh and stopped (its epmd too) at the end.
+//
+//   // one broker for the whole ctest run (the "rabbitmq" ctest fixture), or,
+//   // when the binary runs on its own, one for this process:
+//   std::string url = dnnlab::testing::shared_rabbitmq_url();
+//   DNNLAB_REQUIRE_RABBITMQ(url);   // skips, or fails under CI, when not installed
+//
+//   dnnlab::testing::RabbitMqServer own;   // a broker of one's own, to restart
+//   own.stop(); own.start();               // same port and data: durable queues survive
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace dnnlab::testing {
+
+inline std::filesystem::path rabbitmq_script() {
+  const char* src = std::getenv("DNNLAB_SOURCE_DIR");
+  std::filesystem::path root = src ? src : DNNLAB_SOURCE_DIR_FALLBACK;
+  return root / "scripts" / "rabbitmq_test_server.sh";
+}
+
+class RabbitMqServer {
+ public:
+  // Starts a node in a fresh temporary directory. installed() is false when
+  // rabbitmq-server is missing (the script's exit 77); other failures throw.
+  RabbitMqServer() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "dnnlab-rmq-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    dir_ = tmpl;
+    start();
+  }
+  ~RabbitMqServer() {
+    run("stop", " --rm");
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    std::filesystem::remove(dir_ + ".log", ec);
+  }
+  RabbitMqServer(const RabbitMqServer&) = delete;
+  RabbitMqServer& operator=(const RabbitMqServer&) = delete;
+
+  bool installed() const { return installed_; }
+  const std::string& url() const { return url_; }
+
+  void start() {
+    int rc = run("start", "");
+    if (rc == 77) {
+      installed_ = false;
+      return;
+    }
+    if (rc != 0) throw std::runtime_error("rabbitmq_test_server.sh start failed (" + dir_ + ")");
+    std::ifstream in(dir_ + "/url");
+    std::getline(in, url_);
+  }
+  void stop() { run("stop", ""); }
+
+ private:
+  int run(const std::string& cmd, const std::string& extra) {
+    std::string line = "'" + rabbitmq_script().string() + "' " + cmd + " '" + dir_ + "'" + extra +
+                       " >/dev/null 2>>'" + dir_ + ".log'";
+    int status = std::system(line.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  }
+
+  std::string dir_;
+  std::string url_;
+  bool installed_ = true;
+};
+
+// The broker of the ctest fixture (DNNLAB_TEST_RABBITMQ_DIR/url), else one
+// started for this process and stopped at its exit. "" when not installed.
+inline std::string shared_rabbitmq_url() {
+  if (const char* dir = std::getenv("DNNLAB_TEST_RABBITMQ_DIR")) {
+    std::ifstream in(std::string(dir) + "/url");
+    std::string url;
+    if (std::getline(in, url) && !url.empty()) return url;
+  }
+  static std::unique_ptr<RabbitMqServer> own = std::make_unique<RabbitMqServer>();
+  return own->installed() ? own->url() : std::string();
+}
+
+}  // namespace dnnlab::testing
+
+// In a test body or SetUp(): no broker is a skip, but a failure under CI.
+#define DNNLAB_REQUIRE_RABBITMQ(url)                                             \
+  do {                                                                           \
+    if ((url).empty()) {                                                         \
+      if (std::getenv("CI"))                                                     \
+        FAIL() << "rabbitmq-server is not installed (under CI this "             \
+                  "test may not skip; run scripts/bootstrap.sh)";                \
+      GTEST_SKIP() << "rabbitmq-server is not installed (scripts/bootstrap.sh)"; \
+    }                                                                            \
+  } while (0)
