@@ -5,6 +5,13 @@
 #include <string>
 
 namespace dnnlab::worker {
+namespace {
+
+// Set while this thread runs an item: a parallel_for from inside an item
+// runs serially instead of re-entering the pool (one job at a time).
+thread_local bool t_in_item = false;
+
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   if (threads < 1) throw std::invalid_argument("threads: " + std::to_string(threads) + " < 1");
@@ -22,7 +29,9 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::work() {
+  t_in_item = true;
   for (int i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) (*body_)(i);
+  t_in_item = false;
 }
 
 void ThreadPool::worker_main() {
@@ -41,7 +50,7 @@ void ThreadPool::worker_main() {
 }
 
 void ThreadPool::run(int n, const std::function<void(int)>& body) {
-  if (workers_.empty() || n <= 1) {
+  if (workers_.empty() || n <= 1 || t_in_item) {
     for (int i = 0; i < n; ++i) body(i);
     return;
   }

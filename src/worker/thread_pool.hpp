@@ -33,7 +33,8 @@ class ThreadPool {
   int threads() const { return int(workers_.size()) + 1; }
   // Runs body(i) for every i in [0, n) and returns when all have finished.
   // Items are handed out one at a time from a shared counter. One job at a
-  // time: callers must not run jobs on the pool concurrently.
+  // time: callers must not run jobs on the pool concurrently (a run from
+  // inside an item runs serially on that thread).
   void run(int n, const std::function<void(int)>& body);
   // The hook for nn::set_parallel_for; valid while the pool lives.
   nn::ParallelFor parallel_for();

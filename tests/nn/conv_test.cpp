@@ -67,6 +67,7 @@ const PoolShape kPoolShapes[] = {
     {3, 2, 5, 6, 3, 2, 1, 2, 1, 0},   {2, 4, 7, 7, 7, 7, 1, 1, 0, 0},  // global
     {1, 3, 28, 28, 2, 2, 2, 2, 0, 0}, {2, 2, 6, 5, 3, 3, 3, 3, 1, 1},
     {1, 1, 1, 1, 1, 1, 1, 1, 0, 0},   {2, 3, 9, 9, 3, 3, 1, 1, 1, 1},  // overlapping windows
+    {2, 3, 7, 9, 2, 2, 2, 2, 0, 0},  // 2x2 / 2 (the max pool's fast path) on odd sizes
 };
 
 size_t x_size(const ConvShape& s) {
@@ -271,8 +272,14 @@ TEST_P(ConvTarget, PoolingMatchesReference) {
   std::mt19937 rng(25);
   for (const PoolShape& s : kPoolShapes) {
     const size_t xs = size_t(s.n) * s.c * s.h * s.w, ys = size_t(s.n) * s.c * s.out_h() * s.out_w();
-    auto x = random_vec(xs, rng), dy = random_vec(ys, rng);
-    for (Pool kind : {Pool::kMax, Pool::kAvg}) {
+    auto dy = random_vec(ys, rng);
+    // Random values, then values in {-1, 0, 1}: ties, where the first input
+    // of a window in row-major order must win on every target.
+    auto x = random_vec(xs, rng);
+    auto ties = x;
+    for (float& v : ties) v = std::round(v);
+    for (const auto& [kind, x] :
+         {std::pair{Pool::kMax, x}, std::pair{Pool::kAvg, x}, std::pair{Pool::kMax, ties}}) {
       const std::string what =
           std::string(k_->name) + (kind == Pool::kMax ? " max pool " : " avg pool ") + describe(s);
       std::vector<float> got(ys, NAN), ref(ys, NAN), gdx(xs, NAN), rdx(xs, NAN);

@@ -51,6 +51,13 @@ TEST(ThreadPool, UsesMoreThanOneThread) {
   EXPECT_EQ(ids.size(), 3u);
 }
 
+TEST(ThreadPool, ANestedRunIsSerialInsideTheItem) {
+  ThreadPool pool(2);
+  std::vector<std::vector<int>> seen(4);
+  pool.run(4, [&](int i) { pool.run(3, [&](int j) { seen[size_t(i)].push_back(j); }); });
+  for (const auto& s : seen) EXPECT_EQ(s, (std::vector<int>{0, 1, 2}));
+}
+
 TEST(ThreadPool, RejectsZeroThreads) {
   EXPECT_THROW(ThreadPool(0), std::invalid_argument);
 }

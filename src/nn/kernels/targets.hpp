@@ -33,9 +33,9 @@ namespace dnnlab::nn::kernels_detail {
 float* gemm_scratch(size_t floats);
 
 // Conv work space for the calling thread, one buffer per slot (an item's
-// im2col matrix, a caller's per-chunk partial sums), allocated on first use
+// im2col matrix and padded image, a caller's per-chunk partial sums), allocated on first use
 // and kept like gemm_scratch.
-enum ConvScratch : int { kConvCol = 0, kConvPartials = 1, kConvScratchSlots = 2 };
+enum ConvScratch : int { kConvCol = 0, kConvPad = 1, kConvPartials = 2, kConvScratchSlots = 3 };
 float* conv_scratch(ConvScratch slot, size_t floats);
 
 // nn::parallel_for (nn/parallel.hpp) behind a plain function pointer: target
