@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "queue/backend_url.hpp"
 
@@ -19,6 +20,8 @@ constexpr const char* kAttemptsHeader = "x-dnnlab-attempts";  // deliveries befo
 constexpr const char* kErrorHeader = "x-dnnlab-error";        // why they ended, "; "-joined
 // How long lease() waits for the broker to push a message it reports ready.
 constexpr double kLeaseWaitSeconds = 2.0;
+// How long lease() first waits for a push before asking the broker.
+constexpr int kPushWaitMs = 2;
 
 std::string consumer_tag(const std::string& queue) {
   return "q/" + queue;
@@ -400,10 +403,13 @@ std::optional<TaskLease> AmqpTaskQueue::lease(std::string_view queue_name,
       ensure_control();
       ensure_consumer(queue);
       const auto wait_until = Clock::now() + std::chrono::duration<double>(kLeaseWaitSeconds);
+      // The broker pushes the next message right after an ack: waiting a
+      // moment for it first saves asking (a round trip) in the common case.
+      int wait_ms = kPushWaitMs;
       for (;;) {
         process_cancels();
         if (auto l = take(queue, worker_id, lease_seconds)) return l;
-        if (pump(0)) continue;
+        if (pump(std::exchange(wait_ms, 0))) continue;
         // At prefetch, the broker pushes nothing more until we ack.
         std::int64_t mine = 0;
         for (const auto& [handle, h] : held_) mine += h.queue == queue;
