@@ -3,6 +3,7 @@
 
 #include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
+#include <unistd.h>
 
 #include <charconv>
 #include <cmath>
@@ -77,7 +78,7 @@ AmqpUrl AmqpUrl::parse(std::string_view url) {
 }
 
 AmqpConnection::AmqpConnection(const AmqpUrl& url, double rpc_timeout_seconds)
-    : state_(amqp_new_connection()) {
+    : state_(amqp_new_connection()), pid_(getpid()) {
   if (!state_) throw std::bad_alloc();
   amqp_socket_t* socket = nullptr;
   if (url.tls) {
@@ -120,7 +121,12 @@ AmqpConnection::AmqpConnection(const AmqpUrl& url, double rpc_timeout_seconds)
 AmqpConnection::~AmqpConnection() {
   // A clean close only on a live connection: on a dead one it would wait
   // for the RPC timeout.
-  if (healthy_ && logged_in_) amqp_connection_close(get(), AMQP_REPLY_SUCCESS);
+  // Not from a forked child either: that would close the parent's connection.
+  if (healthy_ && logged_in_ && opened_here()) amqp_connection_close(get(), AMQP_REPLY_SUCCESS);
+}
+
+bool AmqpConnection::opened_here() const {
+  return getpid() == pid_;
 }
 
 void AmqpConnection::check_rpc(const std::string& what) {

@@ -61,6 +61,8 @@ class AmqpConnection {
   amqp_connection_state_t get() const { return state_.get(); }
   // False once an error was seen: the owner drops the connection.
   bool healthy() const { return healthy_; }
+  // Whether this process opened it (false in a child after fork()).
+  bool opened_here() const;
   void mark_broken() { healthy_ = false; }
 
   // Throws on a failed RPC (the last synchronous call): AmqpConnectionLost
@@ -82,6 +84,7 @@ class AmqpConnection {
   std::unique_ptr<std::remove_pointer_t<amqp_connection_state_t>, StateDeleter> state_;
   bool healthy_ = true;
   bool logged_in_ = false;
+  int pid_ = 0;  // the opener: a forked child must not speak on its socket
 };
 
 }  // namespace dnnlab::queue

@@ -155,6 +155,9 @@ void AmqpTaskQueue::connect_with_backoff() {
 }
 
 AmqpConnection& AmqpTaskQueue::conn() {
+  if (conn_ && !conn_->opened_here())
+    throw std::logic_error("task queue " + shown_url_ +
+                           ": used in a child process; open one per process after fork()");
   if (conn_ && !conn_->healthy()) lost();
   if (!conn_) connect_with_backoff();
   return *conn_;
@@ -456,7 +459,7 @@ bool AmqpTaskQueue::extend(TaskLease& lease, double seconds) {
 bool AmqpTaskQueue::ack(const TaskLease& lease) {
   auto it = held_.find(lease.task_id);
   if (it == held_.end() || it->second.attempt != lease.attempt) return false;
-  if (!conn_ || !conn_->healthy()) {
+  if (!conn_ || !conn().healthy()) {  // conn(): refuses a forked child
     lost();
     return false;
   }
@@ -501,7 +504,7 @@ bool AmqpTaskQueue::republish_and_ack(const std::string& queue, const std::strin
 bool AmqpTaskQueue::nack(const TaskLease& lease, bool requeue, std::string_view error) {
   auto it = held_.find(lease.task_id);
   if (it == held_.end() || it->second.attempt != lease.attempt) return false;
-  if (!conn_ || !conn_->healthy()) {
+  if (!conn_ || !conn().healthy()) {  // conn(): refuses a forked child
     lost();
     return false;
   }

@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "../test_support.hpp"
 #include "queue/amqp_task_queue.hpp"
 #include "rabbitmq_server.hpp"
 
@@ -147,6 +148,22 @@ TEST_F(AmqpFailure, LeaseKeeperOnItsOwnConnectionExtendsTheHoldersLease) {
   EXPECT_TRUE(holder.ack(*lease)) << "the holder's ack is the truth";
   EXPECT_FALSE(holder.extend(*lease, 60)) << "an acked lease is not extended by its holder";
   EXPECT_FALSE(keeper.ack(copy)) << "only the holder's connection can ack";
+}
+
+TEST_F(AmqpFailure, ObjectUsedInAForkedChildThrowsAndSparesTheParent) {
+  const std::string queue = unique_queue("fork");
+  AmqpTaskQueue q(url_, {});
+  q.publish(queue, "t");
+  auto codes = testing::run_in_children(1, [&](int) {
+    try {
+      q.waiting(queue);
+      return 1;
+    } catch (const std::logic_error&) {
+      return 0;
+    }
+  });
+  EXPECT_EQ(codes[0], 0) << "the child used the parent's connection";
+  EXPECT_EQ(q.waiting(queue), 1) << "the parent's connection still works";
 }
 
 TEST_F(AmqpFailure, BadUrlsNameTheirPart) {
