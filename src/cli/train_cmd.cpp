@@ -112,7 +112,7 @@ Command add_train(CLI::App& app) {
   c->add_option("--kernels", o->kernels, "Kernel target: auto, avx512, avx2, scalar")
       ->capture_default_str();
   c->add_option("--threads", o->threads,
-                 "Threads per batch for the conv kernels (results are identical for any count)")
+                "Threads per batch for the conv kernels (results are identical for any count)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   c->add_flag("-q,--quiet", o->quiet, "Print only the final accuracies");

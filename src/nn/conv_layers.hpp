@@ -15,8 +15,8 @@
 //   Pool2D pool(Pool::kMax, p);
 //   pool.bind(conv.out_shape(), &rng, where);  // [32,14,14]
 //
-// Not yet in the layer registry or the spec: that waits for the graph
-// redesign's attribute schema.
+// In specs as conv2d, max_pool2d, avg_pool2d and global_avg_pool
+// (registry.cpp: square kernel, stride and padding).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -32,7 +32,7 @@ struct Conv2DConfig {
   int stride_h = 1, stride_w = 1;
   int pad_h = 0, pad_w = 0;  // zeros on each side
   bool bias = true;
-  std::string init = "he";  // he, glorot or lecun, by fan-in C * kernel_h * kernel_w
+  std::string init = "he";  // he, glorot or lecun, by fan-in C * kernel_h * kernel_w; "": he
 };
 
 // y = act(conv(x, W) + b), W stored [filters, C, kernel_h, kernel_w]. A
@@ -49,6 +49,10 @@ class Conv2D final : public Layer {
   bool fuse_activation(Act act, float alpha) override;
   std::string describe() const override;
   const Conv2DConfig& config() const { return cfg_; }
+  // The model's `init` for a layer whose own is "" (as Dense).
+  void set_default_init(const std::string& init) {
+    if (cfg_.init.empty()) cfg_.init = init;
+  }
 
  protected:
   ShapeContract contract() const override { return {2, 3}; }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 
+#include "nn/conv_layers.hpp"
 #include "nn/layers.hpp"
 #include "nn/registry.hpp"
 
@@ -194,6 +195,7 @@ std::unique_ptr<Model::Impl> build_impl(const ModelSpec& spec, const Shape& inpu
     }
     auto layer = info->make(filled);
     if (auto* d = dynamic_cast<Dense*>(layer.get())) d->set_default_init(spec.init);
+    if (auto* c = dynamic_cast<Conv2D*>(layer.get())) c->set_default_init(spec.init);
     in_shapes.clear();
     for (int q : ins[i]) in_shapes.push_back(q == kInputNode ? input : out_of[q]);
     // Each layer draws its initial weights from its own stream, so a part

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 
+#include "nn/conv_layers.hpp"
 #include "nn/layers.hpp"
 
 namespace dnnlab::nn {
@@ -46,6 +47,21 @@ constexpr AttrInfo kBatchNormAttrs[] = {
      "weight of a batch in the running statistics"},
     {"eps", AttrKind::kFloat, 1e-5, 1e-12, 1, "", kNoChoices, "added to the variance"},
 };
+constexpr AttrInfo kConvAttrs[] = {
+    {"filters", AttrKind::kInt, kNaN, 1, 65536, "", kNoChoices, "output channels"},
+    {"kernel", AttrKind::kInt, 3, 1, 64, "", kNoChoices, "square kernel size"},
+    {"stride", AttrKind::kInt, 1, 1, 64, "", kNoChoices, "step between windows"},
+    {"padding", AttrKind::kInt, 0, 0, 64, "", kNoChoices, "zeros added on each side"},
+    {"bias", AttrKind::kBool, 1, 0, 1, "", kNoChoices, "add a learned bias per channel"},
+    {"init", AttrKind::kEnum, 0, 0, 0, "", kInits,
+     "weight initializer (fan-in C*kernel^2); empty: the model's `init`"},
+};
+constexpr AttrInfo kPoolAttrs[] = {
+    {"kernel", AttrKind::kInt, 2, 1, 64, "", kNoChoices, "square window size"},
+    {"stride", AttrKind::kInt, 0, 0, 64, "", kNoChoices, "step between windows; 0: the kernel"},
+    {"padding", AttrKind::kInt, 0, 0, 32, "", kNoChoices,
+     "padding on each side, at most kernel / 2"},
+};
 constexpr std::span<const AttrInfo> kNoAttrs{};
 
 // ---- factories -------------------------------------------------------------
@@ -74,6 +90,27 @@ std::unique_ptr<Layer> make_batchnorm(const LayerSpec& s) {
   return std::make_unique<BatchNorm>(static_cast<float>(s.attrs.get("momentum", 0.1)),
                                      static_cast<float>(s.attrs.get("eps", 1e-5)));
 }
+std::unique_ptr<Layer> make_conv2d(const LayerSpec& s) {
+  Conv2DConfig c;
+  c.filters = static_cast<int64_t>(s.attrs.get("filters"));
+  c.kernel_h = c.kernel_w = static_cast<int>(s.attrs.get("kernel", 3));
+  c.stride_h = c.stride_w = static_cast<int>(s.attrs.get("stride", 1));
+  c.pad_h = c.pad_w = static_cast<int>(s.attrs.get("padding", 0));
+  c.bias = s.attrs.get("bias", 1) != 0;
+  c.init = s.attrs.str("init");
+  return std::make_unique<Conv2D>(c);
+}
+template <Pool P>
+std::unique_ptr<Layer> make_pool2d(const LayerSpec& s) {
+  Pool2DConfig c;
+  c.kernel_h = c.kernel_w = static_cast<int>(s.attrs.get("kernel", 2));
+  c.stride_h = c.stride_w = static_cast<int>(s.attrs.get("stride", 0));
+  c.pad_h = c.pad_w = static_cast<int>(s.attrs.get("padding", 0));
+  return std::make_unique<Pool2D>(P, c);
+}
+std::unique_ptr<Layer> make_global_avg_pool(const LayerSpec&) {
+  return std::make_unique<GlobalAvgPool>();
+}
 std::unique_ptr<Layer> make_add(const LayerSpec&) {
   return std::make_unique<Add>();
 }
@@ -98,6 +135,14 @@ const LayerInfo kLayers[] = {
     {"batchnorm", "", kBatchNormAttrs, 1, make_batchnorm,
      "normalizes each feature ([F]) or channel ([C, H, W]) over the batch; running "
      "statistics at evaluation"},
+    {"conv2d", "filters", kConvAttrs, 1, make_conv2d,
+     "2D convolution over [C, H, W] (or [H, W]) -> [filters, H', W']"},
+    {"max_pool2d", "kernel", kPoolAttrs, 1, make_pool2d<Pool::kMax>,
+     "the largest value of each window, per channel"},
+    {"avg_pool2d", "kernel", kPoolAttrs, 1, make_pool2d<Pool::kAvg>,
+     "the mean of each window (padding counted), per channel"},
+    {"global_avg_pool", "", kNoAttrs, 1, make_global_avg_pool,
+     "the mean of each channel's plane: [C, H, W] -> [C]"},
     {"add", "", kNoAttrs, kManyInputs, make_add, "elementwise sum of its inputs (same shapes)"},
     {"concat", "", kNoAttrs, kManyInputs, make_concat,
      "joins its inputs along the first sample dimension (features or channels)"},

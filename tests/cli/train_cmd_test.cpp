@@ -87,6 +87,39 @@ TEST(TrainCmd, ThreadsOutOfRangeNamesTheFlag) {
   }
 }
 
+// A small CNN trained on 1 and on 3 threads: the conv kernels split each
+// batch by shape only, so the weights are the same bits.
+TEST(TrainCmd, ThreadsGiveTheSameWeights) {
+  DNNLAB_NEED_FASHION_MNIST();
+  TempDir a, b;
+  auto spec = a.write("cnn.yaml", R"(name: cnn
+data: {dataset: fashion-mnist, validation: 100, limit_train: 512}
+model:
+  input: [1, 28, 28]
+  layers:
+    - {conv2d: 4, padding: 1}
+    - relu
+    - max_pool2d: 2
+    - {conv2d: 8, stride: 2}
+    - relu
+    - global_avg_pool
+    - dense: 10
+train:
+  epochs: 1
+  batch_size: 32
+  seed: 3
+  optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+)");
+  Result r1 = run("train -q " + spec.string() + " --threads 1 --out " + a.path.string());
+  Result r3 = run("train -q " + spec.string() + " --threads 3 --out " + b.path.string());
+  ASSERT_EQ(r1.code, 0) << r1.err;
+  ASSERT_EQ(r3.code, 0) << r3.err;
+  const std::string w1 = slurp(a.path / "cnn.safetensors"), w3 = slurp(b.path / "cnn.safetensors");
+  EXPECT_GT(w1.size(), 4u * (4 * 9 + 4 + 8 * 36 + 8 + 8 * 10 + 10));
+  EXPECT_EQ(w1, w3) << "--threads changed the weights";
+  EXPECT_EQ(r1.out, r3.out);
+}
+
 TEST(TrainCmd, MissingDataDirectory) {
   TempDir dir;
   auto spec = dir.write("tiny.yaml", kSpec);

@@ -178,6 +178,30 @@ TEST(GlobalAvgPool, MatchesNumericalGradientAndIsThePlaneMean) {
   }
 }
 
+TEST(ConvLayers, Conv2DGradientsAccumulateWhenAsked) {
+  Conv2DConfig c;
+  c.filters = 4;
+  c.pad_h = c.pad_w = 1;
+  Conv2D conv(c);
+  Rng rng(3);
+  conv.bind(Shape{2, 6, 5}, &rng, {});
+  Checker ch(conv, 3);
+  ch.loss();
+  Tensor dy = ch.r, dx(ch.x.shape());
+  conv.backward(ch.x.view(), ch.y.view(), dy.view(), dx.view());
+  const Tensor w1 = conv.params()[0]->grad, b1 = conv.params()[1]->grad;
+  conv.set_accumulate_grads(true);
+  conv.backward(ch.x.view(), ch.y.view(), dy.view(), dx.view());
+  // Summed onto the old gradient chunk by chunk: 2g up to rounding.
+  for (int64_t i = 0; i < w1.numel(); ++i)
+    EXPECT_NEAR(conv.params()[0]->grad[i], 2 * w1[i], 1e-5f * (1 + std::fabs(w1[i]))) << i;
+  for (int64_t i = 0; i < b1.numel(); ++i)
+    EXPECT_NEAR(conv.params()[1]->grad[i], 2 * b1[i], 1e-5f * (1 + std::fabs(b1[i]))) << i;
+  conv.set_accumulate_grads(false);
+  conv.backward(ch.x.view(), ch.y.view(), dy.view(), dx.view());
+  for (int64_t i = 0; i < w1.numel(); ++i) EXPECT_EQ(conv.params()[0]->grad[i], w1[i]) << i;
+}
+
 TEST(ConvLayers, ShapesAndParamCounts) {
   Conv2DConfig c;
   c.filters = 32;

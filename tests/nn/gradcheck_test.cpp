@@ -121,6 +121,9 @@ struct Checker {
 // The input shapes a registry layer is checked on: one [width] input, or for
 // multi-input layers two (concat: of different widths, its awkward case).
 std::vector<Shape> check_inputs(const LayerInfo& info, int64_t width) {
+  // Convolutions and pools take [C, H, W]: odd, non-square, C = 1..3.
+  if (find_attr(info, "kernel") || info.name == "global_avg_pool")
+    return {Shape{1 + width % 3, 4 + width % 5, 5 + width % 3}};
   if (info.inputs != kManyInputs) return {Shape{width}};
   if (info.name == "concat") return {Shape{width}, Shape{width + 2}};
   return {Shape{width}, Shape{width}};
@@ -141,6 +144,7 @@ std::unique_ptr<Layer> make_for_check(const std::string& type, int64_t width) {
   LayerSpec ls;
   ls.type = type;
   if (find_attr(*info, "units")) ls.attrs.num["units"] = width == 1 ? 7 : (width + 3) / 2;
+  if (find_attr(*info, "filters")) ls.attrs.num["filters"] = width == 1 ? 1 : 3;
   if (!fill_defaults(*info, ls).empty()) return nullptr;
   return info->make(ls);
 }

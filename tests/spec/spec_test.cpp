@@ -184,6 +184,57 @@ std::string with_layers(const std::string& model) {
          "train: {epochs: 1}\n";
 }
 
+// A CNN in the spec: conv2d / max_pool2d / avg_pool2d / global_avg_pool rows
+// of the registry read, round-trip and build on a [1, 28, 28] input, with
+// the ReLU after each conv fused into it; a bad attribute names its field.
+TEST(RunSpec, ConvolutionalLayersReadRoundTripAndBuild) {
+  const std::string cnn = with_layers(
+      "  input: [1, 28, 28]\n"
+      "  layers:\n"
+      "    - conv2d: 32\n"
+      "      padding: 1\n"
+      "    - relu\n"
+      "    - max_pool2d: 2\n"
+      "    - {conv2d: 64, kernel: 3, padding: 1, init: glorot}\n"
+      "    - relu\n"
+      "    - {avg_pool2d: 3, stride: 2, padding: 1}\n"
+      "    - dense: 10\n");
+  RunSpec r = parse_run_spec(cnn, "cnn.yaml");
+  ASSERT_EQ(r.model.layers.size(), 7u);
+  EXPECT_EQ(r.model.layers[0].type, "conv2d");
+  EXPECT_EQ(r.model.layers[0].attrs.get("filters"), 32);
+  EXPECT_EQ(r.model.layers[0].attrs.get("kernel", 3), 3);
+  EXPECT_EQ(r.model.layers[3].attrs.str("init"), "glorot");
+  EXPECT_EQ(r.model.layers[5].attrs.get("stride"), 2);
+  expect_same(r, parse_run_spec(to_yaml(r), "again.yaml"));
+  // 28 -> conv 28 -> pool 14 -> conv 14 -> avg pool (14 + 2 - 3) / 2 + 1 = 7.
+  nn::Model m = nn::Model::build(r.model, nn::Shape{1, 28, 28}, 10, 1);
+  EXPECT_EQ(m.num_params(), (32 * 9 + 32) + (64 * 32 * 9 + 64) + (64 * 7 * 7 * 10 + 10));
+  const std::string summary = m.summary();
+  EXPECT_NE(summary.find("conv2d 1->32 3x3 pad 1,1 [32,28,28] +relu"), std::string::npos)
+      << summary;
+
+  RunSpec gap = parse_run_spec(
+      with_layers("  input: [1, 28, 28]\n"
+                  "  layers: [{conv2d: 8, stride: 2}, global_avg_pool, {dense: 10}]\n"),
+      "g.yaml");
+  EXPECT_EQ(nn::Model::build(gap.model, nn::Shape{1, 28, 28}, 10, 1).num_params(),
+            (8 * 9 + 8) + (8 * 10 + 10));
+
+  for (const auto& [bad, field] : {std::pair{"    - {conv2d: 8, kernel: 0}\n", "kernel"},
+                                   std::pair{"    - {conv2d: 8, init: zeros}\n", "init"},
+                                   std::pair{"    - {max_pool2d: 2, stride: -1}\n", "stride"}}) {
+    try {
+      parse_run_spec(
+          with_layers(std::string("  input: [1, 28, 28]\n  layers:\n") + bad + "    - dense: 10\n"),
+          "b.yaml");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const SpecError& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(RunSpec, GraphResidualAndPartsRoundTrip) {
   const std::string plain = with_layers(
       "  layers:\n"
