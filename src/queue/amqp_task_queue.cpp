@@ -6,7 +6,7 @@
 #include <random>
 #include <thread>
 
-#include "queue/backend_url.hpp"
+#include "db/backend_url.hpp"
 
 namespace dnnlab::queue {
 namespace {
