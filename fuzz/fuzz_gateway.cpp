@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "db/connections.hpp"
 #include "queue/task_queue.hpp"
 #include "server/gateway.hpp"
 #include "store/result_store.hpp"
@@ -34,8 +35,9 @@ struct World {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     const std::string url = "sqlite:" + dir + "/fuzz.db";
-    queue = queue::open_task_queue(url);
-    store = store::open_result_store(url, *queue);
+    db::Connections shared;
+    queue = queue::open_task_queue(url, {}, &shared);
+    store = store::open_result_store(url, &shared);
     server::GatewayOptions o;
     o.join_token = kJoinToken;
     o.store_url = o.broker_url = url;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "db/connections.hpp"
 #include "queue/task_queue.hpp"
 #include "server/api.hpp"
 #include "store/result_store.hpp"
@@ -34,8 +35,9 @@ struct World {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir + "/web");
     const std::string url = "sqlite:" + dir + "/fuzz.db";
-    queue = queue::open_task_queue(url);
-    store = store::open_result_store(url, *queue);
+    db::Connections shared;
+    queue = queue::open_task_queue(url, {}, &shared);
+    store = store::open_result_store(url, &shared);
     runner = std::make_unique<server::ExperimentRunner>(*store, *queue, false);
     api = std::make_unique<server::Api>(*store, *runner, metrics,
                                         server::ApiConfig{"fuzz-token", true, dir + "/web", {}});

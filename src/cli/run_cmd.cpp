@@ -19,6 +19,7 @@
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
 #include "cli/sweep_cmds.hpp"
+#include "experiment/backends.hpp"
 #include "experiment/coordinator.hpp"
 #include "server/server.hpp"
 

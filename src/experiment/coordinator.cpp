@@ -7,57 +7,11 @@
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
+#include "db/task_codec.hpp"
 #include "dnnlab/build_info.hpp"
-#include "experiment/task.hpp"
 #include "nn/kernels.hpp"
 
 namespace dnnlab::experiment {
-
-std::string encode_task(const TrialTask& t) {
-  nlohmann::json j{
-      {"v", 1}, {"experiment", t.experiment_id}, {"trial", t.trial_id}, {"index", t.index}};
-  if (t.attempt_base) j["base"] = t.attempt_base;
-  return j.dump();
-}
-
-TrialTask decode_task(std::string_view payload) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(payload);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ProtocolError("task payload is not JSON at byte " + std::to_string(e.byte));
-  }
-  if (!j.is_object()) throw ProtocolError("task payload is not a JSON object");
-  if (j.value("v", 0) != 1) throw ProtocolError("task payload: 'v' must be 1");
-  TrialTask t;
-  for (auto [field, out] : {std::pair{"experiment", &t.experiment_id},
-                            std::pair{"trial", &t.trial_id}, std::pair{"index", &t.index}}) {
-    auto it = j.find(field);
-    if (it == j.end() || !it->is_number_integer())
-      throw ProtocolError(std::string("task payload: '") + field + "' must be an integer");
-    *out = it->get<int64_t>();
-  }
-  if (auto it = j.find("base"); it != j.end()) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 1000000)
-      throw ProtocolError("task payload: 'base' must be an integer in [0, 1000000]");
-    t.attempt_base = it->get<int>();
-  }
-  return t;
-}
-
-Backends open_backends(const std::string& broker_url, const std::string& store_url) {
-  Backends b;
-  b.broker_url = broker_url;
-  b.store_url = store_url;
-  b.queue = queue::open_task_queue(broker_url);
-  // One connection when both are the same embedded file: queue.write_together().
-  b.store = store::open_result_store(store_url, *b.queue);
-  return b;
-}
-
-std::string queue_name(int64_t experiment_id) {
-  return "exp-" + std::to_string(experiment_id);
-}
 
 namespace {
 
@@ -172,12 +126,12 @@ void Coordinator::rebuild() {
     for (const auto& t : trials) {
       if (t.status != store::TrialStatus::queued || (t.index <= published && t.attempt == 0))
         continue;
-      payloads.push_back(encode_task({id_, t.id, t.index, t.attempt}));
+      payloads.push_back(db::encode_task({id_, t.id, t.index, t.attempt}));
       top = std::max(top, t.index);
     }
     if (!payloads.empty()) {
       queue_.write_together([&] {
-        queue_.publish_batch(queue_name(id_), payloads);
+        queue_.publish_batch(db::queue_name(id_), payloads);
         store_.set_published(id_, top);
       });
     }
@@ -248,10 +202,10 @@ Progress Coordinator::tick(int64_t in_flight) {
           std::vector<std::string> payloads;
           int64_t top = -1;
           for (size_t i = 0; i < ids.size(); ++i) {
-            payloads.push_back(encode_task({id_, ids[i], batch[i].index}));
+            payloads.push_back(db::encode_task({id_, ids[i], batch[i].index}));
             top = std::max(top, batch[i].index);
           }
-          queue_.publish_batch(queue_name(id_), payloads);
+          queue_.publish_batch(db::queue_name(id_), payloads);
           store_.set_published(id_, top);
         });
       } catch (const std::invalid_argument&) {
@@ -296,14 +250,14 @@ Progress Coordinator::tick(int64_t in_flight) {
 // failed, with the queue's reasons. A trial that ended meanwhile (a slow
 // worker finished it after all) is left as it is.
 int64_t Coordinator::fail_dead_tasks() {
-  const std::string dead = queue::dead_letter_queue(queue_name(id_));
+  const std::string dead = queue::dead_letter_queue(db::queue_name(id_));
   if (queue_.waiting(dead) == 0) return 0;  // a read, not a write lock, per tick
   int64_t failed = 0;
   while (auto letter = queue_.lease(dead, "coordinator", 60)) {
-    TrialTask task;
+    db::TrialTask task;
     try {
-      task = decode_task(letter->payload);
-    } catch (const ProtocolError&) {
+      task = db::decode_task(letter->payload);
+    } catch (const db::ProtocolError&) {
       queue_.ack(*letter);  // not ours to read; the queue keeps the original as dead
       continue;
     }
@@ -322,7 +276,7 @@ int64_t Coordinator::fail_dead_tasks() {
 }
 
 void Coordinator::cancel() {
-  queue_.cancel(queue_name(id_));
+  queue_.cancel(db::queue_name(id_));
   store_.cancel_trials(id_);
   store_.set_status(id_, store::ExperimentStatus::cancelled);
   store_.append_event("experiment.cancelled", {{"experiment", id_}});

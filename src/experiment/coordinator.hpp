@@ -6,7 +6,7 @@
 // its state can be rebuilt from the store, so a restarted coordinator (or
 // `dnnlab run --resume`) continues where the last one stopped.
 //
-//   auto b = experiment::open_backends("sqlite:dnnlab.db", "sqlite:dnnlab.db");
+//   auto b = experiment::open_backends("sqlite:dnnlab.db", "sqlite:dnnlab.db");  // backends.hpp
 //   int64_t id = experiment::Coordinator::submit(*b.store, *b.queue, yaml, "sweep.yaml");
 //   experiment::Coordinator c(*b.store, *b.queue, id);
 //   while (!c.tick().done) sleep(100ms);   // workers run the tasks meanwhile
@@ -34,17 +34,6 @@
 #include "sweep/sweep_spec.hpp"
 
 namespace dnnlab::experiment {
-
-struct Backends {
-  std::unique_ptr<queue::TaskQueue> queue;
-  std::unique_ptr<store::ResultStore> store;
-  std::string broker_url, store_url;
-};
-// Opens both by URL (see open_task_queue / open_result_store).
-Backends open_backends(const std::string& broker_url, const std::string& store_url);
-
-// The queue an experiment's tasks go to.
-std::string queue_name(int64_t experiment_id);
 
 struct Progress {
   store::TrialCounts counts;

@@ -7,7 +7,7 @@
 #include <thread>
 #include <utility>
 
-#include "queue/backend_url.hpp"
+#include "db/backend_url.hpp"
 
 namespace dnnlab::queue {
 namespace {

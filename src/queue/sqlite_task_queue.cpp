@@ -52,10 +52,8 @@ void SqliteTaskQueue::dead_letter(std::int64_t id, double t) {
   stmt.run();
 }
 
-SqliteTaskQueue::SqliteTaskQueue(const std::string& path, TaskQueueOptions options)
-    : options_(std::move(options)),
-      db_(std::make_shared<sqlite::Database>(
-          path, sqlite::DatabaseOptions{options_.busy_timeout_seconds})) {
+SqliteTaskQueue::SqliteTaskQueue(std::shared_ptr<sqlite::Database> db, TaskQueueOptions options)
+    : options_(std::move(options)), db_(std::move(db)) {
   if (options_.max_attempts < 1)
     throw std::invalid_argument("max_attempts must be at least 1, got " +
                                 std::to_string(options_.max_attempts));

@@ -5,14 +5,16 @@
 #include <memory>
 #include <string>
 
-#include "queue/sqlite/sqlite_db.hpp"
+#include "db/sqlite_db.hpp"
 #include "queue/task_queue.hpp"
 
 namespace dnnlab::queue {
 
 class SqliteTaskQueue final : public TaskQueue {
  public:
-  SqliteTaskQueue(const std::string& path, TaskQueueOptions options);
+  // On a connection of its own, or one a store uses too (db::Connections):
+  // then write_together() commits the writes of both at once.
+  SqliteTaskQueue(std::shared_ptr<sqlite::Database> db, TaskQueueOptions options);
 
   std::int64_t publish(std::string_view queue, std::string_view payload) override;
   std::vector<std::int64_t> publish_batch(std::string_view queue,
@@ -25,10 +27,6 @@ class SqliteTaskQueue final : public TaskQueue {
   std::int64_t waiting(std::string_view queue) override;
   std::int64_t cancel(std::string_view queue) override;
   void write_together(const std::function<void()>& work) override;
-
-  // The connection, for a store on the same file to share (see
-  // store::open_result_store(url, queue)).
-  const std::shared_ptr<sqlite::Database>& database() const { return db_; }
 
   static constexpr int kSchemaVersion = 1;
 

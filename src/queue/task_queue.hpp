@@ -60,6 +60,10 @@
 #include <string_view>
 #include <vector>
 
+namespace dnnlab::db {
+class Connections;
+}
+
 namespace dnnlab::queue {
 
 struct TaskLease {
@@ -158,7 +162,10 @@ class BackendNotBuiltError : public std::runtime_error {
 //                 worker with N slots); BackendNotBuiltError in a build
 //                 without rabbitmq-c
 // Any other URL throws std::invalid_argument naming it. A file written by a
-// newer dnnlab throws std::runtime_error saying so.
-std::unique_ptr<TaskQueue> open_task_queue(std::string_view url, TaskQueueOptions options = {});
+// newer dnnlab throws std::runtime_error saying so. With `shared`, a store
+// opened through the same db::Connections on the same database shares the
+// connection (see write_together); without, the queue has its own.
+std::unique_ptr<TaskQueue> open_task_queue(std::string_view url, TaskQueueOptions options = {},
+                                           db::Connections* shared = nullptr);
 
 }  // namespace dnnlab::queue

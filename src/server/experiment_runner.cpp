@@ -4,6 +4,7 @@
 #include <iostream>
 
 #ifdef DNNLAB_SERVER_WITH_COORDINATOR
+#include "db/task_codec.hpp"
 #include "experiment/coordinator.hpp"
 #else
 namespace dnnlab::experiment {
@@ -86,7 +87,7 @@ bool ExperimentRunner::cancel(std::int64_t id) {
     planned_.erase(id);
     return true;
   }
-  queue_.cancel(experiment::queue_name(id));
+  queue_.cancel(db::queue_name(id));
 #endif
   if (e->status == ExperimentStatus::running) {
     store_.cancel_trials(id);
@@ -152,7 +153,7 @@ std::int64_t ExperimentRunner::queue_depth() {
   for (const auto& e : store_.experiments()) {
     if (e.status != ExperimentStatus::running) continue;
 #ifdef DNNLAB_SERVER_WITH_COORDINATOR
-    depth += queue_.waiting(experiment::queue_name(e.id));
+    depth += queue_.waiting(db::queue_name(e.id));
 #else
     depth += store_.trial_counts(e.id).queued;
 #endif

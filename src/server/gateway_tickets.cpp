@@ -1,8 +1,8 @@
 // Tickets from queue leases, and giving them back (gateway_tickets.hpp).
 #include "server/gateway_tickets.hpp"
 
+#include "db/task_codec.hpp"
 #include "experiment/coordinator.hpp"
-#include "experiment/task.hpp"
 #include "nn/model.hpp"
 #include "server/gateway_wire.hpp"
 
@@ -61,7 +61,7 @@ std::optional<std::pair<Ticket, json>> TicketDesk::next(const TicketHolder& hold
       continue;
     }
     for (int tries = 0; tries < 16; ++tries) {
-      auto lease = queue_.lease(experiment::queue_name(exp), holder.worker_id, opt_.lease_seconds);
+      auto lease = queue_.lease(db::queue_name(exp), holder.worker_id, opt_.lease_seconds);
       if (!lease) break;
       if (auto t = issue(holder, exp, *lease)) return t;
     }
@@ -73,10 +73,10 @@ std::optional<std::pair<Ticket, json>> TicketDesk::next(const TicketHolder& hold
 std::optional<std::pair<Ticket, json>> TicketDesk::issue(const TicketHolder& holder,
                                                          std::int64_t exp_id,
                                                          queue::TaskLease& lease) {
-  experiment::TrialTask task;
+  db::TrialTask task;
   try {
-    task = experiment::decode_task(lease.payload);
-  } catch (const experiment::ProtocolError& e) {
+    task = db::decode_task(lease.payload);
+  } catch (const db::ProtocolError& e) {
     queue_.nack(lease, false, e.what());
     return std::nullopt;
   }
@@ -142,9 +142,9 @@ void TicketDesk::give_back(const Ticket& t) {
     queue_.write_together([&] {
       if (!queue_.ack(t.lease)) return;  // lost: the queue has redelivered it
       store_.release_trial(t.trial_id, t.attempt);
-      experiment::TrialTask task{t.experiment_id, t.trial_id, t.index};
+      db::TrialTask task{t.experiment_id, t.trial_id, t.index};
       task.attempt_base = t.attempt;
-      queue_.publish(experiment::queue_name(t.experiment_id), experiment::encode_task(task));
+      queue_.publish(db::queue_name(t.experiment_id), db::encode_task(task));
     });
   } catch (const std::exception&) {
   }
@@ -170,14 +170,14 @@ void TicketDesk::reopen_trials_of(const std::vector<std::string>& worker_ids) {
             t.status != store::TrialStatus::failed)
           continue;
         if (auto attempt = store_.reopen_trial(t.id)) {
-          experiment::TrialTask task{e.id, t.id, t.index};
+          db::TrialTask task{e.id, t.id, t.index};
           task.attempt_base = *attempt;
-          payloads.push_back(experiment::encode_task(task));
+          payloads.push_back(db::encode_task(task));
         }
       }
     }
     if (payloads.empty()) continue;
-    queue_.publish_batch(experiment::queue_name(e.id), payloads);
+    queue_.publish_batch(db::queue_name(e.id), payloads);
     if (e.status != store::ExperimentStatus::running)
       store_.set_status(e.id, store::ExperimentStatus::running);
     running_listed_at_ = -1;

@@ -21,6 +21,7 @@
 #include <iostream>
 #include <map>
 
+#include "db/connections.hpp"
 #include "queue/task_queue.hpp"
 #include "server/api.hpp"
 #include "server/experiment_runner.hpp"
@@ -847,9 +848,10 @@ Server::Server(asio::io_context& io, ServerOptions options)
   if (s.opt.broker_url.empty()) s.opt.broker_url = s.opt.store_url;
   auto [host, port] = parse_listen(s.opt.listen);
   s.host = host;
-  s.queue = queue::open_task_queue(s.opt.broker_url);
   // One connection when both are the same embedded file.
-  s.store = store::open_result_store(s.opt.store_url, *s.queue);
+  db::Connections shared;
+  s.queue = queue::open_task_queue(s.opt.broker_url, {}, &shared);
+  s.store = store::open_result_store(s.opt.store_url, &shared);
   s.runner = std::make_unique<ExperimentRunner>(*s.store, *s.queue, s.opt.run_coordinators);
   if (s.opt.token_file.empty()) s.opt.token_file = default_token_file(s.opt.store_url);
   s.token = load_or_create_token(s.opt.token_file);

@@ -3,12 +3,15 @@
 #include "store/result_store.hpp"
 
 #include <array>
-#include <filesystem>
 #include <utility>
 
-#include "queue/backend_url.hpp"
-#include "queue/sqlite_task_queue.hpp"
+#include "db/backend_url.hpp"
+#include "db/connections.hpp"
+#include "db/sqlite_db.hpp"
 #include "store/sha256.hpp"
+#ifdef DNNLAB_WITH_POSTGRES
+#include "store/pg_result_store.hpp"
+#endif
 #include "store/sqlite_result_store.hpp"
 
 namespace dnnlab::store {
@@ -79,7 +82,7 @@ std::string spec_hash(std::string_view spec_text) {
   return sha256_hex(spec_text);
 }
 
-std::unique_ptr<ResultStore> open_result_store(std::string_view url) {
+std::unique_ptr<ResultStore> open_result_store(std::string_view url, db::Connections* shared) {
   const std::string scheme = backend_url::scheme(url);
   const std::string shown = backend_url::redact(url);
   if (scheme == "sqlite") {
@@ -87,25 +90,23 @@ std::unique_ptr<ResultStore> open_result_store(std::string_view url) {
     if (path.empty())
       throw std::invalid_argument("result store URL '" + shown +
                                   "' has no file path (sqlite:PATH)");
-    return std::make_unique<SqliteResultStore>(path);
+    const double busy = sqlite::DatabaseOptions{}.busy_timeout_seconds;
+    return std::make_unique<SqliteResultStore>(shared ? shared->sqlite(path, busy)
+                                                      : std::make_shared<sqlite::Database>(path));
   }
-  if (scheme == "postgres" || scheme == "postgresql")
+  if (scheme == "postgres" || scheme == "postgresql") {
+#ifdef DNNLAB_WITH_POSTGRES
+    // Its own connection: nothing else speaks to this server in-process, and
+    // a queue on another backend cannot share a transaction with it anyway.
+    return std::make_unique<PgResultStore>(std::string(url));
+#else
     throw BackendNotBuiltError("result store URL '" + shown +
-                               "': the PostgreSQL backend is not built into this dnnlab yet; "
-                               "use sqlite:PATH");
+                               "': the PostgreSQL backend is not built into this dnnlab "
+                               "(configure with -DDNNLAB_WITH_POSTGRES=ON); use sqlite:PATH");
+#endif
+  }
   throw std::invalid_argument("result store URL '" + shown +
                               "' is not supported: expected sqlite:PATH or postgres://HOST/DB");
-}
-
-std::unique_ptr<ResultStore> open_result_store(std::string_view url, queue::TaskQueue& queue) {
-  if (auto* q = dynamic_cast<queue::SqliteTaskQueue*>(&queue);
-      q && backend_url::scheme(url) == "sqlite") {
-    std::error_code ec1, ec2;
-    const auto mine = std::filesystem::weakly_canonical(backend_url::sqlite_path(url), ec1);
-    const auto its = std::filesystem::weakly_canonical(q->database()->path(), ec2);
-    if (!ec1 && !ec2 && mine == its) return std::make_unique<SqliteResultStore>(q->database());
-  }
-  return open_result_store(url);
 }
 
 std::optional<double> metric(const TrialMetrics& m, std::string_view name) {

@@ -34,8 +34,8 @@
 #include <string_view>
 #include <vector>
 
-namespace dnnlab::queue {
-class TaskQueue;
+namespace dnnlab::db {
+class Connections;
 }
 
 namespace dnnlab::store {
@@ -269,13 +269,14 @@ class BackendNotBuiltError : public std::runtime_error {
 
 // Opens a store by URL:
 //   sqlite:PATH      embedded, one file shared by processes on this machine
-//   postgres://…     PostgreSQL (not built yet: throws BackendNotBuiltError)
+//   postgres://…     PostgreSQL (libpq URL: user, password, host, port, dbname,
+//                    ?sslmode=…); BackendNotBuiltError in a build without it
 // Any other URL throws std::invalid_argument naming it. A file written by a
-// newer dnnlab throws std::runtime_error saying so.
-std::unique_ptr<ResultStore> open_result_store(std::string_view url);
-// The same, beside an open queue: when both are one embedded file they share
-// the queue's connection, so queue.write_together() commits the writes of
-// both at once. Use the two from one thread only.
-std::unique_ptr<ResultStore> open_result_store(std::string_view url, queue::TaskQueue& queue);
+// newer dnnlab throws std::runtime_error saying so. With `shared`, a queue
+// opened through the same db::Connections on the same embedded file shares
+// the connection, so queue.write_together() commits the writes of both at
+// once; use the two from one thread only.
+std::unique_ptr<ResultStore> open_result_store(std::string_view url,
+                                               db::Connections* shared = nullptr);
 
 }  // namespace dnnlab::store

@@ -8,11 +8,15 @@
 #include <string>
 
 #include "store/sha256.hpp"
+#include "store/store_checks.hpp"
+#include "store/trial_events.hpp"
 
 namespace dnnlab::store {
 namespace {
 
-constexpr std::array<sqlite::Migration, 6> kMigrations{{
+using namespace checks;  // NOLINT(google-build-using-namespace): the shared argument checks
+
+constexpr std::array<sqlite::Migration, 7> kMigrations{{
     {1, R"sql(
 CREATE TABLE experiments (
   id         INTEGER PRIMARY KEY,
@@ -167,56 +171,21 @@ ALTER TABLE trials ADD COLUMN provisional INTEGER NOT NULL DEFAULT 0;
     {6, R"sql(
 ALTER TABLE experiments ADD COLUMN published_index INTEGER NOT NULL DEFAULT -1;
 )sql"},
+    // Trial events, workers' current trials and trial counts are written by
+    // the store's code (trial_events.hpp), the same for every backend: no
+    // business rules in triggers. The counts are rebuilt once, in case.
+    {7, R"sql(
+DROP TRIGGER IF EXISTS trial_started;
+DROP TRIGGER IF EXISTS trial_ended;
+DROP TRIGGER IF EXISTS epoch_recorded;
+DROP TRIGGER IF EXISTS trial_counted;
+DROP TRIGGER IF EXISTS trial_recounted;
+DROP TRIGGER IF EXISTS trial_uncounted;
+DELETE FROM trial_counts;
+INSERT INTO trial_counts (experiment_id, status, n)
+  SELECT experiment_id, status, count(*) FROM trials GROUP BY experiment_id, status;
+)sql"},
 }};
-
-// TrialQuery.sort_by name -> column. The only strings ever spliced into SQL.
-struct SortColumn {
-  std::string_view name;
-  std::string_view column;
-  // SQLite integers are signed: a uint64 column (the seed) holds its bit
-  // pattern, so values from 2^63 up read as negative and must sort after the rest.
-  bool unsigned64 = false;
-};
-constexpr std::array<SortColumn, 14> kSortColumns{{
-    {"id", "id"},
-    {"index", "idx"},
-    {"seed", "seed", true},
-    {"status", "status"},
-    {"attempt", "attempt"},
-    {"started_at", "started_at"},
-    {"finished_at", "finished_at"},
-    {"train_loss", "train_loss"},
-    {"train_acc", "train_acc"},
-    {"val_loss", "val_loss"},
-    {"val_acc", "val_acc"},
-    {"test_acc", "test_acc"},
-    {"epochs_done", "epochs_done"},
-    {"seconds", "seconds"},
-}};
-
-const SortColumn& find_sort_column(std::string_view name, std::string_view field) {
-  for (const SortColumn& c : kSortColumns)
-    if (c.name == name) return c;
-  std::string allowed;
-  for (const SortColumn& c : kSortColumns)
-    allowed += (allowed.empty() ? "" : ", ") + std::string(c.name);
-  throw std::invalid_argument(std::string(field) + ": unknown column '" + std::string(name) +
-                              "' (allowed: " + allowed + ")");
-}
-
-std::string_view sort_column(std::string_view name, std::string_view field) {
-  return find_sort_column(name, field).column;
-}
-
-// "col DIR NULLS LAST", or for a uint64 column its unsigned order: the
-// non-negative int64 values first (0 .. 2^63-1), then the negative ones
-// (2^63 .. 2^64-1), which already sort among themselves as unsigned.
-std::string order_by(const SortColumn& c, bool descending) {
-  const std::string dir = descending ? " DESC" : " ASC";
-  const std::string col(c.column);
-  if (c.unsigned64) return "(" + col + " < 0)" + dir + ", " + col + dir;
-  return col + dir + " NULLS LAST";
-}
 
 constexpr std::string_view kTrialColumns =
     "id, experiment_id, idx, config, seed, status, attempt, worker, started_at, finished_at, "
@@ -226,25 +195,6 @@ constexpr std::string_view kTrialColumns =
 constexpr std::string_view kExperimentColumns =
     "id, name, spec_text, spec_hash, spec_path, method, created_at, status, provenance, "
     "published_index";
-
-void check_id(std::int64_t id, const char* field) {
-  if (id <= 0)
-    throw std::invalid_argument(std::string(field) + " must be a positive id, got " +
-                                std::to_string(id));
-}
-void check_attempt(int attempt, int minimum) {
-  if (attempt < minimum)
-    throw std::invalid_argument("attempt must be at least " + std::to_string(minimum) + ", got " +
-                                std::to_string(attempt));
-}
-void check_not_empty(std::string_view value, const char* field) {
-  if (value.empty()) throw std::invalid_argument(std::string(field) + " must not be empty");
-}
-
-nlohmann::json parse_stored_json(const std::string& text) {
-  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return j.is_discarded() ? nlohmann::json::object() : j;
-}
 
 ExperimentRecord read_experiment(const sqlite::Statement& s) {
   ExperimentRecord e;
@@ -312,14 +262,7 @@ WorkerRecord read_worker(const sqlite::Statement& s) {
   return w;
 }
 
-bool is_terminal(TrialStatus s) {
-  return s != TrialStatus::queued && s != TrialStatus::running;
-}
-
 }  // namespace
-
-SqliteResultStore::SqliteResultStore(const std::string& path)
-    : SqliteResultStore(std::make_shared<sqlite::Database>(path)) {}
 
 SqliteResultStore::SqliteResultStore(std::shared_ptr<sqlite::Database> db) : db_(std::move(db)) {
   static_assert(kMigrations.back().version == kSchemaVersion);
@@ -341,6 +284,24 @@ void SqliteResultStore::require_trial(std::int64_t trial_id) {
   s.bind_int(1, trial_id);
   if (!s.step())
     throw std::invalid_argument("trial_id " + std::to_string(trial_id) + " does not exist");
+}
+
+// Inside the caller's transaction: one event row.
+std::int64_t SqliteResultStore::write_event(double time, std::string_view type,
+                                            const nlohmann::json& data) {
+  auto s = db_->prepare("INSERT INTO events (time, type, data) VALUES (?1, ?2, ?3)");
+  s.bind_double(1, time).bind_text(2, type).bind_text(3, data.dump());
+  s.run();
+  return db_->last_insert_rowid();
+}
+
+// Inside the caller's transaction: `n` more trials of the experiment in `status`.
+void SqliteResultStore::count(std::int64_t experiment_id, std::string_view status, std::int64_t n) {
+  auto s = db_->prepare(
+      "INSERT INTO trial_counts (experiment_id, status, n) VALUES (?1, ?2, ?3) "
+      "ON CONFLICT (experiment_id, status) DO UPDATE SET n = n + excluded.n");
+  s.bind_int(1, experiment_id).bind_text(2, status).bind_int(3, n);
+  s.run();
 }
 
 // ---- experiments ----
@@ -464,6 +425,7 @@ std::vector<std::int64_t> SqliteResultStore::add_trials(std::int64_t experiment_
     }
     ids.push_back(db_->last_insert_rowid());
   }
+  if (!trials.empty()) count(experiment_id, "queued", static_cast<std::int64_t>(trials.size()));
   tx.commit();
   return ids;
 }
@@ -473,19 +435,45 @@ bool SqliteResultStore::mark_running(std::int64_t trial_id, int attempt, std::st
   check_id(trial_id, "trial_id");
   check_attempt(attempt, 1);
   check_not_empty(worker_id, "worker_id");
+  sqlite::WriteTransaction tx(*db_);
+  std::int64_t experiment_id = 0, index = 0;
+  std::string status;
+  trial_events::StartDecision d;
+  {
+    auto q = db_->prepare(
+        "SELECT experiment_id, idx, status, attempt, worker FROM trials WHERE id = ?1");
+    q.bind_int(1, trial_id);
+    if (!q.step())
+      throw std::invalid_argument("trial_id " + std::to_string(trial_id) + " does not exist");
+    experiment_id = q.column_int(0);
+    index = q.column_int(1);
+    status = q.column_text(2);
+    d = trial_events::decide_start(status, static_cast<int>(q.column_int(3)), q.column_text(4),
+                                   attempt, worker_id);
+  }
+  if (!d.allowed) return false;  // the empty transaction rolls back
+  const double now = sqlite::unix_now();
   auto s = db_->prepare(
       "UPDATE trials SET status = 'running', attempt = ?2, worker = ?3, started_at = ?4, "
       "finished_at = NULL, train_loss = NULL, train_acc = NULL, val_loss = NULL, "
       "val_acc = NULL, test_acc = NULL, epochs_done = 0, seconds = 0, error = '', "
-      "provenance = ?5, provisional = 0 "
-      "WHERE id = ?1 AND (status = 'queued' AND attempt <= ?2 OR "
-      "status = 'running' AND (attempt < ?2 OR attempt = ?2 AND worker = ?3))");
+      "provenance = ?5, provisional = 0 WHERE id = ?1");
   s.bind_int(1, trial_id).bind_int(2, attempt).bind_text(3, worker_id);
-  s.bind_double(4, sqlite::unix_now()).bind_text(5, provenance.dump());
+  s.bind_double(4, now).bind_text(5, provenance.dump());
   s.run();
-  if (db_->changes() == 1) return true;
-  require_trial(trial_id);
-  return false;
+  if (d.is_start) {
+    write_event(now, "trial.started",
+                trial_events::started(experiment_id, trial_id, index, worker_id, attempt));
+    auto w = db_->prepare("UPDATE workers SET current_trial = ?2, last_seen = ?3 WHERE id = ?1");
+    w.bind_text(1, worker_id).bind_int(2, trial_id).bind_double(3, now);
+    w.run();
+  }
+  if (status != "running") {
+    count(experiment_id, status, -1);
+    count(experiment_id, "running", 1);
+  }
+  tx.commit();
+  return true;
 }
 
 bool SqliteResultStore::record_epoch(std::int64_t trial_id, int attempt, const EpochMetrics& m) {
@@ -493,18 +481,30 @@ bool SqliteResultStore::record_epoch(std::int64_t trial_id, int attempt, const E
   check_attempt(attempt, 1);
   if (m.epoch < 0)
     throw std::invalid_argument("epoch must not be negative, got " + std::to_string(m.epoch));
+  sqlite::WriteTransaction tx(*db_);
+  std::int64_t experiment_id = 0;
+  {
+    auto q = db_->prepare(
+        "SELECT experiment_id FROM trials WHERE id = ?1 AND attempt = ?2 AND status = 'running'");
+    q.bind_int(1, trial_id).bind_int(2, attempt);
+    if (!q.step()) {
+      require_trial(trial_id);
+      return false;
+    }
+    experiment_id = q.column_int(0);
+  }
   auto s = db_->prepare(
       "INSERT OR REPLACE INTO epochs (trial_id, attempt, epoch, train_loss, train_acc, val_loss, "
-      "val_acc, seconds, lr) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 "
-      "WHERE EXISTS (SELECT 1 FROM trials WHERE id = ?1 AND attempt = ?2 AND status = 'running')");
+      "val_acc, seconds, lr) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
   s.bind_int(1, trial_id).bind_int(2, attempt).bind_int(3, m.epoch);
   s.bind_opt_double(4, m.train_loss).bind_opt_double(5, m.train_acc);
   s.bind_opt_double(6, m.val_loss).bind_opt_double(7, m.val_acc);
   s.bind_double(8, std::isfinite(m.seconds) ? m.seconds : 0.0).bind_opt_double(9, m.lr);
   s.run();
-  if (db_->changes() == 1) return true;
-  require_trial(trial_id);
-  return false;
+  write_event(sqlite::unix_now(), "trial.epoch",
+              trial_events::epoch(experiment_id, trial_id, m.epoch, m.val_acc, m.train_loss));
+  tx.commit();
+  return true;
 }
 
 bool SqliteResultStore::finish_trial(std::int64_t trial_id, int attempt, TrialStatus status,
@@ -514,39 +514,74 @@ bool SqliteResultStore::finish_trial(std::int64_t trial_id, int attempt, TrialSt
   if (!is_terminal(status))
     throw std::invalid_argument("status must be finished, pruned, failed or cancelled, got " +
                                 std::string(to_string(status)));
+  sqlite::WriteTransaction tx(*db_);
+  std::int64_t experiment_id = 0, index = 0;
+  std::string old_status;
+  {
+    auto q = db_->prepare(
+        "SELECT experiment_id, idx, status FROM trials WHERE id = ?1 AND attempt = ?2 "
+        "AND status IN ('queued', 'running')");
+    q.bind_int(1, trial_id).bind_int(2, attempt);
+    if (!q.step()) {
+      require_trial(trial_id);
+      return false;
+    }
+    experiment_id = q.column_int(0);
+    index = q.column_int(1);
+    old_status = q.column_text(2);
+  }
+  const double now = sqlite::unix_now();
   auto s = db_->prepare(
       "UPDATE trials SET status = ?3, finished_at = ?4, train_loss = ?5, train_acc = ?6, "
       "val_loss = ?7, val_acc = ?8, test_acc = ?9, epochs_done = ?10, seconds = ?11, "
-      "error = ?12 WHERE id = ?1 AND attempt = ?2 AND status IN ('queued', 'running')");
+      "error = ?12 WHERE id = ?1 AND attempt = ?2");
   s.bind_int(1, trial_id).bind_int(2, attempt).bind_text(3, to_string(status));
-  s.bind_double(4, sqlite::unix_now());
+  s.bind_double(4, now);
   s.bind_opt_double(5, m.train_loss).bind_opt_double(6, m.train_acc);
   s.bind_opt_double(7, m.val_loss).bind_opt_double(8, m.val_acc).bind_opt_double(9, m.test_acc);
   s.bind_int(10, m.epochs_done).bind_double(11, std::isfinite(m.seconds) ? m.seconds : 0.0);
   s.bind_text(12, error);
   s.run();
-  if (db_->changes() == 1) return true;
-  require_trial(trial_id);
-  return false;
+  if (status != TrialStatus::cancelled)
+    write_event(
+        now, "trial." + std::string(to_string(status)),
+        trial_events::ended(experiment_id, trial_id, index, m.val_acc, m.epochs_done, error));
+  count(experiment_id, old_status, -1);
+  count(experiment_id, to_string(status), 1);
+  tx.commit();
+  return true;
 }
 
 bool SqliteResultStore::release_trial(std::int64_t trial_id, int attempt) {
   check_id(trial_id, "trial_id");
   check_attempt(attempt, 1);
+  sqlite::WriteTransaction tx(*db_);
   auto s = db_->prepare(
       "UPDATE trials SET status = 'queued', worker = '', started_at = NULL "
-      "WHERE id = ?1 AND attempt = ?2 AND status = 'running'");
+      "WHERE id = ?1 AND attempt = ?2 AND status = 'running' RETURNING experiment_id");
   s.bind_int(1, trial_id).bind_int(2, attempt);
-  s.run();
-  if (db_->changes() == 1) return true;
-  require_trial(trial_id);
-  return false;
+  if (!s.step()) {
+    require_trial(trial_id);
+    return false;
+  }
+  const std::int64_t experiment_id = s.column_int(0);
+  s.run();  // finish the RETURNING statement
+  count(experiment_id, "running", -1);
+  count(experiment_id, "queued", 1);
+  tx.commit();
+  return true;
 }
 
 std::optional<int> SqliteResultStore::reopen_trial(std::int64_t trial_id) {
   check_id(trial_id, "trial_id");
   sqlite::WriteTransaction tx(*db_);
   std::optional<int> attempt;
+  std::string old_status;
+  {
+    auto q = db_->prepare("SELECT status FROM trials WHERE id = ?1");
+    q.bind_int(1, trial_id);
+    if (q.step()) old_status = q.column_text(0);
+  }
   {
     // Keeps attempt (the next run is newer) and provenance (overwritten by
     // mark_running); started_at goes like release_trial's.
@@ -561,12 +596,10 @@ std::optional<int> SqliteResultStore::reopen_trial(std::int64_t trial_id) {
       const std::int64_t experiment_id = s.column_int(0);
       attempt = static_cast<int>(s.column_int(1));
       s.run();  // finish the RETURNING statement before the next one
-      auto e = db_->prepare("INSERT INTO events (time, type, data) VALUES (?1, ?2, ?3)");
-      const nlohmann::json data = {
-          {"trial", trial_id}, {"experiment", experiment_id}, {"attempt", *attempt}};
-      e.bind_double(1, sqlite::unix_now()).bind_text(2, "trial.reopened");
-      e.bind_text(3, data.dump());
-      e.run();
+      write_event(sqlite::unix_now(), "trial.reopened",
+                  {{"trial", trial_id}, {"experiment", experiment_id}, {"attempt", *attempt}});
+      count(experiment_id, old_status, -1);
+      count(experiment_id, "queued", 1);
     }
   }
   if (!attempt) {
@@ -604,6 +637,17 @@ std::int64_t SqliteResultStore::cancel_trials(std::int64_t experiment_id) {
   s.bind_int(1, experiment_id).bind_double(2, now);
   s.run();
   const std::int64_t n = db_->changes();
+  if (n > 0) {
+    // A rare, bulk change: count the experiment's trials again.
+    auto d = db_->prepare("DELETE FROM trial_counts WHERE experiment_id = ?1");
+    d.bind_int(1, experiment_id);
+    d.run();
+    auto c = db_->prepare(
+        "INSERT INTO trial_counts (experiment_id, status, n) SELECT experiment_id, status, "
+        "count(*) FROM trials WHERE experiment_id = ?1 GROUP BY status");
+    c.bind_int(1, experiment_id);
+    c.run();
+  }
   tx.commit();
   return n;
 }
@@ -785,10 +829,7 @@ std::int64_t SqliteResultStore::forget_gone_workers(WorkerKind kind, double last
 
 std::int64_t SqliteResultStore::append_event(std::string_view type, const nlohmann::json& data) {
   check_not_empty(type, "event type");
-  auto s = db_->prepare("INSERT INTO events (time, type, data) VALUES (?1, ?2, ?3)");
-  s.bind_double(1, sqlite::unix_now()).bind_text(2, type).bind_text(3, data.dump());
-  s.run();
-  return db_->last_insert_rowid();
+  return write_event(sqlite::unix_now(), type, data);
 }
 
 std::vector<EventRecord> SqliteResultStore::events_since(std::int64_t after_id,

@@ -5,15 +5,15 @@
 #include <memory>
 #include <string>
 
-#include "queue/sqlite/sqlite_db.hpp"
+#include "db/sqlite_db.hpp"
 #include "store/result_store.hpp"
 
 namespace dnnlab::store {
 
 class SqliteResultStore final : public ResultStore {
  public:
-  explicit SqliteResultStore(const std::string& path);
-  // On a connection a queue already uses: their writes can commit together.
+  // On a connection of its own, or one a queue uses too (db::Connections):
+  // then their writes can commit together.
   explicit SqliteResultStore(std::shared_ptr<sqlite::Database> db);
 
   std::int64_t create_experiment(const ExperimentRecord& experiment) override;
@@ -57,11 +57,13 @@ class SqliteResultStore final : public ResultStore {
   std::vector<EventRecord> events_since(std::int64_t after_id, std::int64_t limit) override;
   std::vector<EventRecord> events_of_type(std::string_view type) override;
 
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
  private:
   void require_experiment(std::int64_t experiment_id);
   void require_trial(std::int64_t trial_id);
+  std::int64_t write_event(double time, std::string_view type, const nlohmann::json& data);
+  void count(std::int64_t experiment_id, std::string_view status, std::int64_t n);
 
   std::shared_ptr<sqlite::Database> db_;
 };

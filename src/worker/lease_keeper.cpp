@@ -5,7 +5,7 @@
 #include <iostream>
 #include <vector>
 
-#include "experiment/coordinator.hpp"
+#include "experiment/backends.hpp"
 
 namespace dnnlab::worker {
 

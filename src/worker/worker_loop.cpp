@@ -12,8 +12,8 @@
 #include <memory>
 #include <thread>
 
-#include "experiment/coordinator.hpp"
-#include "experiment/task.hpp"
+#include "db/task_codec.hpp"
+#include "experiment/backends.hpp"
 #include "sweep/sampler.hpp"
 #include "sweep/scheduler.hpp"
 #include "worker/lease_keeper.hpp"
@@ -292,15 +292,15 @@ class Worker {
   // duplicate delivery, an unreadable payload, a trial that cannot run).
   Next lease_next(int64_t exp) {
     Next n;
-    auto lease = b_.queue->lease(experiment::queue_name(exp), o_.worker_id, o_.lease_seconds);
+    auto lease = b_.queue->lease(db::queue_name(exp), o_.worker_id, o_.lease_seconds);
     if (!lease) return n;
     n.lease = std::move(*lease);
     keeper_->keep(n.lease);  // also while its data set loads
     n.kind = Next::kDone;
-    experiment::TrialTask task;
+    db::TrialTask task;
     try {
-      task = experiment::decode_task(n.lease.payload);
-    } catch (const experiment::ProtocolError& e) {
+      task = db::decode_task(n.lease.payload);
+    } catch (const db::ProtocolError& e) {
       nack(n.lease, false, e.what());
       return n;
     }

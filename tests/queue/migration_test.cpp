@@ -5,7 +5,7 @@
 #include <array>
 #include <filesystem>
 
-#include "queue/sqlite/sqlite_db.hpp"
+#include "db/sqlite_db.hpp"
 #include "queue/task_queue.hpp"
 #include "test_support.hpp"
 

@@ -1,5 +1,8 @@
-// TaskQueue semantics on the embedded backend: FIFO, lease expiry and
-// redelivery, extend, nack, max attempts, counts, cancel.
+// TaskQueue semantics by backend URL: FIFO, lease expiry and redelivery,
+// extend, nack, max attempts, waiting, cancel. The backends are the values of
+// INSTANTIATE_TEST_SUITE_P below (sqlite: always; a server backend adds its
+// name there and its URL in testing::queue_url). Lease expiry is driven by
+// TaskQueueOptions::clock, which the embedded backend honours.
 #include "queue/task_queue.hpp"
 
 #include <gtest/gtest.h>
@@ -12,21 +15,23 @@
 namespace dnnlab::queue {
 namespace {
 
-class TaskQueueTest : public ::testing::Test {
+class TaskQueueTest : public ::testing::TestWithParam<std::string> {
  protected:
   std::unique_ptr<TaskQueue> open(int max_attempts = 3) {
     TaskQueueOptions options;
     options.max_attempts = max_attempts;
     options.clock = [t = now_] { return *t; };
-    return open_task_queue(dir_.url("q.db"), options);
+    return open_task_queue(testing::queue_url(GetParam(), dir_), options);
   }
   void advance(double seconds) { *now_ += seconds; }
 
   testing::TempDir dir_;
   std::shared_ptr<double> now_ = std::make_shared<double>(1'000'000.0);
 };
+INSTANTIATE_TEST_SUITE_P(Backends, TaskQueueTest, ::testing::Values("sqlite"),
+                         [](const auto& info) { return info.param; });
 
-TEST_F(TaskQueueTest, LeasesInPublishOrder) {
+TEST_P(TaskQueueTest, LeasesInPublishOrder) {
   auto q = open();
   auto ids = q->publish_batch("exp", {"a", "b", "c"});
   ASSERT_EQ(ids.size(), 3u);
@@ -43,7 +48,7 @@ TEST_F(TaskQueueTest, LeasesInPublishOrder) {
   EXPECT_FALSE(q->lease("exp", "w1", 30));
 }
 
-TEST_F(TaskQueueTest, QueuesAreSeparate) {
+TEST_P(TaskQueueTest, QueuesAreSeparate) {
   auto q = open();
   q->publish("a", "from-a");
   q->publish("b", "from-b");
@@ -52,14 +57,14 @@ TEST_F(TaskQueueTest, QueuesAreSeparate) {
   EXPECT_FALSE(q->lease("a", "w", 5));
 }
 
-TEST_F(TaskQueueTest, PayloadIsOpaqueBytes) {
+TEST_P(TaskQueueTest, PayloadIsOpaqueBytes) {
   auto q = open();
   std::string payload("x\0y\xff", 4);
   q->publish("exp", payload);
   EXPECT_EQ(q->lease("exp", "w", 5)->payload, payload);
 }
 
-TEST_F(TaskQueueTest, ExpiredLeaseIsRedeliveredAndOldAckFails) {
+TEST_P(TaskQueueTest, ExpiredLeaseIsRedeliveredAndOldAckFails) {
   auto q = open();
   q->publish("exp", "t");
   auto first = q->lease("exp", "w1", 10);
@@ -80,7 +85,7 @@ TEST_F(TaskQueueTest, ExpiredLeaseIsRedeliveredAndOldAckFails) {
   EXPECT_FALSE(q->lease("exp", "w3", 10)) << "an acked task is never delivered again";
 }
 
-TEST_F(TaskQueueTest, ExpiredButNotRedeliveredLeaseCanStillAck) {
+TEST_P(TaskQueueTest, ExpiredButNotRedeliveredLeaseCanStillAck) {
   auto q = open();
   q->publish("exp", "t");
   auto lease = q->lease("exp", "w1", 1);
@@ -89,7 +94,7 @@ TEST_F(TaskQueueTest, ExpiredButNotRedeliveredLeaseCanStillAck) {
   EXPECT_FALSE(q->lease("exp", "w2", 1));
 }
 
-TEST_F(TaskQueueTest, ExtendKeepsTheLease) {
+TEST_P(TaskQueueTest, ExtendKeepsTheLease) {
   auto q = open();
   q->publish("exp", "t");
   auto lease = q->lease("exp", "w1", 10);
@@ -105,7 +110,7 @@ TEST_F(TaskQueueTest, ExtendKeepsTheLease) {
   EXPECT_TRUE(q->extend(*other, 10));
 }
 
-TEST_F(TaskQueueTest, NackRequeueAndDeadLetter) {
+TEST_P(TaskQueueTest, NackRequeueAndDeadLetter) {
   auto q = open();
   q->publish_batch("exp", {"a", "b"});
   auto a = q->lease("exp", "w", 10);
@@ -130,7 +135,7 @@ TEST_F(TaskQueueTest, NackRequeueAndDeadLetter) {
   EXPECT_FALSE(q->lease("exp.dead", "coordinator", 10));
 }
 
-TEST_F(TaskQueueTest, MaxAttemptsSendsToDead) {
+TEST_P(TaskQueueTest, MaxAttemptsSendsToDead) {
   auto q = open(/*max_attempts=*/2);
   q->publish_batch("exp", {"crashy", "nacky"});
   auto l1 = q->lease("exp", "w", 10);
@@ -162,7 +167,7 @@ TEST_F(TaskQueueTest, MaxAttemptsSendsToDead) {
   EXPECT_EQ(d2->attempt, 1);  // a letter's own delivery count
 }
 
-TEST_F(TaskQueueTest, WaitingAndCancel) {
+TEST_P(TaskQueueTest, WaitingAndCancel) {
   auto q = open();
   q->publish_batch("exp", {"1", "2", "3", "4", "5"});
   EXPECT_EQ(q->waiting("exp"), 5);
@@ -178,7 +183,7 @@ TEST_F(TaskQueueTest, WaitingAndCancel) {
   EXPECT_EQ(q->waiting("other"), 0);
 }
 
-TEST_F(TaskQueueTest, BadArgumentsNameTheField) {
+TEST_P(TaskQueueTest, BadArgumentsNameTheField) {
   auto q = open();
   auto expect_field = [](auto&& call, const std::string& field) {
     try {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,12 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// A fresh queue's URL on `backend` (the parameter of the queue suites).
+inline std::string queue_url(const std::string& backend, const TempDir& dir) {
+  if (backend == "sqlite") return dir.url("q.db");
+  throw std::invalid_argument("no test URL for queue backend '" + backend + "'");
+}
 
 // Runs body(i) in `n` forked children (each must open its own connections)
 // and returns their exit codes. A child that throws exits with 99.

@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "data/shard.hpp"
+#include "db/task_codec.hpp"
 #include "experiment/coordinator.hpp"
-#include "experiment/task.hpp"
 #include "nn/model.hpp"
 #include "server/gateway_trust.hpp"
 #include "server_fixture.hpp"
@@ -251,7 +251,7 @@ TEST_F(GatewayTest, TheShardIsBuiltOffTheCallersThreadAndNoLeaseIsSpentMeanwhile
   json idle = parse_frame(r.frames.at(0));
   EXPECT_EQ(idle["type"], "idle");
   EXPECT_EQ(idle["reason"], "preparing data");
-  EXPECT_EQ(q->waiting(experiment::queue_name(exp)), st->trial_counts(exp).queued)
+  EXPECT_EQ(q->waiting(db::queue_name(exp)), st->trial_counts(exp).queued)
       << "nothing leased while waiting";
   // Once it is built the trials come, each on its first attempt.
   auto t = request(a);
@@ -331,8 +331,8 @@ TEST_F(GatewayTest, TwoHonestClientsFinishEveryTrialOnceAndAgreeWithNativeReruns
   int browsers = 0;
   for (const auto& w : st->workers()) browsers += w.kind == store::WorkerKind::browser;
   EXPECT_EQ(browsers, 2);
-  EXPECT_EQ(q->waiting(experiment::queue_name(exp)), 0);
-  EXPECT_FALSE(q->lease(experiment::queue_name(exp), "late", 10)) << "all three acked";
+  EXPECT_EQ(q->waiting(db::queue_name(exp)), 0);
+  EXPECT_FALSE(q->lease(db::queue_name(exp), "late", 10)) << "all three acked";
 }
 
 TEST_F(GatewayTest, ALiarIsQuarantinedAndItsTrialsAreTrainedAgain) {
@@ -1066,7 +1066,7 @@ TEST_F(GatewayTest, AbandonedTicketsCostTheClientNotTheTrial) {
     EXPECT_EQ(n, 5) << trial;
     EXPECT_EQ(st->trial(trial)->status, store::TrialStatus::queued);
   }
-  EXPECT_EQ(q->waiting(queue::dead_letter_queue(experiment::queue_name(exp))), 0)
+  EXPECT_EQ(q->waiting(queue::dead_letter_queue(db::queue_name(exp))), 0)
       << "max_attempts not spent";
 
   // One identity abandoning three in a row waits out a cooldown.

@@ -9,8 +9,8 @@
 #include "server_fixture.hpp"
 
 #ifdef DNNLAB_SERVER_WITH_COORDINATOR
+#include "db/task_codec.hpp"
 #include "experiment/coordinator.hpp"
-#include "experiment/task.hpp"
 #endif
 
 namespace dnnlab::server::testing {
@@ -61,8 +61,8 @@ TEST(RoundTrip, SubmitRunResults) {
   int done = 0;
   json e;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (auto lease = q->lease(experiment::queue_name(id), "test-worker", 30)) {
-      auto task = experiment::decode_task(lease->payload);
+    if (auto lease = q->lease(db::queue_name(id), "test-worker", 30)) {
+      auto task = db::decode_task(lease->payload);
       ASSERT_TRUE(st->mark_running(task.trial_id, lease->attempt, "test-worker"));
       store::EpochMetrics em;
       em.epoch = 1;

@@ -12,7 +12,8 @@
 #include <string>
 #include <thread>
 
-#include "experiment/task.hpp"
+#include "db/task_codec.hpp"
+#include "experiment/backends.hpp"
 #include "queue/test_support.hpp"
 
 namespace dnnlab {
@@ -42,8 +43,8 @@ const char* kTenPoints = "    w: [4, 8, 16, 32, 64]\n    lr: [0.1, 0.01]\n";
 // when `fail`); returns how many.
 int end_queued(experiment::Backends& b, std::int64_t exp, bool fail = false) {
   int n = 0;
-  while (auto lease = b.queue->lease(experiment::queue_name(exp), "w", 30)) {
-    const auto task = experiment::decode_task(lease->payload);
+  while (auto lease = b.queue->lease(db::queue_name(exp), "w", 30)) {
+    const auto task = db::decode_task(lease->payload);
     EXPECT_TRUE(b.store->mark_running(task.trial_id, lease->attempt, "w"));
     store::TrialMetrics m;
     if (!fail) m.val_acc = 0.5;
@@ -167,18 +168,18 @@ TEST(Coordinator, RecoveryRepublishesWhatTheStoreDoesNotKnowWasPublished) {
   const auto ids = b.store->add_trials(exp, rows);
   // Tasks of trials 0 and 1 were published and marked; 2 and 3 were lost.
   for (int i = 0; i < 2; ++i)
-    b.queue->publish(experiment::queue_name(exp), experiment::encode_task({exp, ids[i], i}));
+    b.queue->publish(db::queue_name(exp), db::encode_task({exp, ids[i], i}));
   b.store->set_published(exp, 1);
   {
     experiment::Coordinator c(*b.store, *b.queue, exp);
-    EXPECT_EQ(b.queue->waiting(experiment::queue_name(exp)), 4) << "2 and 3 republished, once";
+    EXPECT_EQ(b.queue->waiting(db::queue_name(exp)), 4) << "2 and 3 republished, once";
     EXPECT_EQ(b.store->experiment(exp)->published_index, 3);
   }
   experiment::Coordinator again(*b.store, *b.queue, exp);
-  EXPECT_EQ(b.queue->waiting(experiment::queue_name(exp)), 4) << "nothing republished twice";
+  EXPECT_EQ(b.queue->waiting(db::queue_name(exp)), 4) << "nothing republished twice";
   std::set<std::int64_t> seen;
-  while (auto lease = b.queue->lease(experiment::queue_name(exp), "w", 30))
-    seen.insert(experiment::decode_task(lease->payload).trial_id);
+  while (auto lease = b.queue->lease(db::queue_name(exp), "w", 30))
+    seen.insert(db::decode_task(lease->payload).trial_id);
   EXPECT_EQ(seen, std::set<std::int64_t>(ids.begin(), ids.end()));
 }
 

@@ -6,8 +6,9 @@
 
 #include <memory>
 
+#include "db/task_codec.hpp"
+#include "experiment/backends.hpp"
 #include "experiment/coordinator.hpp"
-#include "experiment/task.hpp"
 #include "queue/test_support.hpp"
 
 namespace dnnlab {
@@ -34,7 +35,7 @@ TEST(DeadLetters, ATaskTheQueueGivesUpOnFailsItsTrialAndTheExperimentFinishes) {
   const std::string url = dir.url("dnnlab.db");
   auto b = experiment::open_backends(url, url);  // max_attempts 3
   const auto exp = experiment::Coordinator::submit(*b.store, *b.queue, kSweep, "dead.yaml");
-  const std::string q = experiment::queue_name(exp);
+  const std::string q = db::queue_name(exp);
   auto coord = std::make_unique<experiment::Coordinator>(*b.store, *b.queue, exp);
   EXPECT_EQ(coord->tick().counts.queued, 3);
 
@@ -45,7 +46,7 @@ TEST(DeadLetters, ATaskTheQueueGivesUpOnFailsItsTrialAndTheExperimentFinishes) {
     auto lease = b.queue->lease(q, "w" + std::to_string(i), 30);
     ASSERT_TRUE(lease);
     EXPECT_EQ(lease->attempt, i);
-    doomed = experiment::decode_task(lease->payload).trial_id;
+    doomed = db::decode_task(lease->payload).trial_id;
     if (i == 3) {
       ASSERT_TRUE(b.store->mark_running(doomed, 3, "w3"));
     }
@@ -63,7 +64,7 @@ TEST(DeadLetters, ATaskTheQueueGivesUpOnFailsItsTrialAndTheExperimentFinishes) {
   for (int i = 0; i < 2; ++i) {
     auto lease = b.queue->lease(q, "ok", 30);
     ASSERT_TRUE(lease);
-    const auto id = experiment::decode_task(lease->payload).trial_id;
+    const auto id = db::decode_task(lease->payload).trial_id;
     ASSERT_NE(id, doomed);
     ASSERT_TRUE(b.store->mark_running(id, 1, "ok"));
     ASSERT_TRUE(b.store->finish_trial(id, 1, store::TrialStatus::finished, {}, ""));
@@ -96,14 +97,14 @@ TEST(DeadLetters, ATrialThatEndedMeanwhileIsLeftAsItIs) {
   const std::string url = dir.url("dnnlab.db");
   auto b = experiment::open_backends(url, url);
   const auto exp = experiment::Coordinator::submit(*b.store, *b.queue, kSweep, "dead.yaml");
-  const std::string q = experiment::queue_name(exp);
+  const std::string q = db::queue_name(exp);
   experiment::Coordinator coord(*b.store, *b.queue, exp);
   coord.tick();
   // A worker fails its trial itself and drops the task (nack without
   // requeue): the letter still comes, and the trial keeps its own error.
   auto lease = b.queue->lease(q, "w", 30);
   ASSERT_TRUE(lease);
-  const auto id = experiment::decode_task(lease->payload).trial_id;
+  const auto id = db::decode_task(lease->payload).trial_id;
   ASSERT_TRUE(b.store->mark_running(id, 1, "w"));
   ASSERT_TRUE(b.store->finish_trial(id, 1, store::TrialStatus::failed, {}, "loss diverged"));
   ASSERT_TRUE(b.queue->nack(*lease, /*requeue=*/false, "loss diverged"));

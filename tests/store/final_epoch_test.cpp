@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "experiment/backends.hpp"
 #include "experiment/coordinator.hpp"
 #include "queue/test_support.hpp"
 #include "worker/worker_loop.hpp"

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "experiment/backends.hpp"
 #include "experiment/coordinator.hpp"
 #include "queue/test_support.hpp"
 #include "sweep/sweep_spec.hpp"

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 
+#include "db/connections.hpp"
 #include "queue/task_queue.hpp"
 #include "queue/test_support.hpp"
 #include "store/result_store.hpp"
@@ -20,8 +21,9 @@ struct Opened {
 
 Opened open(const std::string& queue_url, const std::string& store_url) {
   Opened s;
-  s.queue = queue::open_task_queue(queue_url);
-  s.store = store::open_result_store(store_url, *s.queue);
+  db::Connections shared;  // one connection when both URLs name one file
+  s.queue = queue::open_task_queue(queue_url, {}, &shared);
+  s.store = store::open_result_store(store_url, &shared);
   store::ExperimentRecord e;
   e.name = "shared";
   auto exp = s.store->create_experiment(e);

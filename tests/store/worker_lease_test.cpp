@@ -8,6 +8,8 @@
 #include <string>
 #include <thread>
 
+#include "db/task_codec.hpp"
+#include "experiment/backends.hpp"
 #include "experiment/coordinator.hpp"
 #include "queue/test_support.hpp"
 #include "worker/worker_loop.hpp"
@@ -43,7 +45,7 @@ TEST(WorkerLease, ABatchLongerThanTheLeaseKeepsTheTrial) {
   auto b = experiment::open_backends(url, url);
   const auto exp = experiment::Coordinator::submit(*b.store, *b.queue, kSlowBatches, "slow.yaml");
   experiment::Coordinator(*b.store, *b.queue, exp).tick();
-  const std::string q = experiment::queue_name(exp);
+  const std::string q = db::queue_name(exp);
 
   std::atomic<bool> done{false};
   std::thread worker([&] {

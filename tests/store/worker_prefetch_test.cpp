@@ -9,6 +9,8 @@
 #include <csignal>
 #include <thread>
 
+#include "db/task_codec.hpp"
+#include "experiment/backends.hpp"
 #include "experiment/coordinator.hpp"
 #include "queue/test_support.hpp"
 #include "worker/worker_loop.hpp"
@@ -41,7 +43,7 @@ search:
   auto id = experiment::Coordinator::submit(*b.store, *b.queue, yaml, "prefetch.yaml");
   experiment::Coordinator c(*b.store, *b.queue, id);
   c.tick();
-  EXPECT_EQ(b.queue->waiting(experiment::queue_name(id)), kTrials);
+  EXPECT_EQ(b.queue->waiting(db::queue_name(id)), kTrials);
   return id;
 }
 
@@ -59,9 +61,9 @@ void expect_each_trial_ended_once(const std::string& url, std::int64_t exp) {
   auto counts = b.store->trial_counts(exp);
   EXPECT_EQ(counts.finished, kTrials);
   EXPECT_EQ(counts.total(), kTrials);
-  EXPECT_EQ(b.queue->waiting(experiment::queue_name(exp)), 0);
-  EXPECT_EQ(b.queue->waiting(queue::dead_letter_queue(experiment::queue_name(exp))), 0);
-  EXPECT_FALSE(b.queue->lease(experiment::queue_name(exp), "late", 10)) << "every task acked";
+  EXPECT_EQ(b.queue->waiting(db::queue_name(exp)), 0);
+  EXPECT_EQ(b.queue->waiting(queue::dead_letter_queue(db::queue_name(exp))), 0);
+  EXPECT_FALSE(b.queue->lease(db::queue_name(exp), "late", 10)) << "every task acked";
 }
 
 TEST(WorkerPrefetch, StoppedWorkerGivesItsLeasedTrialsBack) {
@@ -86,7 +88,7 @@ TEST(WorkerPrefetch, StoppedWorkerGivesItsLeasedTrialsBack) {
   EXPECT_EQ(counts.finished, ended.load());
   EXPECT_EQ(counts.queued + counts.finished, kTrials);
   auto queue = queue::open_task_queue(url);
-  EXPECT_EQ(queue->waiting(experiment::queue_name(exp)), counts.queued)
+  EXPECT_EQ(queue->waiting(db::queue_name(exp)), counts.queued)
       << "every unended trial's task waits again: none is left leased";
 
   EXPECT_EQ(worker::run_worker(options(url, exp, "w-rest")), counts.queued);

@@ -1,5 +1,5 @@
 // SQLite connection, statements, transactions and migrations (see sqlite_db.hpp).
-#include "queue/sqlite/sqlite_db.hpp"
+#include "db/sqlite_db.hpp"
 
 #include <pthread.h>
 #include <unistd.h>

@@ -1,0 +1,89 @@
+// Backend-neutral pieces of the ResultStore backends: argument checks that
+// name the field, the whitelist of sort columns (the only strings spliced
+// into SQL) and their ORDER BY (valid SQL for SQLite and PostgreSQL alike).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "store/result_store.hpp"
+
+namespace dnnlab::store::checks {
+
+// TrialQuery.sort_by name -> column. The only strings ever spliced into SQL.
+struct SortColumn {
+  std::string_view name;
+  std::string_view column;
+  // SQLite integers are signed: a uint64 column (the seed) holds its bit
+  // pattern, so values from 2^63 up read as negative and must sort after the rest.
+  bool unsigned64 = false;
+};
+constexpr std::array<SortColumn, 14> kSortColumns{{
+    {"id", "id"},
+    {"index", "idx"},
+    {"seed", "seed", true},
+    {"status", "status"},
+    {"attempt", "attempt"},
+    {"started_at", "started_at"},
+    {"finished_at", "finished_at"},
+    {"train_loss", "train_loss"},
+    {"train_acc", "train_acc"},
+    {"val_loss", "val_loss"},
+    {"val_acc", "val_acc"},
+    {"test_acc", "test_acc"},
+    {"epochs_done", "epochs_done"},
+    {"seconds", "seconds"},
+}};
+
+inline const SortColumn& find_sort_column(std::string_view name, std::string_view field) {
+  for (const SortColumn& c : kSortColumns)
+    if (c.name == name) return c;
+  std::string allowed;
+  for (const SortColumn& c : kSortColumns)
+    allowed += (allowed.empty() ? "" : ", ") + std::string(c.name);
+  throw std::invalid_argument(std::string(field) + ": unknown column '" + std::string(name) +
+                              "' (allowed: " + allowed + ")");
+}
+
+inline std::string_view sort_column(std::string_view name, std::string_view field) {
+  return find_sort_column(name, field).column;
+}
+
+// "col DIR NULLS LAST", or for a uint64 column its unsigned order: the
+// non-negative int64 values first (0 .. 2^63-1), then the negative ones
+// (2^63 .. 2^64-1), which already sort among themselves as unsigned.
+inline std::string order_by(const SortColumn& c, bool descending) {
+  const std::string dir = descending ? " DESC" : " ASC";
+  const std::string col(c.column);
+  if (c.unsigned64) return "(" + col + " < 0)" + dir + ", " + col + dir;
+  return col + dir + " NULLS LAST";
+}
+
+inline void check_id(std::int64_t id, const char* field) {
+  if (id <= 0)
+    throw std::invalid_argument(std::string(field) + " must be a positive id, got " +
+                                std::to_string(id));
+}
+inline void check_attempt(int attempt, int minimum) {
+  if (attempt < minimum)
+    throw std::invalid_argument("attempt must be at least " + std::to_string(minimum) + ", got " +
+                                std::to_string(attempt));
+}
+inline void check_not_empty(std::string_view value, const char* field) {
+  if (value.empty()) throw std::invalid_argument(std::string(field) + " must not be empty");
+}
+
+inline nlohmann::json parse_stored_json(const std::string& text) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? nlohmann::json::object() : j;
+}
+
+inline bool is_terminal(TrialStatus s) {
+  return s != TrialStatus::queued && s != TrialStatus::running;
+}
+
+}  // namespace dnnlab::store::checks
