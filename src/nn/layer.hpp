@@ -28,7 +28,7 @@ namespace dnnlab::nn {
 struct Param {
   std::string name;  // "dense3.weight"
   Tensor value, grad;
-  Tensor state1, state2;  // momentum / Adam moments, allocated by the optimizer
+  Tensor state1, state2, state3;  // optimizer state (momentum, moments), allocated by it
 };
 
 // Per-sample input ranks a layer accepts (the batch dimension is not counted).

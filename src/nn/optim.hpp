@@ -1,6 +1,11 @@
-// Optimizers (SGD with momentum/Nesterov/weight decay, Adam, AdamW) applied
-// as one fused kernel call per parameter tensor, and the learning-rate
-// schedules (constant, step, cosine, each with optional linear warm-up).
+// Optimizers (SGD with momentum/Nesterov/weight decay, Adam, AdamW applied as
+// one fused kernel call per parameter tensor; AdaGrad and RMSprop as plain
+// loops, PyTorch's rules: torch.optim.Adagrad, torch.optim.RMSprop), and the
+// learning-rate schedules (constant, step, cosine, each with optional linear
+// warm-up).
+//
+//   nn::Optimizer opt(spec.train.optimizer, model.params());
+//   model.backward_loss(x, labels);  opt.step();
 #pragma once
 #include <vector>
 

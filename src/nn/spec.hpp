@@ -62,12 +62,17 @@ struct ModelSpec {
 };
 
 struct OptimizerSpec {
-  std::string type = "sgd";  // "sgd" | "adam" | "adamw"
+  std::string type = "sgd";  // "sgd" | "adam" | "adamw" | "adagrad" | "rmsprop"
   float lr = 0.01f;
-  float momentum = 0.f;   // sgd
+  float momentum = 0.f;   // sgd, rmsprop
   bool nesterov = false;  // sgd
   float weight_decay = 0.f;
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam, adamw
+  float beta1 = 0.9f, beta2 = 0.999f;  // adam, adamw
+  float eps = 1e-8f;                   // adam, adamw, adagrad, rmsprop
+  float alpha = 0.99f;                 // rmsprop: smoothing of the squared gradients
+  bool centered = false;               // rmsprop: divide by the gradient's variance
+  float lr_decay = 0.f;                // adagrad: lr / (1 + (t - 1) lr_decay)
+  float initial_accumulator = 0.f;     // adagrad: the sum of squares starts here
 };
 
 struct ScheduleSpec {

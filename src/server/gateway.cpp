@@ -54,6 +54,15 @@ json core_spec_json(const nn::RunSpec& spec, const std::vector<std::int64_t>& in
   if (o.type == "sgd") {
     opt["momentum"] = o.momentum;
     opt["nesterov"] = o.nesterov;
+  } else if (o.type == "adagrad") {
+    opt["eps"] = o.eps;
+    opt["lr_decay"] = o.lr_decay;
+    opt["initial_accumulator"] = o.initial_accumulator;
+  } else if (o.type == "rmsprop") {
+    opt["eps"] = o.eps;
+    opt["alpha"] = o.alpha;
+    opt["momentum"] = o.momentum;
+    opt["centered"] = o.centered;
   } else {
     opt["beta1"] = o.beta1;
     opt["beta2"] = o.beta2;

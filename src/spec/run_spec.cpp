@@ -40,7 +40,7 @@ static_assert(std::size(kDatasetNames) == std::size(kDatasets));
 constexpr std::string_view kNormalizations[] = {"standard", "unit"};
 constexpr std::string_view kInitializers[] = {"he", "glorot", "lecun"};
 constexpr std::string_view kLosses[] = {"softmax_cross_entropy", "mse"};
-constexpr std::string_view kOptimizers[] = {"sgd", "adam", "adamw"};
+constexpr std::string_view kOptimizers[] = {"sgd", "adam", "adamw", "adagrad", "rmsprop"};
 constexpr std::string_view kSchedules[] = {"constant", "step", "cosine"};
 
 const DatasetInfo* find_dataset(std::string_view name) {
@@ -165,7 +165,7 @@ constexpr Field<nn::OptimizerSpec> kOptimizerFields[] = {
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
        o.momentum = r.real(v, p, {0, 1, false, true});
      },
-     [](const nn::OptimizerSpec& o) { return str(o.momentum); }, "sgd"},
+     [](const nn::OptimizerSpec& o) { return str(o.momentum); }, "sgd, rmsprop"},
     {"nesterov",
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
        o.nesterov = r.boolean(v, p);
@@ -190,7 +190,27 @@ constexpr Field<nn::OptimizerSpec> kOptimizerFields[] = {
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
        o.eps = r.real(v, p, {0, kInf, true});
      },
-     [](const nn::OptimizerSpec& o) { return str(o.eps); }, "adam, adamw"},
+     [](const nn::OptimizerSpec& o) { return str(o.eps); }, "adam, adamw, adagrad, rmsprop"},
+    {"alpha",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
+       o.alpha = r.real(v, p, {0, 1});
+     },
+     [](const nn::OptimizerSpec& o) { return str(o.alpha); }, "rmsprop"},
+    {"centered",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
+       o.centered = r.boolean(v, p);
+     },
+     [](const nn::OptimizerSpec& o) { return str(o.centered); }, "rmsprop"},
+    {"lr_decay",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
+       o.lr_decay = r.real(v, p, {0, kInf});
+     },
+     [](const nn::OptimizerSpec& o) { return str(o.lr_decay); }, "adagrad"},
+    {"initial_accumulator",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
+       o.initial_accumulator = r.real(v, p, {0, kInf});
+     },
+     [](const nn::OptimizerSpec& o) { return str(o.initial_accumulator); }, "adagrad"},
 };
 
 constexpr Field<nn::ScheduleSpec> kScheduleFields[] = {

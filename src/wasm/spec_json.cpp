@@ -183,8 +183,10 @@ CoreSpec parse_core_spec(const std::string& text) {
     Fields of(*o, "optimizer");
     nn::OptimizerSpec& op = ts.optimizer;
     op.type = of.string("type", op.type);
-    if (op.type != "sgd" && op.type != "adam" && op.type != "adamw")
-      fail(o->offset, "optimizer.type", "expected \"sgd\", \"adam\" or \"adamw\"");
+    if (op.type != "sgd" && op.type != "adam" && op.type != "adamw" && op.type != "adagrad" &&
+        op.type != "rmsprop")
+      fail(o->offset, "optimizer.type",
+           "expected \"sgd\", \"adam\", \"adamw\", \"adagrad\" or \"rmsprop\"");
     op.lr = static_cast<float>(of.number("lr", op.lr, 0, kBig));
     op.momentum = static_cast<float>(of.number("momentum", op.momentum, 0, 1));
     op.nesterov = of.boolean("nesterov", op.nesterov);
@@ -192,6 +194,11 @@ CoreSpec parse_core_spec(const std::string& text) {
     op.beta1 = static_cast<float>(of.number("beta1", op.beta1, 0, 1));
     op.beta2 = static_cast<float>(of.number("beta2", op.beta2, 0, 1));
     op.eps = static_cast<float>(of.number("eps", op.eps, 0, 1));
+    op.alpha = static_cast<float>(of.number("alpha", op.alpha, 0, 1));
+    op.centered = of.boolean("centered", op.centered);
+    op.lr_decay = static_cast<float>(of.number("lr_decay", op.lr_decay, 0, kBig));
+    op.initial_accumulator =
+        static_cast<float>(of.number("initial_accumulator", op.initial_accumulator, 0, kBig));
     of.finish();
   }
   if (const Json* s = f.find("schedule")) {

@@ -58,6 +58,41 @@ TEST(Optimizer, AdamWDecoupledWeightDecay) {
   expect_values(run(s), {0.9788331902, -2.0086553697, 0.5156910819});
 }
 
+// AdaGrad and RMSprop against their PyTorch rules, computed by hand in
+// float64 (torch.optim.Adagrad / RMSprop formulas: eps added after the
+// square root, the accumulator starting at initial_accumulator_value,
+// weight decay added to the gradient, lr / (1 + (t-1) lr_decay)).
+TEST(Optimizer, AdagradDefaults) {
+  OptimizerSpec s{.type = "adagrad", .lr = 0.1f, .eps = 1e-10f};
+  expect_values(run(s), {0.8051316703, -2.05527864, 0.6});
+}
+
+TEST(Optimizer, AdagradDecayWeightDecayInitialAccumulatorEps) {
+  OptimizerSpec s{.type = "adagrad", .lr = 0.1f, .weight_decay = 0.1f, .eps = 1e-3f};
+  s.lr_decay = 0.5f;
+  s.initial_accumulator = 0.2f;
+  expect_values(run(s), {0.9174203069, -1.96292977, 0.5416146124});
+}
+
+TEST(Optimizer, RmspropDefaults) {
+  OptimizerSpec s{.type = "rmsprop", .lr = 0.01f};
+  expect_values(run(s), {0.8050843305, -2.055098645, 0.5999999667});
+}
+
+TEST(Optimizer, RmspropMomentumWeightDecay) {
+  OptimizerSpec s{
+      .type = "rmsprop", .lr = 0.01f, .momentum = 0.9f, .weight_decay = 0.1f, .eps = 1e-3f};
+  s.alpha = 0.9f;
+  expect_values(run(s), {0.9125253684, -1.96870708, 0.5525097638});
+}
+
+TEST(Optimizer, RmspropCentered) {
+  OptimizerSpec s{.type = "rmsprop", .lr = 0.01f, .eps = 1e-3f};
+  s.alpha = 0.9f;
+  s.centered = true;
+  expect_values(run(s), {0.935322428, -2.018156272, 0.532967033});
+}
+
 TEST(Schedule, StepCosineAndWarmup) {
   ScheduleSpec step{.type = "step", .step_epochs = 2, .gamma = 0.5f};
   EXPECT_FLOAT_EQ(scheduled_lr(1.f, step, 0, 10), 1.f);

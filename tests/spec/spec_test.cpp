@@ -163,6 +163,41 @@ train:
   EXPECT_EQ(run.train.schedule.step_epochs, 3);
 }
 
+TEST(RunSpec, AdagradAndRmspropOptions) {
+  auto spec = [](const std::string& opt) {
+    return "name: o\ndata: {dataset: synthetic, validation: 100}\nmodel:\n  layers: [{dense: 10}]\n"
+           "train:\n  optimizer: " +
+           opt + "\n";
+  };
+  RunSpec r = parse_run_spec(
+      spec("{type: rmsprop, lr: 0.01, alpha: 0.9, centered: true, momentum: 0.5, eps: 0.001}"),
+      "r.yaml");
+  EXPECT_EQ(r.train.optimizer.type, "rmsprop");
+  EXPECT_FLOAT_EQ(r.train.optimizer.alpha, 0.9f);
+  EXPECT_TRUE(r.train.optimizer.centered);
+  EXPECT_FLOAT_EQ(r.train.optimizer.momentum, 0.5f);
+  RunSpec a = parse_run_spec(
+      spec("{type: adagrad, lr: 0.1, lr_decay: 0.5, initial_accumulator: 0.2, eps: 1e-10}"),
+      "a.yaml");
+  EXPECT_FLOAT_EQ(a.train.optimizer.lr_decay, 0.5f);
+  EXPECT_FLOAT_EQ(a.train.optimizer.initial_accumulator, 0.2f);
+  EXPECT_FLOAT_EQ(a.train.optimizer.eps, 1e-10f);
+  for (const RunSpec* s : {&r, &a}) {
+    RunSpec again = parse_run_spec(to_yaml(*s), "again.yaml");
+    expect_same(*s, again);
+    EXPECT_EQ(again.train.optimizer.alpha, s->train.optimizer.alpha);
+    EXPECT_EQ(again.train.optimizer.centered, s->train.optimizer.centered);
+    EXPECT_EQ(again.train.optimizer.lr_decay, s->train.optimizer.lr_decay);
+    EXPECT_EQ(again.train.optimizer.initial_accumulator, s->train.optimizer.initial_accumulator);
+  }
+  try {
+    parse_run_spec(spec("{type: adam, alpha: 0.9}"), "e.yaml");
+    FAIL() << "alpha accepted for adam";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("rmsprop"), std::string::npos) << e.what();
+  }
+}
+
 // docs/spec.md's layer table is the registry's, generated; they cannot drift.
 TEST(RunSpec, DocsLayerTableIsTheRegistrys) {
   std::ifstream f(source_dir() + "/docs/spec.md");
