@@ -139,7 +139,8 @@ test('bad input comes back as errors and the module keeps working', () => {
   expectError(() => core.createModel({ ...SPEC, layers: [{ type: 'convolution9' }] }), 'spec', /unknown layer/);
   expectError(() => core.createModel({ ...SPEC, layerz: [] }), 'spec', /unknown key/);
   expectError(() => core.createModel({ ...SPEC, optimizer: { type: 'sgd', lr: -1 } }), 'spec', /optimizer.lr/);
-  expectError(() => core.createModel({ ...SPEC, optimizer: { type: 'rmsprop' } }), 'spec');
+  expectError(() => core.createModel({ ...SPEC, optimizer: { type: 'lbfgs' } }), 'spec');
+  core.createModel({ ...SPEC, optimizer: { type: 'rmsprop', alpha: 0.9, centered: true } }).free();  // now a known optimizer
   expectError(() => core.createModel({ ...SPEC, input: [] }), 'spec');
   expectError(() => core.createModel({ ...SPEC, layers: [{ type: 'dense', units: 5 }] }), 'spec');  // 5 != 10 classes
   expectError(() => core.createModel({ ...SPEC, batch_size: 0 }), 'spec');
