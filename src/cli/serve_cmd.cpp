@@ -133,7 +133,8 @@ Command add_serve(CLI::App& app) {
   c->add_option("--data", o->server.data_dir,
                 "Data set directory for browser shards and re-runs (default: the usual places)");
   c->add_option("--verify-fraction", o->server.verify_fraction,
-                "Fraction of browser results re-run natively and compared (0..1)")
+                "Least fraction of a trusted browser client's results re-run natively and "
+                "compared (0..1); a new client's are all re-run until --trust-after agreed")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   c->add_option("--browser-lease", o->server.browser_lease_seconds,

@@ -43,7 +43,7 @@ struct ServerOptions {
   // Browser workers on /join (docs/protocol.md).
   std::string join_token_file;             // default: dnnlab.join-token beside token_file
   std::string data_dir;                    // where data sets are, for shards and re-runs
-  double verify_fraction = 0.1;            // of browser results re-run natively
+  double verify_fraction = 0.05;           // of trusted browser results re-run natively
   double browser_lease_seconds = 120;      // a closed tab gives its trial back at once anyway
   std::size_t max_join_frame = 64u << 20;  // larger /join frames close the connection (1009)
   // The gateway's other limits (hello, tickets, trust; docs/protocol.md).
