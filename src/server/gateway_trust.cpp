@@ -91,8 +91,12 @@ bool TrustBook::choose_for_verification(const std::string& id, std::int64_t tria
   // (agreements + 1), fell only as re-runs agreed, and re-runs came rarer as
   // it fell: about 3/sqrt(6n) after n results, 32% of the CPU of a 40-result
   // client (bench/RESULTS.md, "Verification overhead").
+  // With --trust-after 0 every client is trusted from the start: no record
+  // to fade from, only the floor.
   const int k = records_[id].since_trusted++;
-  const double p = std::max(opt_.verify_fraction, std::ldexp(1.0, -std::min(k + 1, 60)));
+  const double p = opt_.trust_after == 0
+                       ? opt_.verify_fraction
+                       : std::max(opt_.verify_fraction, std::ldexp(1.0, -std::min(k + 1, 60)));
   // Unpredictable to the client (it never sees the secret), reproducible here.
   const std::string h = hmac_sha256_hex(
       opt_.secret, "verify:" + std::to_string(trial_id) + ":" + std::to_string(attempt));

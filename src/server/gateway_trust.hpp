@@ -49,7 +49,8 @@ class TrustBook {
   bool trusted(const std::string& id) const;
   // Whether this result is re-run natively: all of an untrusted identity's;
   // then, for its k-th result since it became trusted (k = 0, 1, ...), with
-  // probability max(verify_fraction, 2^-(k+1)). Call once per result.
+  // probability max(verify_fraction, 2^-(k+1)); with trust_after 0, just
+  // verify_fraction. Call once per result.
   bool choose_for_verification(const std::string& id, std::int64_t trial_id, int attempt);
   void agreed(const std::string& id) { ++records_[id].agreed; }
 

@@ -948,6 +948,12 @@ TEST(GatewayTrust, IdentitiesAreSignedAndVerificationHalvesToTheFloor) {
   for (int k = 3; k < 6; ++k)
     EXPECT_NEAR(chosen[k] / double(kIds), 0.1, 0.02) << "never below --verify-fraction";
   EXPECT_NEAR(share(book, a.id), 0.1, 0.01) << "a long record: the floor";
+  // Trusted from the start (--trust-after 0): the floor from the first result.
+  GatewayOptions o0 = o;
+  o0.trust_after = 0;
+  TrustBook open_book(*st, o0);
+  const std::string fresh = open_book.issue().id;
+  EXPECT_NEAR(share(open_book, fresh), 0.1, 0.01);
   // Which ones depends on the secret, which the client never sees.
   for (int i = 0; i < 100; ++i) other.agreed(a.id);
   for (int t = 1; t <= 10; ++t) other.choose_for_verification(a.id, t, 1);  // down to the floor
