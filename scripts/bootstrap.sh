@@ -14,6 +14,7 @@ packages=(
   dataset-fashion-mnist
   emscripten nodejs npm chromium
   clang-format clang-14 libclang-rt-14-dev libfuzzer-14-dev
+  openssl
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libopenblas-dev python3-torch python3-numpy hyperfine valgrind)

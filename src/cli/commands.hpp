@@ -32,6 +32,8 @@ std::string find_web_root();
 // The server's limits and who it answers (connections, send queues, Origin,
 // Host), shared by `serve` and `run`; docs/security.md lists them.
 void add_limit_flags(CLI::App* c, server::ServerOptions& o);
+// --tls-cert/--tls-key, on every command that starts the server.
+void add_tls_flags(CLI::App* c, server::ServerOptions& o);
 
 Command add_train(CLI::App& app);
 Command add_run(CLI::App& app);

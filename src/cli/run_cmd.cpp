@@ -267,6 +267,7 @@ Command add_run(CLI::App& app) {
   c->add_flag("!--private-reads", o->server.public_reads,
               "Require a token for reads (the dashboard URL printed carries the read token)");
   add_limit_flags(c, o->server);
+  add_tls_flags(c, o->server);
   c->callback([c, o] {
     if (o->sweep_path.empty() && o->resume.empty())
       throw CLI::RequiredError("sweep (or --resume EXP)");

@@ -47,6 +47,16 @@ void add_limit_flags(CLI::App* c, server::ServerOptions& o) {
                 "others get 421 on a loopback listener, and on any listener once one is named");
 }
 
+void add_tls_flags(CLI::App* c, server::ServerOptions& o) {
+  auto* cert = c->add_option("--tls-cert", o.tls_cert,
+                             "PEM certificate chain: the port then speaks only HTTPS and WSS "
+                             "(TLS 1.2+); needs --tls-key. See docs/security.md for when a "
+                             "reverse proxy suits better");
+  auto* key = c->add_option("--tls-key", o.tls_key, "PEM private key of --tls-cert");
+  cert->needs(key);
+  key->needs(cert);
+}
+
 namespace {
 
 struct ServeOptions {
@@ -112,6 +122,7 @@ Command add_serve(CLI::App& app) {
   c->add_option("--read-token-file", o->server.read_token_file,
                 "Where the read token is kept (default: dnnlab.read-token beside the token)");
   add_limit_flags(c, o->server);
+  add_tls_flags(c, o->server);
   c->add_option("--max-body-kib", o->max_body_kib, "Largest request body accepted, in KiB")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -122,7 +133,8 @@ Command add_serve(CLI::App& app) {
   c->add_option("--data", o->server.data_dir,
                 "Data set directory for browser shards and re-runs (default: the usual places)");
   c->add_option("--verify-fraction", o->server.verify_fraction,
-                "Fraction of browser results re-run natively and compared (0..1)")
+                "Least fraction of a trusted browser client's results re-run natively and "
+                "compared (0..1); a new client's are all re-run until --trust-after agreed")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   c->add_option("--browser-lease", o->server.browser_lease_seconds,

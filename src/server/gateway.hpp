@@ -46,9 +46,11 @@ struct GatewayOptions {
   std::string secret;
   double lease_seconds = 120;
   double heartbeat_seconds = 10;
-  // Adaptive replication: a client's first `trust_after` results are all
-  // re-run natively; afterwards a falling fraction, never below this one.
-  double verify_fraction = 0.1;
+  // Adaptive replication: a client's results are all re-run natively until
+  // `trust_after` agreed; afterwards a fraction halving with each result
+  // (1/2, 1/4, ...), never below this one. 0.05 keeps the re-runs of a
+  // trusted client at about 5-7% of its CPU (bench/RESULTS.md).
+  double verify_fraction = 0.05;
   int trust_after = 3;
   // Re-runs queued per client; a client over it gets `idle` until they are done.
   int max_pending_verifications = 4;

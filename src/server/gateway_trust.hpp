@@ -4,9 +4,10 @@
 //   (the id is public in /api/workers, the MAC never is);
 // - quarantine sticks to identities and is rebuilt from the store's
 //   worker.quarantined events, so it outlives the process;
-// - adaptive replication as in BOINC: an identity's first `trust_after`
-//   results are all re-run natively, then a falling fraction, never below
-//   `verify_fraction`, drawn with the secret after the result arrived;
+// - adaptive replication as in BOINC: an identity's results are all re-run
+//   natively until `trust_after` agreed, then a fraction halving with each
+//   result down to `verify_fraction`, drawn with the secret after the
+//   result arrived;
 // - the record of what a client cost: re-runs pending, failures a re-run did
 //   not confirm, tickets abandoned in a row.
 #pragma once
@@ -46,9 +47,11 @@ class TrustBook {
 
   // ---- adaptive replication ----
   bool trusted(const std::string& id) const;
-  // Whether this result is re-run natively: all of an untrusted identity's,
-  // then with probability max(verify_fraction, trust_after / (agreed + 1)).
-  bool choose_for_verification(const std::string& id, std::int64_t trial_id, int attempt) const;
+  // Whether this result is re-run natively: all of an untrusted identity's;
+  // then, for its k-th result since it became trusted (k = 0, 1, ...), with
+  // probability max(verify_fraction, 2^-(k+1)); with trust_after 0, just
+  // verify_fraction. Call once per result.
+  bool choose_for_verification(const std::string& id, std::int64_t trial_id, int attempt);
   void agreed(const std::string& id) { ++records_[id].agreed; }
 
   // ---- what a client costs ----
@@ -63,10 +66,11 @@ class TrustBook {
 
  private:
   struct Record {
-    int agreed = 0;       // native re-runs that agreed
-    int pending = 0;      // re-runs submitted, not yet decided
-    int unconfirmed = 0;  // failures a re-run did not confirm
-    int abandons = 0;     // tickets abandoned in a row
+    int agreed = 0;         // native re-runs that agreed
+    int pending = 0;        // re-runs submitted, not yet decided
+    int unconfirmed = 0;    // failures a re-run did not confirm
+    int abandons = 0;       // tickets abandoned in a row
+    int since_trusted = 0;  // results drawn for verification since trusted (this process)
     double last_abandon = 0;
   };
   store::ResultStore& store_;

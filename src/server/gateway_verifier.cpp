@@ -1,6 +1,8 @@
 // Native re-runs of browser results (gateway_verifier.hpp).
 #include "server/gateway_verifier.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
 #include <iostream>
@@ -25,6 +27,12 @@ namespace {
 bool close_rel(double a, double b, double tol) {
   if (!std::isfinite(a) || !std::isfinite(b)) return false;
   return std::fabs(a - b) <= tol * std::max({1.0, std::fabs(a), std::fabs(b)});
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -73,6 +81,7 @@ void Verifier::loop() {
     }
     VerifyOutcome out{job, true, ""};
     bool skip = false;
+    const double cpu0 = thread_cpu_seconds();
     try {
       if (!st) st = store::open_result_store(store_url_);
       auto trial = st->trial(job.trial_id);
@@ -93,6 +102,7 @@ void Verifier::loop() {
         }
         out = job.failed_after ? confirm_failure(job, run, data.at(key))
                                : compare(job, *trial, run, data.at(key));
+        out.cpu_seconds = thread_cpu_seconds() - cpu0;
         // With "client", a restarted gateway rebuilds its record of agreement.
         st->append_event("trial.verified", {{"trial", job.trial_id},
                                             {"attempt", job.attempt},
@@ -100,7 +110,8 @@ void Verifier::loop() {
                                             {"client", job.client_key},
                                             {"failure", job.failed_after.has_value()},
                                             {"agree", out.agree},
-                                            {"detail", out.detail}});
+                                            {"detail", out.detail},
+                                            {"cpu_seconds", out.cpu_seconds}});
       }
     } catch (const std::exception& e) {
       skip = true;  // the verifier's own trouble is no evidence against the client

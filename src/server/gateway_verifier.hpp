@@ -31,6 +31,9 @@ struct VerifyOutcome {
   VerifyJob job;
   bool agree = true;
   std::string detail;
+  // CPU the verifier thread spent on this re-run (loading data included):
+  // the cost of verification, in the trial.verified event as cpu_seconds.
+  double cpu_seconds = 0;
 };
 
 class Verifier {

@@ -8,18 +8,23 @@
 #include <array>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/core/detect_ssl.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 #include <chrono>
 #include <deque>
 #include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>
+#include <type_traits>
 
 #include "db/connections.hpp"
 #include "queue/task_queue.hpp"
@@ -29,6 +34,7 @@
 #include "server/metrics.hpp"
 #include "server/request_guard.hpp"
 #include "server/static_files.hpp"
+#include "server/tls.hpp"
 #include "server/token.hpp"
 #include "store/result_store.hpp"
 
@@ -40,6 +46,13 @@ namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+namespace ssl = asio::ssl;
+// The two streams a connection can be: the session classes are templates on
+// it, so HTTP, WebSocket and /join handling is one code for both.
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+template <class Stream>
+constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
 
 namespace {
 constexpr auto kIdleTimeout = std::chrono::seconds(60);
@@ -50,6 +63,9 @@ constexpr std::size_t kEventPage = 500;
 // Out of descriptors (EMFILE/ENFILE): the pending connection stays in the
 // backlog and the listener stays readable, so retrying at once would spin.
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+// A TLS client has this long to finish its handshake (a silent one holds a
+// connection slot until then, as an idle HTTP client does for kIdleTimeout).
+constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -83,9 +99,20 @@ std::pair<std::string, unsigned short> parse_listen(const std::string& listen,
   return {host, static_cast<unsigned short>(port)};
 }
 
-class HttpSession;
-class EventSession;
-class JoinSession;
+// What Server::Impl keeps of each session, whatever its stream: enough to
+// close it, feed it events, or hand it the gateway's replies.
+struct OpenSession {
+  virtual ~OpenSession() = default;
+  virtual void close() = 0;
+};
+struct EventSink : OpenSession {
+  virtual void deliver(const std::string& frame, std::int64_t id) = 0;
+};
+struct JoinSink {
+  virtual ~JoinSink() = default;
+  virtual void apply(GatewayReply r) = 0;
+  virtual void abort() = 0;
+};
 
 // One counted connection (Server::Impl::connections and per_ip); released
 // when the last session holding it (HTTP, then its WebSocket) is gone.
@@ -138,23 +165,26 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   bool stopped = false;
   std::int64_t last_event_id = 0;
   Clock::time_point last_throughput{};
-  std::map<HttpSession*, std::weak_ptr<HttpSession>> http_sessions;
-  std::map<EventSession*, std::weak_ptr<EventSession>> event_sessions;
+  std::map<const void*, std::weak_ptr<OpenSession>> http_sessions;
+  std::map<const void*, std::weak_ptr<EventSink>> event_sessions;
   LoadedToken join_token;
   std::unique_ptr<Gateway> gateway;
-  std::map<Gateway::ClientId, std::weak_ptr<JoinSession>> join_sessions;
+  std::map<Gateway::ClientId, std::weak_ptr<JoinSink>> join_sessions;
   std::unique_ptr<asio::thread_pool> pool;  // reader threads; null when read_threads is 0
+  std::unique_ptr<ssl::context> tls;        // --tls-cert/--tls-key; null: plain HTTP
 };
 
 // One WebSocket client of /api/events: store events (and throughput) as text
 // frames. A client catching up (?after= or {"after": ID}) is fed from the
 // store a page at a time as its socket drains; live events are queued, up to
 // max_send_queue bytes, past which the client is too slow and is closed.
-class EventSession : public std::enable_shared_from_this<EventSession> {
+template <class Stream>
+class EventSession final : public EventSink,
+                           public std::enable_shared_from_this<EventSession<Stream>> {
  public:
   // after >= 0: replay the events after that id first (the URL's ?after=).
-  EventSession(tcp::socket socket, std::shared_ptr<Server::Impl> impl, std::int64_t after)
-      : ws_(std::move(socket)), impl_(std::move(impl)), cursor_(impl_->last_event_id) {
+  EventSession(Stream stream, std::shared_ptr<Server::Impl> impl, std::int64_t after)
+      : ws_(std::move(stream)), impl_(std::move(impl)), cursor_(impl_->last_event_id) {
     if (after >= 0) {
       cursor_ = after;
       catching_up_ = true;
@@ -164,12 +194,12 @@ class EventSession : public std::enable_shared_from_this<EventSession> {
   void hold(std::shared_ptr<ConnectionSlot> slot) { slot_ = std::move(slot); }
 
   void run(http::request<http::string_body> req) {
-    impl_->event_sessions[this] = weak_from_this();
+    impl_->event_sessions[this] = this->weak_from_this();
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, "dnnlab"); }));
     ws_.read_message_max(64 * 1024);
-    ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) {
+    ws_.async_accept(req, [self = this->shared_from_this()](beast::error_code ec) {
       if (ec) return self->finish();
       self->open_ = true;
       self->read();
@@ -180,7 +210,7 @@ class EventSession : public std::enable_shared_from_this<EventSession> {
   // Queues a live frame; `id` (0 for synthetic events) skips what the client
   // has already. While catching up, the store pages bring stored events (and
   // a missed throughput figure is replaced by the next one).
-  void deliver(const std::string& frame, std::int64_t id) {
+  void deliver(const std::string& frame, std::int64_t id) override {
     if (catching_up_) return;
     if (id > 0) {
       if (id <= cursor_) return;
@@ -189,7 +219,7 @@ class EventSession : public std::enable_shared_from_this<EventSession> {
     push(frame);
   }
 
-  void close() {
+  void close() override {
     if (closed_) return;
     closed_ = true;
     // Free the queue now; the frame being written stays until its write ends.
@@ -224,7 +254,7 @@ class EventSession : public std::enable_shared_from_this<EventSession> {
   }
 
   void read() {
-    ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    ws_.async_read(in_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec) return self->close();
       try {
         self->on_message(beast::buffers_to_string(self->in_.data()));
@@ -278,7 +308,7 @@ class EventSession : public std::enable_shared_from_this<EventSession> {
     writing_ = true;
     ws_.text(true);
     ws_.async_write(asio::buffer(out_.front()),
-                    [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                    [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                       self->writing_ = false;
                       if (ec || self->closed_) return self->close();
                       self->queued_bytes_ -= self->out_.front().size();
@@ -287,7 +317,7 @@ class EventSession : public std::enable_shared_from_this<EventSession> {
                     });
   }
 
-  websocket::stream<beast::tcp_stream> ws_;
+  websocket::stream<Stream> ws_;
   std::shared_ptr<Server::Impl> impl_;
   std::shared_ptr<ConnectionSlot> slot_;
   beast::flat_buffer in_;
@@ -299,10 +329,12 @@ class EventSession : public std::enable_shared_from_this<EventSession> {
 };
 
 // One browser worker on /join: frames go to the gateway, its replies come back.
-class JoinSession : public std::enable_shared_from_this<JoinSession> {
+template <class Stream>
+class JoinSession final : public JoinSink,
+                          public std::enable_shared_from_this<JoinSession<Stream>> {
  public:
-  JoinSession(tcp::socket socket, std::shared_ptr<Server::Impl> impl)
-      : ws_(std::move(socket)), impl_(std::move(impl)) {}
+  JoinSession(Stream stream, std::shared_ptr<Server::Impl> impl)
+      : ws_(std::move(stream)), impl_(std::move(impl)) {}
 
   void hold(std::shared_ptr<ConnectionSlot> slot) { slot_ = std::move(slot); }
 
@@ -311,12 +343,12 @@ class JoinSession : public std::enable_shared_from_this<JoinSession> {
     auto ep = beast::get_lowest_layer(ws_).socket().remote_endpoint(ec);
     id_ =
         impl_->gateway->open(ec ? "?" : ep.address().to_string() + ":" + std::to_string(ep.port()));
-    impl_->join_sessions[id_] = weak_from_this();
+    impl_->join_sessions[id_] = this->weak_from_this();
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, "dnnlab"); }));
     ws_.read_message_max(impl_->gateway->max_frame(id_));
-    ws_.async_accept(req, [self = shared_from_this()](beast::error_code ec) {
+    ws_.async_accept(req, [self = this->shared_from_this()](beast::error_code ec) {
       if (ec) return self->finish();
       self->open_ = true;
       self->read();
@@ -326,7 +358,7 @@ class JoinSession : public std::enable_shared_from_this<JoinSession> {
   // Sends the reply's frames, then closes if it says so. A client that
   // lets more than max_send_queue bytes pile up (it stopped reading) is
   // closed: its ticket goes back as for any closed connection.
-  void apply(GatewayReply r) {
+  void apply(GatewayReply r) override {
     if (finished_) return;
     for (auto& f : r.frames) {
       queued_bytes_ += f.size();
@@ -347,7 +379,7 @@ class JoinSession : public std::enable_shared_from_this<JoinSession> {
     flush();
   }
 
-  void abort() {
+  void abort() override {
     beast::error_code ec;
     beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ec);
     beast::get_lowest_layer(ws_).socket().close(ec);
@@ -367,7 +399,7 @@ class JoinSession : public std::enable_shared_from_this<JoinSession> {
   void read() {
     // Small until hello: a client that has not said hello cannot make us hold 64 MiB.
     ws_.read_message_max(impl_->gateway->max_frame(id_));
-    ws_.async_read(in_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    ws_.async_read(in_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec == websocket::error::message_too_big) {
         // Beast has already sent close 1009; end the session.
         return self->finish();
@@ -393,7 +425,7 @@ class JoinSession : public std::enable_shared_from_this<JoinSession> {
       if (closing_ && !close_sent_) {
         close_sent_ = true;
         writing_ = true;
-        ws_.async_close(reason_, [self = shared_from_this()](beast::error_code) {
+        ws_.async_close(reason_, [self = this->shared_from_this()](beast::error_code) {
           self->writing_ = false;
           self->finish();
         });
@@ -402,17 +434,17 @@ class JoinSession : public std::enable_shared_from_this<JoinSession> {
     }
     writing_ = true;
     ws_.text(true);
-    ws_.async_write(
-        asio::buffer(out_.front()), [self = shared_from_this()](beast::error_code ec, std::size_t) {
-          self->writing_ = false;
-          if (ec || self->finished_) return self->abort();
-          self->queued_bytes_ -= std::min(self->queued_bytes_, self->out_.front().size());
-          self->out_.pop_front();
-          self->flush();
-        });
+    ws_.async_write(asio::buffer(out_.front()), [self = this->shared_from_this()](
+                                                    beast::error_code ec, std::size_t) {
+      self->writing_ = false;
+      if (ec || self->finished_) return self->abort();
+      self->queued_bytes_ -= std::min(self->queued_bytes_, self->out_.front().size());
+      self->out_.pop_front();
+      self->flush();
+    });
   }
 
-  websocket::stream<beast::tcp_stream> ws_;
+  websocket::stream<Stream> ws_;
   std::shared_ptr<Server::Impl> impl_;
   std::shared_ptr<ConnectionSlot> slot_;
   std::size_t queued_bytes_ = 0;
@@ -424,21 +456,26 @@ class JoinSession : public std::enable_shared_from_this<JoinSession> {
 };
 
 // One HTTP/1.1 connection: read a request, answer it, repeat while keep-alive.
-class HttpSession : public std::enable_shared_from_this<HttpSession> {
+template <class Stream>
+class HttpSession final : public OpenSession,
+                          public std::enable_shared_from_this<HttpSession<Stream>> {
  public:
-  HttpSession(tcp::socket socket, std::shared_ptr<Server::Impl> impl,
+  HttpSession(Stream stream, std::shared_ptr<Server::Impl> impl,
               std::shared_ptr<ConnectionSlot> slot)
-      : stream_(std::move(socket)), impl_(std::move(impl)), slot_(std::move(slot)) {}
+      : stream_(std::move(stream)), impl_(std::move(impl)), slot_(std::move(slot)) {}
 
   void start() {
-    impl_->http_sessions[this] = weak_from_this();
-    read();
+    impl_->http_sessions[this] = this->weak_from_this();
+    if constexpr (kIsTls<Stream>)
+      detect_tls();
+    else
+      read();
   }
 
-  void close() {
+  void close() override {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.socket().close(ec);
+    beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ec);
+    beast::get_lowest_layer(stream_).socket().close(ec);
   }
 
   ~HttpSession() {
@@ -447,13 +484,56 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   }
 
  private:
+  // A TLS port: peek at the first bytes. A TLS ClientHello gets the
+  // handshake (with those bytes); plain HTTP gets a plain-text 400 saying to
+  // use https, then the connection ends. Handshake failures end their own
+  // connection only, unlogged (a scanner would otherwise fill the log).
+  void detect_tls() {
+    beast::get_lowest_layer(stream_).expires_after(kHandshakeTimeout);
+    beast::async_detect_ssl(beast::get_lowest_layer(stream_), buffer_,
+                            [self = this->shared_from_this()](beast::error_code ec, bool is_tls) {
+                              if (ec) return self->close();
+                              if (!is_tls) return self->refuse_plain_http();
+                              self->stream_.async_handshake(
+                                  ssl::stream_base::server, self->buffer_.data(),
+                                  [self](beast::error_code ec, std::size_t used) {
+                                    if (ec) return self->close();
+                                    self->buffer_.consume(used);
+                                    self->read();
+                                  });
+                            });
+  }
+
+  void refuse_plain_http() {
+    impl_->metrics.observe("?", "unparsed", 400, 0.0);
+    const std::string body = json{
+        {"error", "this server speaks HTTPS only: use https:// (and wss://)"},
+        {"field", "scheme"}}.dump();
+    auto bytes = std::make_shared<std::string>(
+        "HTTP/1.1 400 Bad Request\r\nServer: dnnlab\r\nContent-Type: application/json\r\n"
+        "Connection: close\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body);
+    beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(5));
+    asio::async_write(
+        beast::get_lowest_layer(stream_), asio::buffer(*bytes),
+        [self = this->shared_from_this(), bytes](beast::error_code ec, std::size_t) {
+          if (ec) return self->close();
+          beast::error_code ignored;
+          beast::get_lowest_layer(self->stream_)
+              .socket()
+              .shutdown(tcp::socket::shutdown_send, ignored);
+          beast::get_lowest_layer(self->stream_).expires_after(std::chrono::seconds(2));
+          self->drain();
+        });
+  }
+
   void read() {
     parser_.emplace();
     parser_->body_limit(impl_->opt.max_body);
     parser_->header_limit(16 * 1024);
-    stream_.expires_after(kIdleTimeout);
+    beast::get_lowest_layer(stream_).expires_after(kIdleTimeout);
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                     [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                        try {
                          self->on_read(ec);
                        } catch (const std::exception& e) {
@@ -509,13 +589,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                                          "' refused (see --allow-origin)",
                                      "Origin");
       impl_->metrics.observe(a.method, r.route, 101, 0.0);
-      stream_.expires_never();
+      beast::get_lowest_layer(stream_).expires_never();
       if (r.upgrade == Upgrade::join) {
-        auto js = std::make_shared<JoinSession>(stream_.release_socket(), impl_);
+        auto js = std::make_shared<JoinSession<Stream>>(std::move(stream_), impl_);
         js->hold(std::move(slot_));
         js->run(std::move(req));
       } else {
-        auto es = std::make_shared<EventSession>(stream_.release_socket(), impl_, r.events_after);
+        auto es = std::make_shared<EventSession<Stream>>(std::move(stream_), impl_, r.events_after);
         es->hold(std::move(slot_));
         es->run(std::move(req));
       }
@@ -526,7 +606,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (r.background) {
       // Slow parsing on a worker thread; the io thread keeps serving, and
       // the store writes it returns run back here.
-      asio::post(*impl_->work_pool, [self = shared_from_this(), job = std::move(r.background),
+      asio::post(*impl_->work_pool, [self = this->shared_from_this(), job = std::move(r.background),
                                      route = r.route, reply = std::move(reply)]() mutable {
         std::function<ApiResponse()> finish;
         try {
@@ -558,15 +638,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     if (r.deferred && impl_->pool) {
       // The io thread keeps serving sockets while a reader thread queries.
-      asio::post(*impl_->pool,
-                 [self = shared_from_this(), r = std::move(r), reply = std::move(reply)]() mutable {
-                   ApiResponse out = run_deferred(r, reader_store(self->impl_->opt.store_url));
-                   auto ex = self->stream_.get_executor();
-                   asio::post(ex, [self = std::move(self), out = std::move(out),
-                                   reply = std::move(reply)]() mutable {
-                     self->respond(std::move(out), reply);
-                   });
-                 });
+      asio::post(*impl_->pool, [self = this->shared_from_this(), r = std::move(r),
+                                reply = std::move(reply)]() mutable {
+        ApiResponse out = run_deferred(r, reader_store(self->impl_->opt.store_url));
+        auto ex = self->stream_.get_executor();
+        asio::post(
+            ex, [self = std::move(self), out = std::move(out), reply = std::move(reply)]() mutable {
+              self->respond(std::move(out), reply);
+            });
+      });
       return;
     }
     if (r.deferred) r = run_deferred(r, *impl_->store);
@@ -625,7 +705,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   void write(std::shared_ptr<http::response<http::string_body>> res) {
     http::async_write(stream_, *res,
-                      [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
+                      [self = this->shared_from_this(), res](beast::error_code ec, std::size_t) {
                         if (ec) return self->close();
                         if (res->need_eof()) return self->close();
                         self->read();
@@ -643,26 +723,29 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     res->set(http::field::connection, "close");
     res->body() = json{{"error", message}, {"field", field}}.dump();
     res->prepare_payload();
-    stream_.expires_after(std::chrono::seconds(5));
-    http::async_write(stream_, *res,
-                      [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
-                        if (ec) return self->close();
-                        beast::error_code ignored;
-                        self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-                        self->stream_.expires_after(std::chrono::seconds(2));
-                        self->drain();
-                      });
+    beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(5));
+    http::async_write(
+        stream_, *res, [self = this->shared_from_this(), res](beast::error_code ec, std::size_t) {
+          if (ec) return self->close();
+          beast::error_code ignored;
+          beast::get_lowest_layer(self->stream_)
+              .socket()
+              .shutdown(tcp::socket::shutdown_send, ignored);
+          beast::get_lowest_layer(self->stream_).expires_after(std::chrono::seconds(2));
+          self->drain();
+        });
   }
 
   void drain() {
-    stream_.async_read_some(asio::buffer(sink_),
-                            [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                              if (ec) return self->close();
-                              self->drain();
-                            });
+    // Raw bytes are dropped, TLS records or not: no need to decrypt them.
+    beast::get_lowest_layer(stream_).async_read_some(
+        asio::buffer(sink_), [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+          if (ec) return self->close();
+          self->drain();
+        });
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   std::shared_ptr<Server::Impl> impl_;
   std::shared_ptr<ConnectionSlot> slot_;  // moves to the WebSocket session on an upgrade
   beast::flat_buffer buffer_;
@@ -701,7 +784,14 @@ void Server::Impl::accept() {
       else {
         socket.set_option(tcp::no_delay(true), e2);
         auto slot = std::make_shared<ConnectionSlot>(self, std::move(ip));
-        std::make_shared<HttpSession>(std::move(socket), self, std::move(slot))->start();
+        if (self->tls)
+          std::make_shared<HttpSession<TlsStream>>(TlsStream(std::move(socket), *self->tls), self,
+                                                   std::move(slot))
+              ->start();
+        else
+          std::make_shared<HttpSession<PlainStream>>(PlainStream(std::move(socket)), self,
+                                                     std::move(slot))
+              ->start();
       }
     } catch (const std::exception& e) {
       log_error("accept", e.what());
@@ -739,6 +829,14 @@ void Server::Impl::on_accept_error(const beast::error_code& ec) {
 }
 
 void Server::Impl::refuse(tcp::socket socket, const std::string& why) {
+  if (tls) {
+    // A 503 would need a TLS handshake first: too dear for a flood. The
+    // client sees the connection closed.
+    beast::error_code ignored;
+    socket.shutdown(tcp::socket::shutdown_both, ignored);
+    socket.close(ignored);
+    return;
+  }
   struct Refusal {
     beast::tcp_stream stream;
     std::string bytes;
@@ -786,7 +884,7 @@ std::int64_t Server::Impl::newest_event_id() {
 }
 
 void Server::Impl::broadcast(const std::string& frame, std::int64_t id) {
-  std::vector<std::shared_ptr<EventSession>> live;
+  std::vector<std::shared_ptr<EventSink>> live;
   for (auto& [p, w] : event_sessions)
     if (auto s = w.lock()) live.push_back(std::move(s));
   for (auto& s : live) s->deliver(frame, id);
@@ -908,6 +1006,13 @@ Server::Server(asio::io_context& io, ServerOptions options)
   go.max_binary_bytes = s.opt.max_join_frame;
   s.gateway = std::make_unique<Gateway>(*s.store, *s.queue, go);
 
+  // Before binding: a bad certificate or key stops the start, naming the file.
+  if (!s.opt.tls_cert.empty() || !s.opt.tls_key.empty()) {
+    if (s.opt.tls_cert.empty()) throw std::invalid_argument("--tls-key needs --tls-cert too");
+    if (s.opt.tls_key.empty()) throw std::invalid_argument("--tls-cert needs --tls-key too");
+    s.tls = load_tls_context(s.opt.tls_cert, s.opt.tls_key);
+  }
+
   tcp::endpoint ep(asio::ip::make_address(host), port);
   s.acceptor.open(ep.protocol());
   s.acceptor.set_option(asio::socket_base::reuse_address(true));
@@ -915,7 +1020,7 @@ Server::Server(asio::io_context& io, ServerOptions options)
   s.acceptor.listen(asio::socket_base::max_listen_connections);
   s.port = s.acceptor.local_endpoint().port();
   s.guard = std::make_unique<RequestGuard>(
-      GuardConfig{s.host, s.port, false, s.opt.allow_hosts, s.opt.allow_origins});
+      GuardConfig{s.host, s.port, s.tls != nullptr, s.opt.allow_hosts, s.opt.allow_origins});
   s.work_pool = std::make_unique<asio::thread_pool>(std::max(1u, s.opt.work_threads));
   if (s.opt.read_threads > 0) s.pool = std::make_unique<asio::thread_pool>(s.opt.read_threads);
 }
@@ -940,7 +1045,7 @@ unsigned short Server::port() const {
 std::string Server::url() const {
   std::string h = impl_->host == "0.0.0.0" ? "127.0.0.1" : impl_->host;
   if (h.find(':') != std::string::npos) h = "[" + h + "]";
-  return "http://" + h + ":" + std::to_string(impl_->port);
+  return std::string(impl_->tls ? "https://" : "http://") + h + ":" + std::to_string(impl_->port);
 }
 const std::string& Server::token() const {
   return impl_->token.token;
@@ -992,15 +1097,15 @@ void Server::stop() {
   s.tick_timer.cancel();
   s.event_timer.cancel();
   s.accept_timer.cancel();
-  std::vector<std::shared_ptr<HttpSession>> https;
+  std::vector<std::shared_ptr<OpenSession>> https;
   for (auto& [p, w] : s.http_sessions)
     if (auto h = w.lock()) https.push_back(std::move(h));
   for (auto& h : https) h->close();
-  std::vector<std::shared_ptr<EventSession>> wss;
+  std::vector<std::shared_ptr<EventSink>> wss;
   for (auto& [p, w] : s.event_sessions)
     if (auto e = w.lock()) wss.push_back(std::move(e));
   for (auto& e : wss) e->close();
-  std::vector<std::shared_ptr<JoinSession>> joins;
+  std::vector<std::shared_ptr<JoinSink>> joins;
   for (auto& [id, w] : s.join_sessions)
     if (auto j = w.lock()) joins.push_back(std::move(j));
   for (auto& j : joins) j->abort();  // their tickets go back to the queue

@@ -43,7 +43,7 @@ struct ServerOptions {
   // Browser workers on /join (docs/protocol.md).
   std::string join_token_file;             // default: dnnlab.join-token beside token_file
   std::string data_dir;                    // where data sets are, for shards and re-runs
-  double verify_fraction = 0.1;            // of browser results re-run natively
+  double verify_fraction = 0.05;           // of trusted browser results re-run natively
   double browser_lease_seconds = 120;      // a closed tab gives its trial back at once anyway
   std::size_t max_join_frame = 64u << 20;  // larger /join frames close the connection (1009)
   // The gateway's other limits (hello, tickets, trust; docs/protocol.md).
@@ -68,6 +68,11 @@ struct ServerOptions {
   // With public_reads false: the read token, for dashboard URLs (it cannot
   // write). Default: dnnlab.read-token beside token_file.
   std::string read_token_file;
+  // Both set: the port speaks only HTTPS and WSS (TLS 1.2+), with this PEM
+  // certificate chain and key; a plain-HTTP request there gets a 400 in
+  // clear text. A bad file stops the constructor with its name.
+  std::string tls_cert;
+  std::string tls_key;
   // Threads for work too slow for the io thread (parsing submitted sweeps).
   unsigned work_threads = 1;
 };
@@ -83,7 +88,7 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   unsigned short port() const;
-  std::string url() const;  // "http://127.0.0.1:PORT"
+  std::string url() const;  // "http://127.0.0.1:PORT" (https:// with TLS)
   const std::string& token() const;
   bool token_is_new() const;  // made by this start: print it once
   const std::string& token_file() const;

@@ -905,7 +905,7 @@ TEST(GatewaySocket, ServesTheCoreUnderContentHashedNames) {
 
 // ---- issue 12: trust and bounds ----
 
-TEST(GatewayTrust, IdentitiesAreSignedAndVerificationFallsWithAgreement) {
+TEST(GatewayTrust, IdentitiesAreSignedAndVerificationHalvesToTheFloor) {
   TempDir dir;
   auto st = store::open_result_store("sqlite:" + dir.file("t.db"));
   GatewayOptions o;
@@ -925,19 +925,38 @@ TEST(GatewayTrust, IdentitiesAreSignedAndVerificationFallsWithAgreement) {
   EXPECT_FALSE(other.identity_of(a.credential));
   EXPECT_NE(book.issue().id, a.id);
 
-  auto share = [&](TrustBook& b) {
+  auto share = [&](TrustBook& b, const std::string& id) {
     int n = 0;
-    for (int t = 1; t <= 20000; ++t) n += b.choose_for_verification(a.id, t, 1);
+    for (int t = 1; t <= 20000; ++t) n += b.choose_for_verification(id, t, 1);
     return n / 20000.0;
   };
-  EXPECT_EQ(share(book), 1.0) << "a new identity: every result";
+  EXPECT_EQ(share(book, a.id), 1.0) << "a new identity: every result";
   for (int i = 0; i < 3; ++i) book.agreed(a.id);
   EXPECT_TRUE(book.trusted(a.id));
-  EXPECT_NEAR(share(book), 0.75, 0.02);  // 3 / (3 + 1)
-  for (int i = 0; i < 97; ++i) book.agreed(a.id);
-  EXPECT_NEAR(share(book), 0.1, 0.01) << "never below --verify-fraction";
+  // Then the k-th result since trust is drawn with max(0.1, 2^-(k+1)):
+  // counted over many trusted identities, each with its own trials.
+  constexpr int kIds = 4000;
+  std::vector<int> chosen(6, 0);
+  for (int i = 0; i < kIds; ++i) {
+    const std::string id = book.issue().id;
+    for (int j = 0; j < 3; ++j) book.agreed(id);
+    for (int k = 0; k < 6; ++k) chosen[k] += book.choose_for_verification(id, 10 * i + k + 1, 1);
+  }
+  EXPECT_NEAR(chosen[0] / double(kIds), 0.5, 0.03);
+  EXPECT_NEAR(chosen[1] / double(kIds), 0.25, 0.03);
+  EXPECT_NEAR(chosen[2] / double(kIds), 0.125, 0.02);
+  for (int k = 3; k < 6; ++k)
+    EXPECT_NEAR(chosen[k] / double(kIds), 0.1, 0.02) << "never below --verify-fraction";
+  EXPECT_NEAR(share(book, a.id), 0.1, 0.01) << "a long record: the floor";
+  // Trusted from the start (--trust-after 0): the floor from the first result.
+  GatewayOptions o0 = o;
+  o0.trust_after = 0;
+  TrustBook open_book(*st, o0);
+  const std::string fresh = open_book.issue().id;
+  EXPECT_NEAR(share(open_book, fresh), 0.1, 0.01);
   // Which ones depends on the secret, which the client never sees.
   for (int i = 0; i < 100; ++i) other.agreed(a.id);
+  for (int t = 1; t <= 10; ++t) other.choose_for_verification(a.id, t, 1);  // down to the floor
   int differ = 0;
   for (int t = 1; t <= 2000; ++t)
     differ += book.choose_for_verification(a.id, t, 1) != other.choose_for_verification(a.id, t, 1);

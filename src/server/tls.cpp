@@ -1,0 +1,76 @@
+// Loading the server's certificate chain and key into an OpenSSL context.
+#include "server/tls.hpp"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace dnnlab::server {
+
+namespace {
+namespace ssl = boost::asio::ssl;
+
+// OpenSSL's reason for the last failure ("no start line", "key values
+// mismatch"), which says more than asio's error_code message.
+std::string openssl_reason(const boost::system::error_code& ec) {
+  unsigned long e = ERR_peek_last_error();
+  std::string why =
+      e ? ERR_reason_error_string(e) ? ERR_reason_error_string(e) : ec.message() : ec.message();
+  ERR_clear_error();
+  return why;
+}
+
+bool is_pem_private_key(const std::string& file) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_file(file.c_str(), "r"), &BIO_free);
+  if (!bio) return false;
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr), &EVP_PKEY_free);
+  ERR_clear_error();
+  return key != nullptr;
+}
+
+void check_readable(const std::string& flag, const std::string& file) {
+  if (file.empty()) throw std::invalid_argument(flag + ": a file is needed");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec))
+    throw std::invalid_argument(flag + " " + file + ": no such file");
+  if (!std::ifstream(file)) throw std::invalid_argument(flag + " " + file + ": cannot be read");
+}
+}  // namespace
+
+std::unique_ptr<ssl::context> load_tls_context(const std::string& cert_file,
+                                               const std::string& key_file) {
+  check_readable("--tls-cert", cert_file);
+  check_readable("--tls-key", key_file);
+  auto ctx = std::make_unique<ssl::context>(ssl::context::tls_server);
+  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                   ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                   ssl::context::single_dh_use);
+  // The options above leave the floor to the build; say it outright.
+  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  boost::system::error_code ec;
+  ERR_clear_error();
+  ctx->use_certificate_chain_file(cert_file, ec);
+  if (ec)
+    throw std::invalid_argument("--tls-cert " + cert_file + ": not a PEM certificate (" +
+                                openssl_reason(ec) + ")");
+  ctx->use_private_key_file(key_file, ssl::context::pem, ec);
+  // OpenSSL checks the key against the certificate as it loads it: a key
+  // that parses on its own but does not load belongs to another certificate.
+  const bool mismatch = ec && is_pem_private_key(key_file);
+  if (ec && !mismatch)
+    throw std::invalid_argument("--tls-key " + key_file + ": not a PEM private key (" +
+                                openssl_reason(ec) + ")");
+  if (mismatch || SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
+    ERR_clear_error();
+    throw std::invalid_argument("--tls-key " + key_file +
+                                ": does not belong to the certificate in " + cert_file);
+  }
+  return ctx;
+}
+
+}  // namespace dnnlab::server
