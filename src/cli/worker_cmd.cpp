@@ -1,15 +1,33 @@
-// `dnnlab worker`: one worker process; local ones are started by `dnnlab run`.
+// `dnnlab worker`: the process that trains trials, on this machine (started
+// by `dnnlab run`) or on any other that reaches the broker and the store.
+//
+//   dnnlab worker --slots 8 --broker amqp://dnnlab:PW@queue-host/%2f
+//                 --store postgres://dnnlab:PW@db-host/dnnlab   (one line)
+//
+// `--slots N` runs N trials at once on this host as N worker processes (this
+// one supervises them): each has its own broker and store connections, its
+// own lease keeper and its own row in `dnnlab status` (ID-0 … ID-N-1), so a
+// crash or a lost connection costs one trial, never the host's N. A slot
+// killed by a signal is started again; Ctrl-C / SIGTERM stops them all, each
+// giving its trial back.
 #include <signal.h>
+#include <spawn.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "cli/sweep_cmds.hpp"
 #include "worker/worker_loop.hpp"
+
+extern char** environ;
 
 namespace dnnlab::cli {
 namespace {
@@ -19,6 +37,97 @@ std::atomic<bool> g_worker_stop{false};
 void on_worker_signal(int) {
   g_worker_stop.store(true, std::memory_order_relaxed);
 }
+
+// A worker loop holds the trial it trains and leases the next one before it
+// acks the last (the end and the next lease are written together), so it
+// needs a broker prefetch of 2: with 1 it would wait for a push after every
+// trial. Only amqp[s]:// URLs take `prefetch`; one the user set is kept.
+std::string with_default_prefetch(const std::string& url) {
+  if (url.rfind("amqp://", 0) != 0 && url.rfind("amqps://", 0) != 0) return url;
+  const auto q = url.find('?');
+  if (q != std::string::npos && (url.find("?prefetch=", q) != std::string::npos ||
+                                 url.find("&prefetch=", q) != std::string::npos))
+    return url;
+  return url + (q == std::string::npos ? "?" : "&") + "prefetch=2";
+}
+
+std::string default_worker_id() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + "-" + std::to_string(getpid());
+}
+
+// Starts slot `k` of `o`: this binary as a one-slot worker that exits with us.
+pid_t spawn_slot(const worker::WorkerOptions& o, int k) {
+  std::vector<std::string> args = {"dnnlab",
+                                   "worker",
+                                   "--store",
+                                   o.store_url,
+                                   "--broker",
+                                   o.broker_url,
+                                   "--id",
+                                   o.worker_id + "-" + std::to_string(k),
+                                   "--lease",
+                                   std::to_string(o.lease_seconds),
+                                   "--idle-exit",
+                                   std::to_string(o.idle_exit_seconds),
+                                   "--exit-with-parent",
+                                   std::to_string(getpid())};
+  if (o.experiment > 0) args.insert(args.end(), {"--experiment", std::to_string(o.experiment)});
+  if (!o.data_dir.empty()) args.insert(args.end(), {"--data", o.data_dir});
+  if (o.verbose) args.push_back("-v");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0)
+    throw std::runtime_error("worker --slots: cannot start slot " + std::to_string(k));
+  return pid;
+}
+
+// Supervises `slots` one-slot workers until all have exited; 0 when each
+// exited 0 (stopped, idle or its experiment ended).
+int run_slots(const worker::WorkerOptions& o, int slots) {
+  std::vector<pid_t> pids;
+  for (int k = 0; k < slots; ++k) pids.push_back(spawn_slot(o, k));
+  int live = slots, code = 0;
+  bool forwarded = false;
+  while (live > 0) {
+    if (g_worker_stop.load(std::memory_order_relaxed) && !forwarded) {
+      for (pid_t p : pids)
+        if (p > 0) kill(p, SIGTERM);
+      forwarded = true;
+    }
+    int status = 0;
+    // Polled, not blocking: a signal between the check above and a blocking
+    // waitpid would be forwarded only when some slot ends on its own.
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid == 0 || (pid < 0 && errno == EINTR)) {
+      usleep(100'000);
+      continue;
+    }
+    if (pid < 0) break;
+    for (int k = 0; k < slots; ++k) {
+      if (pids[k] != pid) continue;
+      // Killed (the OOM killer, a stray kill): its trial comes back through
+      // the broker; keep the host's slot count. An exit code is the worker's
+      // own verdict (a bad URL, the experiment gone): starting it again
+      // would only repeat it.
+      if (WIFSIGNALED(status) && !g_worker_stop.load(std::memory_order_relaxed)) {
+        std::cerr << "worker: slot " << k << " killed by signal " << WTERMSIG(status)
+                  << "; started again\n";
+        sleep(1);
+        pids[k] = spawn_slot(o, k);
+        break;
+      }
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !(WIFSIGNALED(status) && forwarded))
+        code = 1;
+      pids[k] = -1;
+      --live;
+    }
+  }
+  return code;
+}
 }  // namespace
 
 Command add_worker(CLI::App& app) {
@@ -26,11 +135,17 @@ Command add_worker(CLI::App& app) {
   o->store_url = kDefaultDb;
   CLI::App* c =
       app.add_subcommand("worker", "Lease trials from running experiments and train them");
-  c->add_option("--store", o->store_url, "Result store URL")->capture_default_str();
-  c->add_option("--broker", o->broker_url, "Task queue URL (default: the store's)");
+  c->add_option("--store", o->store_url, "Result store URL (sqlite:PATH, postgres://...)")
+      ->capture_default_str();
+  c->add_option("--broker", o->broker_url,
+                "Task queue URL (sqlite:PATH, amqp[s]://...; default: the store's)");
   c->add_option("--experiment", o->experiment, "Serve only this experiment (id); exit when it ends")
       ->check(whole_number(1));
-  c->add_option("--id", o->worker_id, "Worker id (default: host-pid)");
+  c->add_option("--id", o->worker_id, "Worker id (default: host-pid; slot k adds -k)");
+  auto slots = std::make_shared<int64_t>(1);
+  c->add_option("--slots", *slots, "Trials trained at once on this host (one process each)")
+      ->check(whole_number(1, 1024))
+      ->capture_default_str();
   c->add_option("--data", o->data_dir, "Data set directory override");
   c->add_option("--lease", o->lease_seconds, "Lease length in seconds")->check(number_in(1, 3600));
   c->add_option("--idle-exit", o->idle_exit_seconds, "Exit after this many idle seconds (0: never)")
@@ -40,9 +155,10 @@ Command add_worker(CLI::App& app) {
   c->add_option("--exit-with-parent", *parent,
                 "Stop (giving the trial back) when process PID exits")
       ->check(whole_number(1, INT32_MAX))
-      ->group("");  // set by `dnnlab run` for its local workers
-  return [o, parent] {
+      ->group("");  // set by `dnnlab run` and `--slots` for the workers they start
+  return [o, parent, slots] {
     if (o->broker_url.empty()) o->broker_url = o->store_url;
+    o->broker_url = with_default_prefetch(o->broker_url);
     // A worker for an experiment that does not exist would end at once with
     // nothing done and exit 0: say so instead.
     if (o->experiment > 0 && !store::open_result_store(o->store_url)->experiment(o->experiment))
@@ -56,6 +172,10 @@ Command add_worker(CLI::App& app) {
     if (*parent > 0) {
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() != static_cast<pid_t>(*parent)) return 0;  // the parent is already gone
+    }
+    if (*slots > 1) {
+      if (o->worker_id.empty()) o->worker_id = default_worker_id();
+      return run_slots(*o, static_cast<int>(*slots));
     }
     const int64_t n = worker::run_worker(*o);
     if (o->verbose) std::cerr << "worker: " << n << " trials ended\n";

@@ -335,6 +335,7 @@ TEST(CliUsage, EveryUsageErrorExitsTwoWithAReadableMessage) {
            {"train", "spec"},
            {"train x.yaml --bogus", "--bogus"},
            {"worker --lease abc", "--lease"},
+           {"worker --slots 0", "--slots"},
            {"nosuchcommand", ""},
        }) {
     Result r = run(c.args);

@@ -7,6 +7,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <thread>
@@ -137,6 +138,60 @@ TEST_F(RunAmqp, WorkerKilledMidTrialIsRedeliveredByTheBrokerAndCountedOnce) {
   auto exp = s->experiments().at(0).id;
   expect_each_trial_once(*s, exp, 6);
   EXPECT_EQ(s->trial(victim_trial)->attempt, 2) << "the killed worker's trial ran again, once";
+}
+
+// `dnnlab worker --slots 3` beside a coordinator: its three slots hold trials
+// at the same time (seen in the store's workers table while the sweep runs),
+// the sweep ends with every trial once, and the slot supervisor exits 0 when
+// the experiment ends.
+TEST_F(RunAmqp, WorkerSlotsTrainSeveralTrialsAtOnce) {
+  TempDir dir;
+  dir.write("sweep.yaml", sweep_yaml("amqp-slots", 4000, 8));
+  const std::string db = "sqlite:" + (dir.path / "t.db").string();
+  pid_t coord =
+      spawn(dir.path, {"run", "-q", "-w", "1", "--broker", url_, "--store", db, "sweep.yaml"});
+  std::unique_ptr<store::ResultStore> s;
+  int64_t exp = 0;
+  const auto give_up = std::chrono::steady_clock::now() + 120s;
+  while (!exp && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(100ms);
+    if (!s && std::filesystem::exists(dir.path / "t.db")) s = store::open_result_store(db);
+    try {
+      if (s && !s->experiments().empty()) exp = s->experiments()[0].id;
+    } catch (const std::exception&) {  // the schema may not be there yet
+    }
+  }
+  ASSERT_NE(exp, 0) << slurp(dir.path / "log.txt");
+  pid_t host =
+      spawn(dir.path, {"worker", "--slots", "3", "--id", "hostb", "--experiment",
+                       std::to_string(exp), "--idle-exit", "30", "--broker", url_, "--store", db});
+  // The most slots of `hostb` seen holding a running trial at one moment.
+  size_t most_at_once = 0;
+  std::set<std::string> slot_ids;
+  int status = 0;
+  while (waitpid(coord, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(50ms);
+    size_t now = 0;
+    for (const auto& w : s->workers())
+      if (!w.gone && w.id.rfind("hostb-", 0) == 0) {
+        slot_ids.insert(w.id);
+        now += w.current_trial.has_value();
+      }
+    most_at_once = std::max(most_at_once, now);
+  }
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(dir.path / "log.txt");
+  int host_status = 0;
+  ASSERT_EQ(waitpid(host, &host_status, 0), host);
+  EXPECT_TRUE(WIFEXITED(host_status) && WEXITSTATUS(host_status) == 0)
+      << slurp(dir.path / "log.txt");
+  EXPECT_EQ(slot_ids, (std::set<std::string>{"hostb-0", "hostb-1", "hostb-2"}));
+  EXPECT_GE(most_at_once, 2u) << "the slots never trained at the same time";
+  std::set<std::string> trained_by;
+  for (const auto& t : expect_each_trial_once(*s, exp, 6)) trained_by.insert(t.worker);
+  EXPECT_GE(std::count_if(trained_by.begin(), trained_by.end(),
+                          [](const std::string& w) { return w.rfind("hostb-", 0) == 0; }),
+            2)
+      << "trials ran on fewer than two slots";
 }
 
 }  // namespace
