@@ -251,8 +251,10 @@ Command add_run(CLI::App& app) {
   c->add_option("sweep", o->sweep_path, "Sweep file (YAML); see docs/sweep.md");
   c->add_option("-w,--workers", o->workers, "Worker processes (default: number of cores)")
       ->check(whole_number(1, INT32_MAX));
-  c->add_option("--store", o->store_url, "Result store URL")->capture_default_str();
-  c->add_option("--broker", o->broker_url, "Task queue URL (default: the store's)");
+  c->add_option("--store", o->store_url, "Result store URL (sqlite:PATH, postgres://...)")
+      ->capture_default_str();
+  c->add_option("--broker", o->broker_url,
+                "Task queue URL (sqlite:PATH, amqp[s]://...); default: the store URL");
   c->add_option("--data", o->data_dir, "Data set directory override");
   c->add_option("--resume", o->resume,
                 "Continue experiment ID (or name) instead of reading a sweep file");

@@ -112,7 +112,7 @@ Command add_serve(CLI::App& app) {
   c->add_option("--store", o->server.store_url, "Result store URL (sqlite:PATH, postgres://...)")
       ->capture_default_str();
   c->add_option("--broker", o->server.broker_url,
-                "Task queue URL (sqlite:PATH, amqp://...); default: the store URL");
+                "Task queue URL (sqlite:PATH, amqp[s]://...); default: the store URL");
   c->add_option("--web", o->server.web_root, "Dashboard files (default: the built web/dist)");
   c->add_option("--token-file", o->server.token_file,
                 "Where the write token is kept (default: dnnlab.token beside the sqlite store)");

@@ -138,7 +138,7 @@ Command add_worker(CLI::App& app) {
   c->add_option("--store", o->store_url, "Result store URL (sqlite:PATH, postgres://...)")
       ->capture_default_str();
   c->add_option("--broker", o->broker_url,
-                "Task queue URL (sqlite:PATH, amqp[s]://...; default: the store's)");
+                "Task queue URL (sqlite:PATH, amqp[s]://...); default: the store URL");
   c->add_option("--experiment", o->experiment, "Serve only this experiment (id); exit when it ends")
       ->check(whole_number(1));
   c->add_option("--id", o->worker_id, "Worker id (default: host-pid; slot k adds -k)");

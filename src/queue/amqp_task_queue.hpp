@@ -27,7 +27,8 @@
 //   message with attempt and error headers and acks the original in one
 //   transaction, so the task is neither lost nor doubled in between.
 // - Prefetch (basic.qos, per consumer) is the URL's `prefetch=N`, default 1:
-//   a worker with N slots opens its queue with prefetch=N.
+//   `dnnlab worker` gives each slot (one process) prefetch=2 unless the URL
+//   says: it holds its trial and leases the next before acking it.
 // - A dead holder: its TCP connection closes (process exit or kill) and the
 //   broker requeues its deliveries at once. A host that vanishes is noticed
 //   by heartbeats (`heartbeat=S` in the URL; rabbitmq-c sends them only from
