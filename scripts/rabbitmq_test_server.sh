@@ -8,6 +8,10 @@
 #   scripts/rabbitmq_test_server.sh start DIR   # again: same ports, durable queues survive
 #   scripts/rabbitmq_test_server.sh stop DIR --rm
 #
+# DNNLAB_TEST_RABBITMQ_ADDRESS=0.0.0.0 listens beyond loopback and lets guest
+# log in from there (tests/cluster/netns_test.sh: workers in other network
+# namespaces); the URL printed still names 127.0.0.1.
+#
 # Exit 77 when rabbitmq-server is not installed (scripts/bootstrap.sh installs
 # it); under CI (env CI set) that is a failure, exit 1.
 set -euo pipefail
@@ -28,7 +32,7 @@ node_env() {
   source "$dir/ports"
   export HOME="$dir" RABBITMQ_HOME="$dir" \
     RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log" \
-    RABBITMQ_NODENAME="$node" RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
+    RABBITMQ_NODENAME="$node" RABBITMQ_NODE_IP_ADDRESS="${DNNLAB_TEST_RABBITMQ_ADDRESS:-127.0.0.1}" \
     RABBITMQ_NODE_PORT="$amqp_port" RABBITMQ_DIST_PORT="$dist_port" \
     ERL_EPMD_PORT="$epmd_port" ERL_EPMD_ADDRESS=127.0.0.1 \
     RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf" \
@@ -59,7 +63,7 @@ case "$cmd" in
     # deployments raise it above their longest trial (src/queue/README.md).
     cat >"$dir/rabbitmq.conf" <<CONF
 listeners.tcp.default = $amqp_port
-loopback_users.guest = true
+loopback_users.guest = $([[ -n ${DNNLAB_TEST_RABBITMQ_ADDRESS:-} ]] && echo false || echo true)
 consumer_timeout = ${DNNLAB_TEST_RABBITMQ_CONSUMER_TIMEOUT_MS:-3600000}
 log.console = false
 log.file.level = warning
