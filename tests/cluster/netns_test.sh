@@ -18,7 +18,7 @@
 #    (attempt 2), and the sweep completes.
 #
 # What does not cross the namespaces: the store is an SQLite file on the
-# server host (postgres:// is not on main yet), and network namespaces share
+# server host (postgres:// is not used here yet), and network namespaces share
 # the file system, so workers reach it without the network. Cutting a host
 # off is therefore its link down plus SIGSTOP of its processes; with
 # PostgreSQL the store would go over the veths too and the link would do.
