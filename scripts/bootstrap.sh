@@ -9,6 +9,7 @@ packages=(
   zlib1g-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev
   rabbitmq-server librabbitmq-dev
+  iproute2 sqlite3
   libpq-dev postgresql
   libboost-dev libboost-system-dev
   dataset-fashion-mnist

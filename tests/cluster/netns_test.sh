@@ -4,7 +4,8 @@
 # joined by veth pairs on private 10.x addresses this script creates and
 # removes (also on failure or Ctrl-C).
 #
-#   sudo tests/cluster/netns_test.sh [BUILD_DIR]   # default build-rel; needs root
+#   sudo tests/cluster/netns_test.sh [BUILD_DIR|DNNLAB_BINARY]   # default build-rel
+#   ctest --test-dir build/release -R cluster.netns   # registered as cluster.netns
 #
 #        dlc-w1-PID 10.231.1.2 ──veth── 10.231.1.1 ┐
 #                                                  dlc-srv-PID: rabbitmq (0.0.0.0),
@@ -23,14 +24,18 @@
 # off is therefore its link down plus SIGSTOP of its processes; with
 # PostgreSQL the store would go over the veths too and the link would do.
 #
-# Not in ctest: it needs root and `ip netns` (CAP_SYS_ADMIN), which CI
-# machines may refuse. Exit 0 on success, 1 on failure, 77 when it cannot
+# It needs root and `ip netns` (CAP_SYS_ADMIN), which some containers
+# refuse. Exit 0 on success, 1 on failure, 77 when it cannot
 # run (not root, no `ip`, no rabbitmq-server); under CI (env CI set) 1.
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$src/build-rel}
-bin=$(find "$build" -name dnnlab -type f -perm -u+x -path '*cli*' | head -1)
+if [[ -f $build && -x $build ]]; then
+  bin=$build
+else
+  bin=$(find "$build" -name dnnlab -type f -perm -u+x -path '*cli*' | head -1)
+fi
 
 cannot_run() {
   echo "netns_test: cannot run: $1" >&2
