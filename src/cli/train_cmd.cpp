@@ -59,8 +59,9 @@ int run_train(const TrainOptions& o) {
   std::filesystem::path out(o.out_dir);
   std::filesystem::create_directories(out);
   nlohmann::json result = worker::result_json(spec, r, data);
-  write_file(out / (spec.name + ".safetensors"),
-             nn::to_safetensors(model.saved_tensors(), {{"name", spec.name},
+  write_file(
+      out / (spec.name + ".safetensors"),
+      nn::to_safetensors(model.saved_tensors(), {{"name", spec.name},
                                                  {"seed", std::to_string(spec.train.seed)},
                                                  {"build_id", result["provenance"]["build_id"]},
                                                  {"spec", spec.source}}));
