@@ -632,26 +632,7 @@ TrialCounts PgResultStore::trial_counts(std::int64_t experiment_id) {
   TrialCounts c;
   for (int i = 0; i < r.rows(); ++i) {
     const std::int64_t n = r.integer(i, 1);
-    switch (parse_trial_status(r.text(i, 0))) {
-      case TrialStatus::queued:
-        c.queued = n;
-        break;
-      case TrialStatus::running:
-        c.running = n;
-        break;
-      case TrialStatus::finished:
-        c.finished = n;
-        break;
-      case TrialStatus::pruned:
-        c.pruned = n;
-        break;
-      case TrialStatus::failed:
-        c.failed = n;
-        break;
-      case TrialStatus::cancelled:
-        c.cancelled = n;
-        break;
-    }
+    c.of(parse_trial_status(r.text(i, 0))) = n;
   }
   return c;
 }

@@ -121,6 +121,25 @@ struct TrialQuery {
 struct TrialCounts {
   std::int64_t queued = 0, running = 0, finished = 0, pruned = 0, failed = 0, cancelled = 0;
   std::int64_t total() const { return queued + running + finished + pruned + failed + cancelled; }
+  // The count of one status (each backend fills the struct from rows of
+  // (status, n) through this).
+  std::int64_t& of(TrialStatus s) {
+    switch (s) {
+      case TrialStatus::queued:
+        return queued;
+      case TrialStatus::running:
+        return running;
+      case TrialStatus::finished:
+        return finished;
+      case TrialStatus::pruned:
+        return pruned;
+      case TrialStatus::failed:
+        return failed;
+      case TrialStatus::cancelled:
+        return cancelled;
+    }
+    return queued;  // unreachable: parse_trial_status throws on anything else
+  }
 };
 
 // One trial's metrics at one epoch (for ASHA rung decisions).

@@ -705,26 +705,7 @@ TrialCounts SqliteResultStore::trial_counts(std::int64_t experiment_id) {
   TrialCounts c;
   while (s.step()) {
     std::int64_t n = s.column_int(1);
-    switch (parse_trial_status(s.column_text(0))) {
-      case TrialStatus::queued:
-        c.queued = n;
-        break;
-      case TrialStatus::running:
-        c.running = n;
-        break;
-      case TrialStatus::finished:
-        c.finished = n;
-        break;
-      case TrialStatus::pruned:
-        c.pruned = n;
-        break;
-      case TrialStatus::failed:
-        c.failed = n;
-        break;
-      case TrialStatus::cancelled:
-        c.cancelled = n;
-        break;
-    }
+    c.of(parse_trial_status(s.column_text(0))) = n;
   }
   return c;
 }
