@@ -255,7 +255,8 @@ struct Gateway::Impl {
     if (c.ticket) violate("bad_message", "request: ticket \"" + c.ticket->id + "\" is still held");
     if (double wait = trust.cooldown_left(c.identity, now()); wait > 0)
       return idle(std::ceil(wait), "too many abandoned tickets");
-    if (trust.pending_verifications(c.identity) >= opt.max_pending_verifications)
+    if (trust.pending_verifications(c.identity) >=
+        trust.pending_cap(c.identity, opt.max_pending_verifications))
       return idle(5, "waiting for verification");
     int by_client = 0, by_address = 0;
     for (const auto& [_, o] : clients) {

@@ -91,7 +91,10 @@ ShardCache::~ShardCache() {
 std::shared_ptr<const Shard> ShardCache::if_ready(const nn::DataSpec& spec) {
   const std::string key = data_key(spec);
   auto it = by_key_.find(key);
-  if (it == by_key_.end()) {
+  // A build started by this call is never ready in it, however fast it is:
+  // the caller's answer ("preparing data") does not depend on scheduling.
+  const bool started = it == by_key_.end();
+  if (started) {
     if (by_key_.size() >= 4) {  // bound memory: keep the shards of a few data specs
       by_key_.clear();
       bytes_.clear();
@@ -110,7 +113,8 @@ std::shared_ptr<const Shard> ShardCache::if_ready(const nn::DataSpec& spec) {
       }
     });
   }
-  if (it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return nullptr;
+  if (started || it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return nullptr;
   std::shared_ptr<const Shard> sh = it->second.get();
   bytes_[sh->sha256] = sh->bytes;
   return sh;

@@ -54,7 +54,8 @@ class ShardCache {
   ShardCache& operator=(const ShardCache&) = delete;
 
   // The shard for `spec`, or nullptr while it is being built: the first call
-  // starts the build on its own thread. A build that failed rethrows here.
+  // starts the build on its own thread and always returns nullptr. A build
+  // that failed rethrows here.
   std::shared_ptr<const Shard> if_ready(const nn::DataSpec& spec);
   // The same, waiting for the build.
   std::shared_ptr<const Shard> get(const nn::DataSpec& spec);

@@ -84,6 +84,13 @@ bool TrustBook::trusted(const std::string& id) const {
   return (it == records_.end() ? 0 : it->second.agreed) >= opt_.trust_after;
 }
 
+int TrustBook::pending_cap(const std::string& id, int cap) const {
+  if (trusted(id)) return cap;
+  auto it = records_.find(id);
+  const int lacking = opt_.trust_after - (it == records_.end() ? 0 : it->second.agreed);
+  return std::min(cap, std::max(1, lacking));
+}
+
 bool TrustBook::choose_for_verification(const std::string& id, std::int64_t trial_id, int attempt) {
   if (!trusted(id)) return true;
   // Halving with each result since the record was made, down to the floor:

@@ -113,12 +113,27 @@ std::vector<float> flat_weights(nn::Model& model) {
   return w;
 }
 
+// Waits until the verifier has decided everything, then returns poll()'s closes.
+std::vector<std::pair<Gateway::ClientId, GatewayReply>> settle(Gateway& gw) {
+  std::vector<std::pair<Gateway::ClientId, GatewayReply>> out;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (auto& x : gw.poll()) out.push_back(std::move(x));
+    if (gw.verifications_pending() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return out;
+}
+
 class GatewayTest : public ::testing::Test {
  protected:
   void SetUp() override { start(0.0); }
 
+  // Each start() runs one experiment: SetUp's (or an earlier start()'s) is
+  // cancelled first, or a client could get its trials instead.
   void start(double verify_fraction, const char* sweep_text = kSweep) {
     gw.reset();
+    if (st && q && exp) experiment::Coordinator(*st, *q, exp).cancel();
     url = "sqlite:" + dir.file("dnnlab.db");
     st = store::open_result_store(url);
     queue::TaskQueueOptions qo;
@@ -165,14 +180,22 @@ class GatewayTest : public ::testing::Test {
   }
 
   // A ticket, or nullopt when there is nothing to do. While the gateway is
-  // still building a data shard (idle, "preparing data") it asks again.
+  // still building a data shard (idle, "preparing data") it asks again; while
+  // an untrusted client's results await the verifier ("waiting for
+  // verification": at most the agreements it still lacks), it lets the
+  // verifier decide them (the closes poll() hands out go to `polled`).
   std::optional<json> request(Gateway::ClientId id) {
     for (int i = 0;; ++i) {
       auto r = send(id, {{"v", 1}, {"type", "request"}});
       EXPECT_FALSE(r.close) << r.reason;
       json t = parse_frame(r.frames.at(0));
-      if (t["type"] == "idle" && t.value("reason", "") == "preparing data" && i < 3000) {
+      const std::string reason = t.value("reason", "");
+      if (t["type"] == "idle" && reason == "preparing data" && i < 3000) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      if (t["type"] == "idle" && reason == "waiting for verification" && i < 3000) {
+        for (auto& x : settle(*gw)) polled.push_back(std::move(x));
         continue;
       }
       if (t["type"] == "idle") return std::nullopt;
@@ -210,6 +233,14 @@ class GatewayTest : public ::testing::Test {
     return gw->on_binary(id, weights_frame(tid, w));
   }
 
+  // settle(), with the closes request() has already let through first.
+  std::vector<std::pair<Gateway::ClientId, GatewayReply>> settle_all() {
+    auto out = std::move(polled);
+    polled.clear();
+    for (auto& x : settle(*gw)) out.push_back(std::move(x));
+    return out;
+  }
+
   std::vector<store::EventRecord> events(const std::string& type) {
     std::vector<store::EventRecord> out;
     for (auto& e : st->events_since(0, 10000))
@@ -223,7 +254,8 @@ class GatewayTest : public ::testing::Test {
   // The gateway's clock (the store's rows keep the real one).
   double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  std::map<Gateway::ClientId, std::string> credential;  // from each welcome
+  std::map<Gateway::ClientId, std::string> credential;             // from each welcome
+  std::vector<std::pair<Gateway::ClientId, GatewayReply>> polled;  // closes request() let through
   std::string url;
   std::unique_ptr<store::ResultStore> st;
   std::unique_ptr<queue::TaskQueue> q;
@@ -231,18 +263,6 @@ class GatewayTest : public ::testing::Test {
   std::unique_ptr<sweep::SweepSpec> sweep;
   std::unique_ptr<Gateway> gw;
 };
-
-// Waits until the verifier has decided everything, then returns poll()'s closes.
-std::vector<std::pair<Gateway::ClientId, GatewayReply>> settle(Gateway& gw) {
-  std::vector<std::pair<Gateway::ClientId, GatewayReply>> out;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline) {
-    for (auto& x : gw.poll()) out.push_back(std::move(x));
-    if (gw.verifications_pending() == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return out;
-}
 
 TEST_F(GatewayTest, TheShardIsBuiltOffTheCallersThreadAndNoLeaseIsSpentMeanwhile) {
   auto [a, wa] = join("early");
@@ -267,7 +287,6 @@ TEST_F(GatewayTest, AHeldTicketsShardOutlivesTheCacheOfDataSpecs) {
   text.replace(text.find("limit_train: 128"), 16, "limit_train: ${n}");
   text.replace(text.find("lr: [0.05, 0.1, 0.2]"), 20, "n: [96, 100, 104, 108, 112]");
   text.replace(text.find("lr: ${lr}"), 9, "lr: 0.1");
-  experiment::Coordinator(*st, *q, exp).cancel();  // SetUp's sweep: not this one's template
   start(0.0, text.c_str());
   auto [a, wa] = join("holder");
   auto [b, wb] = join("busy");
@@ -305,7 +324,7 @@ TEST_F(GatewayTest, TwoHonestClientsFinishEveryTrialOnceAndAgreeWithNativeReruns
   EXPECT_EQ(done, 3);
   EXPECT_FALSE(request(a).has_value());  // idle: nothing left
 
-  auto closes = settle(*gw);
+  auto closes = settle_all();
   EXPECT_TRUE(closes.empty());
   auto verified = events("trial.verified");
   ASSERT_EQ(verified.size(), 3u);
@@ -344,7 +363,7 @@ TEST_F(GatewayTest, ALiarIsQuarantinedAndItsTrialsAreTrainedAgain) {
   ASSERT_FALSE(r.close) << r.reason;  // plausible numbers pass the cheap checks
   const std::int64_t trial = t->at("trial")["id"];
 
-  auto closes = settle(*gw);
+  auto closes = settle_all();
   ASSERT_EQ(closes.size(), 1u);
   EXPECT_EQ(closes[0].first, liar);
   EXPECT_TRUE(closes[0].second.close);
@@ -391,7 +410,7 @@ TEST_F(GatewayTest, ALiarIsQuarantinedAndItsTrialsAreTrainedAgain) {
     ++done;
   }
   EXPECT_EQ(done, 3);
-  settle(*gw);
+  settle_all();
   auto rec = st->trial(trial);
   EXPECT_EQ(rec->status, store::TrialStatus::finished);
   EXPECT_EQ(rec->worker, wh);
@@ -1050,7 +1069,7 @@ TEST_F(GatewayTest, ABrowserFailureDoesNotEndTheTrial) {
   EXPECT_FALSE(acc["counted"].get<bool>());
   EXPECT_EQ(st->trial(trial)->status, store::TrialStatus::queued) << "it runs again elsewhere";
   // The native re-run trains: the failure was not real.
-  auto closes = settle(*gw);
+  auto closes = settle_all();
   ASSERT_EQ(closes.size(), 1u);
   EXPECT_NE(closes[0].second.reason.find("not confirm"), std::string::npos)
       << closes[0].second.reason;
@@ -1158,7 +1177,7 @@ TEST_F(GatewayTest, UntrustedResultsAreProvisionalUntilVerified) {
   EXPECT_TRUE(st->trial(trial)->provisional);
   EXPECT_EQ(st->best_trial(exp), std::nullopt) << "not the best before it is verified";
   EXPECT_TRUE(st->epochs_for(exp, 1).empty()) << "nor in ASHA's rungs";
-  EXPECT_TRUE(settle(*gw).empty());
+  EXPECT_TRUE(settle_all().empty());
   EXPECT_FALSE(st->trial(trial)->provisional);
   ASSERT_TRUE(st->best_trial(exp));
   EXPECT_EQ(st->best_trial(exp)->id, trial);
