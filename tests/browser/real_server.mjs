@@ -2,6 +2,8 @@
 // tests, submits a small sweep through the API and starts workers on demand.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -49,12 +51,36 @@ const freePort = () => new Promise((ok, fail) => {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// One HTTP(S) request with a JSON answer; `ca` is the PEM the test trusts for
+// https (node's fetch cannot be given one without a global agent).
+function requestJson(url, { method = 'GET', headers = {}, body, ca } = {}) {
+  return new Promise((ok, fail) => {
+    const send = url.startsWith('https:') ? httpsRequest : httpRequest;
+    const req = send(url, { method, headers, ca }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => {
+        try { ok({ status: res.statusCode, json: text ? JSON.parse(text) : null }); }
+        catch (e) { fail(new Error(`${method} ${url}: ${res.statusCode}, not JSON: ${text.slice(0, 200)}`)); }
+      });
+    });
+    req.on('error', fail);
+    req.setTimeout(10_000, () => req.destroy(new Error(`${method} ${url}: no answer in 10 s`)));
+    req.end(body);
+  });
+}
+
 // args: more `dnnlab serve` flags (e.g. ['--verify-fraction', '1']).
-export async function startRealServer({ bin, dist, args = [] }) {
+// tls: {cert, key, ca} files: the server speaks only HTTPS (--tls-cert/--tls-key)
+// and the test's own requests trust `ca`.
+export async function startRealServer({ bin, dist, args = [], tls = null }) {
   const dir = mkdtempSync(join(tmpdir(), 'dnnlab-real-'));
   const store = `sqlite:${join(dir, 'dnnlab.db')}`;
   const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
+  const url = `${tls ? 'https' : 'http'}://127.0.0.1:${port}`;
+  const ca = tls ? readFileSync(tls.ca) : undefined;
+  if (tls) args = ['--tls-cert', tls.cert, '--tls-key', tls.key, ...args];
   const procs = [];
   let log = '';
   const start = (args) => {
@@ -67,7 +93,7 @@ export async function startRealServer({ bin, dist, args = [] }) {
   const serve = start(['serve', '--listen', `127.0.0.1:${port}`, '--store', store, '--web', dist, ...args]);
   for (let i = 0; ; i++) {
     if (serve.exitCode !== null) throw new Error(`dnnlab serve exited ${serve.exitCode}:\n${log}`);
-    try { if ((await fetch(`${url}/api/stats`)).ok) break; } catch { /* not up yet */ }
+    try { if ((await requestJson(`${url}/api/stats`, { ca })).status === 200) break; } catch { /* not up yet */ }
     if (i > 100) throw new Error(`dnnlab serve did not answer on ${url}:\n${log}`);
     await sleep(100);
   }
@@ -76,19 +102,20 @@ export async function startRealServer({ bin, dist, args = [] }) {
     url,
     log: () => log,
     async submit(spec, name = 'browser-sweep.yaml') {
-      const res = await fetch(`${url}/api/experiments`, {
+      const res = await requestJson(`${url}/api/experiments`, {
         method: 'POST',
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
         body: JSON.stringify({ spec, name }),
+        ca,
       });
-      const body = await res.json();
-      if (!res.ok) throw new Error(`submit: ${res.status} ${JSON.stringify(body)}`);
-      return body.id;
+      if (res.status < 200 || res.status > 299) throw new Error(`submit: ${res.status} ${JSON.stringify(res.json)}`);
+      return res.json.id;
     },
     startWorker(experiment) {
       return start(['worker', '--store', store, '--experiment', String(experiment), '--idle-exit', '10']);
     },
-    get: async (path) => (await fetch(`${url}${path}`)).json(),
+    port,
+    get: async (path) => (await requestJson(`${url}${path}`, { ca })).json,
     async close() {
       for (const p of procs.reverse()) if (p.exitCode === null) p.kill('SIGTERM');
       await sleep(300);

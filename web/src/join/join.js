@@ -38,6 +38,8 @@ const join = {
   closeCode: 0,
   kernels: '',
   epochSlices: 0, // how many slices the last epoch ran in (join_worker.js)
+  shardsVerified: 0,   // data shards whose sha256 was checked
+  shardsUnverified: 0, // and those that could not be (no crypto.subtle: not https)
   client: clientId(),
   updates: 0,
 };
@@ -58,6 +60,9 @@ function render() {
   $('samples').textContent = join.samplesPerSecond ? Math.round(join.samplesPerSecond).toLocaleString('en') : '—';
   $('worker').textContent = join.worker ?? '—';
   $('kernels').textContent = join.kernels || '—';
+  $('shards').textContent = join.shardsUnverified
+    ? `${join.shardsUnverified} shard(s) not checked: sha256 needs a secure context (https)`
+    : join.shardsVerified ? `${join.shardsVerified} shard(s), sha256 checked` : '—';
   $('error').textContent = join.error;
   const b = $('pause');
   b.textContent = join.paused ? 'Resume' : 'Pause';
@@ -81,6 +86,7 @@ if (!token) {
       state: s.connection, activity: s.activity, trialsDone: s.trialsDone, trialsFailed: s.trialsFailed,
       current: s.current, samplesPerSecond: s.samplesPerSecond, paused: s.paused, worker: s.worker,
       error: s.error, closeCode: s.closeCode, kernels: s.kernels, epochSlices: s.epochSlices,
+      shardsVerified: s.shardsVerified, shardsUnverified: s.shardsUnverified,
       updates: join.updates + 1,
     });
     render();

@@ -26,6 +26,8 @@ const state = {
   kernels: '',
   epochSlices: 0,         // slices the last epoch ran in (fitEpochInSlices)
   reconnects: 0,
+  shardsVerified: 0,      // shards whose sha256 was checked (needs crypto.subtle:
+  shardsUnverified: 0,    // a secure context); and those that could not be
 };
 
 function publish() {
@@ -123,6 +125,8 @@ async function shardFor(core, data) {
     const got = await sha256Hex(bytes);
     if (got !== data.sha256) throw new Error(`shard ${data.url}: sha256 ${got}, expected ${data.sha256}`);
   }
+  if (data.sha256 && canHash) set({ shardsVerified: state.shardsVerified + 1 });
+  else set({ shardsUnverified: state.shardsUnverified + 1 });
   if (openShard) openShard.shard.free(); // models still training on it keep its data
   openShard = { url: data.url, shard: core.openShard(bytes) };
   return openShard.shard;
