@@ -150,7 +150,8 @@ Command add_serve(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   c->add_option("--max-pending-verifications", g.max_pending_verifications,
-                "Native re-runs queued per browser client before it gets no more tickets")
+                "Native re-runs queued per browser client before it gets no more tickets "
+                "(until it is trusted: the agreements it still lacks)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   c->add_option("--max-unconfirmed-failures", g.max_unconfirmed_failures,

@@ -19,6 +19,7 @@ struct SubmitOptions {
   std::string server_url = "http://127.0.0.1:8080";
   std::string token;
   std::string token_file;
+  std::string cacert;
 };
 
 std::string read_text(const std::string& path) {
@@ -48,8 +49,8 @@ std::string resolve_token(const SubmitOptions& o) {
 int run_submit(const SubmitOptions& o) {
   const std::string spec = read_text(o.sweep_path);
   nlohmann::json body = {{"spec", spec}, {"name", o.sweep_path}};
-  auto r =
-      server::http_request(o.server_url, "POST", "/api/experiments", body.dump(), resolve_token(o));
+  auto r = server::http_request(o.server_url, "POST", "/api/experiments", body.dump(),
+                                resolve_token(o), o.cacert);
   nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
   std::string error = j.is_object() && j.contains("error") ? j["error"].get<std::string>() : r.body;
   if (r.status == 202) {
@@ -76,7 +77,12 @@ Command add_submit(CLI::App& app) {
   auto o = std::make_shared<SubmitOptions>();
   CLI::App* c = app.add_subcommand("submit", "Submit a sweep file to a running dnnlab server");
   c->add_option("sweep", o->sweep_path, "Sweep file (YAML); see docs/sweep.md")->required();
-  c->add_option("--server", o->server_url, "Server URL")->capture_default_str();
+  c->add_option("--server", o->server_url, "Server URL (http:// or https://)")
+      ->capture_default_str();
+  c->add_option("--cacert", o->cacert,
+                "PEM file of the CA (or the self-signed certificate) to trust for an https:// "
+                "server (default: the system's CAs)")
+      ->check(CLI::ExistingFile);
   auto* tok = c->add_option("--token", o->token, "Write token (default: $DNNLAB_TOKEN)");
   c->add_option("--token-file", o->token_file,
                 "File holding the write token (default: ./dnnlab.token)")

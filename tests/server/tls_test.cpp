@@ -185,6 +185,55 @@ TEST(Tls, PlainHttpOnTheTlsPortFailsCleanly) {
   EXPECT_EQ(c.get("/api/stats").result_int(), 200u);
 }
 
+constexpr const char* kTinySweep = R"(name: tls-tiny
+template:
+  data: {dataset: synthetic, limit_train: 64, validation: 16}
+  model:
+    layers: [{dense: 8, activation: relu}, {dense: 10}]
+  train: {epochs: 1, batch_size: 16, optimizer: {type: sgd, lr: ${lr}}}
+search:
+  method: grid
+  parameters: {lr: [0.1]}
+)";
+
+// `dnnlab submit`'s client over https: trusts the --cacert it is given (and
+// checks the name in the certificate), refuses a certificate it was not told
+// to trust with an error that says what to do, and submits with the token.
+TEST(Tls, TheHttpClientSubmitsOverHttpsAndChecksTheCertificate) {
+  TempDir dir;
+  NEED_CERT(dir, "srv");
+  NEED_CERT(dir, "other");
+  RunningServer s(tls_options(dir));
+  const std::string ca = dir.file("srv.crt");
+  HttpReply r = http_request(s.url(), "GET", "/api/stats", {}, {}, ca);
+  EXPECT_EQ(r.status, 200u) << r.body;
+  // The certificate is made for 127.0.0.1 and localhost, both names pass.
+  const std::string by_name = "https://localhost:" + std::to_string(s.port());
+  EXPECT_EQ(http_request(by_name, "GET", "/api/stats", {}, {}, ca).status, 200u);
+
+  const std::string sweep = nlohmann::json{{"spec", kTinySweep}, {"name", "t.yaml"}}.dump();
+  r = http_request(s.url(), "POST", "/api/experiments", sweep, s.token(), ca);
+  EXPECT_EQ(r.status, 202u) << r.body;
+  r = http_request(s.url(), "POST", "/api/experiments", sweep, "wrong", ca);
+  EXPECT_EQ(r.status, 401u) << r.body;
+
+  auto refused = [&](const std::string& cacert) {
+    try {
+      http_request(s.url(), "GET", "/api/stats", {}, {}, cacert);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // Not signed by a CA the system trusts, and not by another certificate.
+  EXPECT_NE(refused("").find("pass --cacert"), std::string::npos) << refused("");
+  EXPECT_NE(refused(dir.file("other.crt")).find("certificate verify failed"), std::string::npos);
+  EXPECT_NE(refused(dir.file("missing.pem")).find("missing.pem"), std::string::npos);
+  // Plain http to the TLS port gets the server's clear-text 400.
+  const std::string plain = "http://127.0.0.1:" + std::to_string(s.port());
+  EXPECT_EQ(http_request(plain, "GET", "/api/stats").status, 400u);
+}
+
 TEST(Tls, ProtocolsBelowTls12AreRefused) {
   TempDir dir;
   NEED_CERT(dir, "srv");
