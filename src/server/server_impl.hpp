@@ -1,0 +1,151 @@
+// Server::Impl and what the sessions share with it: the stream types, the
+// timeouts, the session interfaces it keeps, connection slots. Private to the
+// server (included by ws_sessions.hpp, http_session.hpp and server.cpp only).
+#pragma once
+#include <algorithm>
+#include <array>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/core/detect_ssl.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <type_traits>
+
+#include "db/connections.hpp"
+#include "queue/task_queue.hpp"
+#include "server/api.hpp"
+#include "server/experiment_runner.hpp"
+#include "server/gateway.hpp"
+#include "server/metrics.hpp"
+#include "server/request_guard.hpp"
+#include "server/server.hpp"
+#include "server/static_files.hpp"
+#include "server/tls.hpp"
+#include "server/token.hpp"
+#include "store/result_store.hpp"
+
+namespace dnnlab::server {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+using tcp = asio::ip::tcp;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+namespace ssl = asio::ssl;
+// The two streams a connection can be: the session classes are templates on
+// it, so HTTP, WebSocket and /join handling is one code for both.
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+template <class Stream>
+constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
+
+inline constexpr auto kIdleTimeout = std::chrono::seconds(60);
+inline constexpr auto kTickPeriod = std::chrono::milliseconds(200);
+// Events read from the store per page while a reader catches up: the backlog
+// is paged in as the socket drains, never queued whole.
+inline constexpr std::size_t kEventPage = 500;
+// Out of descriptors (EMFILE/ENFILE): the pending connection stays in the
+// backlog and the listener stays readable, so retrying at once would spin.
+inline constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+// A TLS client has this long to finish its handshake (a silent one holds a
+// connection slot until then, as an idle HTTP client does for kIdleTimeout).
+inline constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+
+inline double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+inline void log_error(std::string_view where, std::string_view what) {
+  std::cerr << "dnnlab serve: " << where << ": " << what << "\n";
+}
+
+// What Server::Impl keeps of each session, whatever its stream: enough to
+// close it, feed it events, or hand it the gateway's replies.
+struct OpenSession {
+  virtual ~OpenSession() = default;
+  virtual void close() = 0;
+};
+struct EventSink : OpenSession {
+  virtual void deliver(const std::string& frame, std::int64_t id) = 0;
+};
+struct JoinSink {
+  virtual ~JoinSink() = default;
+  virtual void apply(GatewayReply r) = 0;
+  virtual void abort() = 0;
+};
+
+// One counted connection (Server::Impl::connections and per_ip); released
+// when the last session holding it (HTTP, then its WebSocket) is gone.
+struct ConnectionSlot {
+  ConnectionSlot(std::shared_ptr<Server::Impl> impl, std::string ip);
+  ~ConnectionSlot();
+  ConnectionSlot(const ConnectionSlot&) = delete;
+  ConnectionSlot& operator=(const ConnectionSlot&) = delete;
+  std::shared_ptr<Server::Impl> impl;
+  std::string ip;
+};
+
+struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
+  Impl(asio::io_context& io, ServerOptions o)
+      : io(io),
+        opt(std::move(o)),
+        acceptor(io),
+        tick_timer(io),
+        event_timer(io),
+        accept_timer(io) {}
+
+  void accept();
+  void on_accept_error(const beast::error_code& ec);
+  // Answers 503 (over the limits) on a connection that is not counted, then closes it.
+  void refuse(tcp::socket socket, const std::string& why);
+  void on_tick();
+  void on_event_poll();
+  void broadcast(const std::string& frame, std::int64_t id);
+  std::int64_t newest_event_id();
+
+  asio::io_context& io;
+  ServerOptions opt;
+  std::unique_ptr<store::ResultStore> store;
+  std::unique_ptr<queue::TaskQueue> queue;
+  std::unique_ptr<ExperimentRunner> runner;
+  HttpMetrics metrics;
+  std::unique_ptr<Api> api;
+  tcp::acceptor acceptor;
+  asio::steady_timer tick_timer, event_timer, accept_timer;
+  std::unique_ptr<RequestGuard> guard;
+  std::size_t connections = 0;                // counted by ConnectionSlot
+  std::map<std::string, std::size_t> per_ip;  // remote address -> open connections
+  Clock::time_point last_accept_log{};        // accept errors: one line per 10 s
+  std::size_t accept_errors_unlogged = 0;
+  LoadedToken read_token;
+  std::unique_ptr<asio::thread_pool> work_pool;  // slow parsing off the io thread
+  LoadedToken token;
+  std::string host;
+  unsigned short port = 0;
+  bool stopped = false;
+  std::int64_t last_event_id = 0;
+  Clock::time_point last_throughput{};
+  std::map<const void*, std::weak_ptr<OpenSession>> http_sessions;
+  std::map<const void*, std::weak_ptr<EventSink>> event_sessions;
+  LoadedToken join_token;
+  std::unique_ptr<Gateway> gateway;
+  std::map<Gateway::ClientId, std::weak_ptr<JoinSink>> join_sessions;
+  std::unique_ptr<asio::thread_pool> pool;  // reader threads; null when read_threads is 0
+  std::unique_ptr<ssl::context> tls;        // --tls-cert/--tls-key; null: plain HTTP
+};
+
+}  // namespace dnnlab::server

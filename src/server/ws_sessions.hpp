@@ -1,0 +1,289 @@
+// The two WebSocket sessions, templates on the stream (plain or TLS):
+// /api/events readers and /join browser workers. Private to the server.
+#pragma once
+#include "server/server_impl.hpp"
+
+namespace dnnlab::server {
+
+// One WebSocket client of /api/events: store events (and throughput) as text
+// frames. A client catching up (?after= or {"after": ID}) is fed from the
+// store a page at a time as its socket drains; live events are queued, up to
+// max_send_queue bytes, past which the client is too slow and is closed.
+template <class Stream>
+class EventSession final : public EventSink,
+                           public std::enable_shared_from_this<EventSession<Stream>> {
+ public:
+  // after >= 0: replay the events after that id first (the URL's ?after=).
+  EventSession(Stream stream, std::shared_ptr<Server::Impl> impl, std::int64_t after)
+      : ws_(std::move(stream)), impl_(std::move(impl)), cursor_(impl_->last_event_id) {
+    if (after >= 0) {
+      cursor_ = after;
+      catching_up_ = true;
+    }
+  }
+
+  void hold(std::shared_ptr<ConnectionSlot> slot) { slot_ = std::move(slot); }
+
+  void run(http::request<http::string_body> req) {
+    impl_->event_sessions[this] = this->weak_from_this();
+    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    ws_.set_option(websocket::stream_base::decorator(
+        [](websocket::response_type& res) { res.set(http::field::server, "dnnlab"); }));
+    ws_.read_message_max(64 * 1024);
+    ws_.async_accept(req, [self = this->shared_from_this()](beast::error_code ec) {
+      if (ec) return self->finish();
+      self->open_ = true;
+      self->read();
+      self->flush();
+    });
+  }
+
+  // Queues a live frame; `id` (0 for synthetic events) skips what the client
+  // has already. While catching up, the store pages bring stored events (and
+  // a missed throughput figure is replaced by the next one).
+  void deliver(const std::string& frame, std::int64_t id) override {
+    if (catching_up_) return;
+    if (id > 0) {
+      if (id <= cursor_) return;
+      cursor_ = id;
+    }
+    push(frame);
+  }
+
+  void close() override {
+    if (closed_) return;
+    closed_ = true;
+    // Free the queue now; the frame being written stays until its write ends.
+    while (out_.size() > (writing_ ? 1u : 0u)) out_.pop_back();
+    queued_bytes_ = 0;
+    beast::error_code ec;
+    beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ec);
+    beast::get_lowest_layer(ws_).socket().close(ec);
+    finish();
+  }
+
+  ~EventSession() { finish(); }
+
+ private:
+  void finish() {
+    if (impl_) {
+      auto it = impl_->event_sessions.find(this);
+      if (it != impl_->event_sessions.end()) impl_->event_sessions.erase(it);
+    }
+  }
+
+  void push(std::string frame) {
+    if (closed_) return;
+    queued_bytes_ += frame.size();
+    if (queued_bytes_ > impl_->opt.max_send_queue) {
+      log_error("events", "a reader fell " + std::to_string(queued_bytes_) +
+                              " bytes behind (--max-send-queue): closed");
+      return close();
+    }
+    out_.push_back(std::move(frame));
+    flush();
+  }
+
+  void read() {
+    ws_.async_read(in_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) return self->close();
+      try {
+        self->on_message(beast::buffers_to_string(self->in_.data()));
+      } catch (const std::exception& e) {
+        self->push(json{{"type", "error"}, {"error", e.what()}}.dump());
+      }
+      self->in_.consume(self->in_.size());
+      self->read();
+    });
+  }
+
+  // {"after": ID}: catch up from ID, then continue live.
+  void on_message(const std::string& text) {
+    json msg = json::parse(text, nullptr, false);
+    if (msg.is_discarded() || !msg.is_object() || !msg.contains("after") ||
+        !msg["after"].is_number_integer() || msg["after"].get<std::int64_t>() < 0) {
+      return push(
+          json{{"type", "error"}, {"error", "expected {\"after\": EVENT_ID}"}, {"field", "after"}}
+              .dump());
+    }
+    cursor_ = msg["after"].get<std::int64_t>();
+    catching_up_ = true;
+    flush();
+  }
+
+  // The next page of the backlog, once the queue has drained. A short page
+  // means the store has nothing newer: live delivery takes over from there
+  // (broadcasts of events this page already sent are skipped by the cursor).
+  void next_page() {
+    auto events = impl_->store->events_since(cursor_, kEventPage);
+    for (const auto& e : events) {
+      std::string frame = Api::event_json(e).dump();
+      queued_bytes_ += frame.size();
+      out_.push_back(std::move(frame));
+      cursor_ = e.id;
+    }
+    if (events.size() < kEventPage) catching_up_ = false;
+  }
+
+  void flush() {
+    if (!open_ || writing_ || closed_) return;
+    if (out_.empty() && catching_up_) {
+      try {
+        next_page();
+      } catch (const std::exception& e) {
+        log_error("events", e.what());
+        return close();
+      }
+    }
+    if (out_.empty()) return;
+    writing_ = true;
+    ws_.text(true);
+    ws_.async_write(asio::buffer(out_.front()),
+                    [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+                      self->writing_ = false;
+                      if (ec || self->closed_) return self->close();
+                      self->queued_bytes_ -= self->out_.front().size();
+                      self->out_.pop_front();
+                      self->flush();
+                    });
+  }
+
+  websocket::stream<Stream> ws_;
+  std::shared_ptr<Server::Impl> impl_;
+  std::shared_ptr<ConnectionSlot> slot_;
+  beast::flat_buffer in_;
+  std::deque<std::string> out_;
+  std::size_t queued_bytes_ = 0;
+  std::int64_t cursor_;  // the newest event id queued (or skipped as already sent)
+  bool catching_up_ = false;
+  bool open_ = false, writing_ = false, closed_ = false;
+};
+
+// One browser worker on /join: frames go to the gateway, its replies come back.
+template <class Stream>
+class JoinSession final : public JoinSink,
+                          public std::enable_shared_from_this<JoinSession<Stream>> {
+ public:
+  JoinSession(Stream stream, std::shared_ptr<Server::Impl> impl)
+      : ws_(std::move(stream)), impl_(std::move(impl)) {}
+
+  void hold(std::shared_ptr<ConnectionSlot> slot) { slot_ = std::move(slot); }
+
+  void run(http::request<http::string_body> req) {
+    beast::error_code ec;
+    auto ep = beast::get_lowest_layer(ws_).socket().remote_endpoint(ec);
+    id_ =
+        impl_->gateway->open(ec ? "?" : ep.address().to_string() + ":" + std::to_string(ep.port()));
+    impl_->join_sessions[id_] = this->weak_from_this();
+    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    ws_.set_option(websocket::stream_base::decorator(
+        [](websocket::response_type& res) { res.set(http::field::server, "dnnlab"); }));
+    ws_.read_message_max(impl_->gateway->max_frame(id_));
+    ws_.async_accept(req, [self = this->shared_from_this()](beast::error_code ec) {
+      if (ec) return self->finish();
+      self->open_ = true;
+      self->read();
+    });
+  }
+
+  // Sends the reply's frames, then closes if it says so. A client that
+  // lets more than max_send_queue bytes pile up (it stopped reading) is
+  // closed: its ticket goes back as for any closed connection.
+  void apply(GatewayReply r) override {
+    if (finished_) return;
+    for (auto& f : r.frames) {
+      queued_bytes_ += f.size();
+      out_.push_back(std::move(f));
+    }
+    if (queued_bytes_ > impl_->opt.max_send_queue) {
+      log_error("join", "a client fell " + std::to_string(queued_bytes_) +
+                            " bytes behind (--max-send-queue): closed");
+      while (out_.size() > (writing_ ? 1u : 0u)) out_.pop_back();
+      queued_bytes_ = 0;
+      return abort();
+    }
+    if (r.close && !closing_) {
+      closing_ = true;
+      reason_.code = r.close_code;
+      reason_.reason = r.reason;
+    }
+    flush();
+  }
+
+  void abort() override {
+    beast::error_code ec;
+    beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ec);
+    beast::get_lowest_layer(ws_).socket().close(ec);
+    finish();
+  }
+
+  ~JoinSession() { finish(); }
+
+ private:
+  void finish() {
+    if (finished_ || !impl_) return;
+    finished_ = true;
+    impl_->join_sessions.erase(id_);
+    if (impl_->gateway) impl_->gateway->close(id_);
+  }
+
+  void read() {
+    // Small until hello: a client that has not said hello cannot make us hold 64 MiB.
+    ws_.read_message_max(impl_->gateway->max_frame(id_));
+    ws_.async_read(in_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec == websocket::error::message_too_big) {
+        // Beast has already sent close 1009; end the session.
+        return self->finish();
+      }
+      if (ec) return self->abort();
+      if (self->closing_) return;
+      try {
+        const std::string frame = beast::buffers_to_string(self->in_.data());
+        self->in_.consume(self->in_.size());
+        self->apply(self->ws_.got_binary() ? self->impl_->gateway->on_binary(self->id_, frame)
+                                           : self->impl_->gateway->on_text(self->id_, frame));
+      } catch (const std::exception& e) {
+        log_error("join", e.what());
+        return self->abort();
+      }
+      if (!self->closing_) self->read();
+    });
+  }
+
+  void flush() {
+    if (!open_ || writing_ || finished_) return;
+    if (out_.empty()) {
+      if (closing_ && !close_sent_) {
+        close_sent_ = true;
+        writing_ = true;
+        ws_.async_close(reason_, [self = this->shared_from_this()](beast::error_code) {
+          self->writing_ = false;
+          self->finish();
+        });
+      }
+      return;
+    }
+    writing_ = true;
+    ws_.text(true);
+    ws_.async_write(asio::buffer(out_.front()), [self = this->shared_from_this()](
+                                                    beast::error_code ec, std::size_t) {
+      self->writing_ = false;
+      if (ec || self->finished_) return self->abort();
+      self->queued_bytes_ -= std::min(self->queued_bytes_, self->out_.front().size());
+      self->out_.pop_front();
+      self->flush();
+    });
+  }
+
+  websocket::stream<Stream> ws_;
+  std::shared_ptr<Server::Impl> impl_;
+  std::shared_ptr<ConnectionSlot> slot_;
+  std::size_t queued_bytes_ = 0;
+  Gateway::ClientId id_ = 0;
+  beast::flat_buffer in_;
+  std::deque<std::string> out_;
+  websocket::close_reason reason_;
+  bool open_ = false, writing_ = false, closing_ = false, close_sent_ = false, finished_ = false;
+};
+
+}  // namespace dnnlab::server
