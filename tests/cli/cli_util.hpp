@@ -1,6 +1,8 @@
-// Runs the dnnlab binary and captures its exit code and output.
+// Runs the dnnlab binary and captures its exit code and output, or starts it
+// in the background; and reads a store's trials.
 #pragma once
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +14,11 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include "store/result_store.hpp"
+
+extern char** environ;
 
 namespace dnnlab::cli_test {
 
@@ -56,6 +63,28 @@ inline Result run(const std::string& args, const std::string& env = "") {
   r.out = slurp(tmp.path / "out");
   r.err = slurp(tmp.path / "err");
   return r;
+}
+
+// Starts `dnnlab ARGS...` in `dir` without waiting; its stderr is appended
+// to dir/log.txt and its stdout to dir/out.txt.
+inline pid_t spawn(const std::filesystem::path& dir, std::vector<std::string> args) {
+  std::vector<std::string> all = {
+      "/bin/sh", "-c",
+      "cd '" + dir.string() + "' && exec " + DNNLAB_BINARY + " \"$@\" 2>>log.txt >>out.txt", "sh"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv.data(), environ), 0);
+  return pid;
+}
+
+// Every trial of experiment `exp`, unpaged.
+inline std::vector<store::TrialRecord> all_trials(store::ResultStore& s, int64_t exp) {
+  store::TrialQuery q;
+  q.limit = 0;
+  return s.trials(exp, q);
 }
 
 inline bool have_fashion_mnist() {

@@ -15,8 +15,6 @@
 #include "cli_util.hpp"
 #include "store/result_store.hpp"
 
-extern char** environ;
-
 namespace dnnlab::cli_test {
 namespace {
 
@@ -75,12 +73,6 @@ struct Store {
   }
   std::unique_ptr<store::ResultStore> open() { return store::open_result_store(url); }
 };
-
-std::vector<store::TrialRecord> all_trials(store::ResultStore& s, int64_t exp) {
-  store::TrialQuery q;
-  q.limit = 0;
-  return s.trials(exp, q);
-}
 
 // RFC 4180: rows of fields, quoted fields may hold commas, quotes, newlines.
 std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
@@ -346,20 +338,6 @@ TEST(CliUsage, EveryUsageErrorExitsTwoWithAReadableMessage) {
   EXPECT_EQ(run("--help").code, 0);
   EXPECT_EQ(run("results --help").code, 0);
   EXPECT_EQ(run("--version").code, 0);
-}
-
-// Starts `dnnlab ARGS...` in `dir` without waiting; stderr goes to log.txt.
-pid_t spawn(const std::filesystem::path& dir, std::vector<std::string> args) {
-  std::vector<std::string> all = {
-      "/bin/sh", "-c", "cd '" + dir.string() + "' && exec " + DNNLAB_BINARY + " \"$@\" 2>>log.txt",
-      "sh"};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv.data(), environ), 0);
-  return pid;
 }
 
 TEST(RunCmd, InterruptedResumeHintNamesTheExperiment) {

@@ -13,8 +13,6 @@
 #include "cli_util.hpp"
 #include "store/result_store.hpp"
 
-extern char** environ;
-
 namespace dnnlab::cli_test {
 namespace {
 
@@ -43,20 +41,6 @@ search:
 )" + extra;
 }
 
-// Starts `dnnlab ARGS...` in `dir` without waiting.
-pid_t spawn(const std::filesystem::path& dir, std::vector<std::string> args) {
-  std::vector<std::string> all = {
-      "/bin/sh", "-c",
-      "cd '" + dir.string() + "' && exec " + DNNLAB_BINARY + " \"$@\" 2>>log.txt >>out.txt", "sh"};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv.data(), environ), 0);
-  return pid;
-}
-
 template <typename Pred>
 bool wait_for(Pred pred, std::chrono::seconds limit) {
   const auto end = std::chrono::steady_clock::now() + limit;
@@ -65,12 +49,6 @@ bool wait_for(Pred pred, std::chrono::seconds limit) {
     std::this_thread::sleep_for(100ms);
   }
   return false;
-}
-
-std::vector<store::TrialRecord> all_trials(store::ResultStore& s, int64_t exp) {
-  store::TrialQuery q;
-  q.limit = 0;
-  return s.trials(exp, q);
 }
 
 // Every planned trial exists once and ended as finished.

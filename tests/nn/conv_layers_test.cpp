@@ -16,12 +16,12 @@ namespace {
 // L = sum(r * layer(x)); dL/dx and dL/dparams against central differences.
 // (The registry's checker in gradcheck_test.cpp will cover these layers once
 // they are in the registry.)
-struct Checker {
+struct ConvLayerChecker {
   Layer& layer;
   Tensor x, y, r;
   Rng rng{321};
 
-  Checker(Layer& l, int64_t batch) : layer(l) {
+  ConvLayerChecker(Layer& l, int64_t batch) : layer(l) {
     const Shape& in = l.in_shape();
     Shape xs{batch};
     xs.rank = in.rank + 1;
@@ -116,7 +116,7 @@ TEST_P(Conv2DGrad, MatchesNumericalGradient) {
     for (int64_t i = 0; i < conv.params()[1]->value.numel(); ++i)
       conv.params()[1]->value[i] = 0.1f * float(i % 7) - 0.3f;
   }
-  Checker(conv, p.batch).check();
+  ConvLayerChecker(conv, p.batch).check();
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -150,7 +150,7 @@ TEST_P(Pool2DGrad, MatchesNumericalGradient) {
   Pool2D pool(p.kind, c);
   Rng rng(5);
   pool.bind(p.in, &rng, {});
-  Checker(pool, p.batch).check();
+  ConvLayerChecker(pool, p.batch).check();
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -168,7 +168,7 @@ TEST(GlobalAvgPool, MatchesNumericalGradientAndIsThePlaneMean) {
   GlobalAvgPool g;
   g.bind(Shape{3, 5, 7}, nullptr, {});
   EXPECT_EQ(g.out_shape(), (Shape{3}));
-  Checker ch(g, 2);
+  ConvLayerChecker ch(g, 2);
   ch.check();
   ch.loss();
   for (int plane = 0; plane < 6; ++plane) {
@@ -185,7 +185,7 @@ TEST(ConvLayers, Conv2DGradientsAccumulateWhenAsked) {
   Conv2D conv(c);
   Rng rng(3);
   conv.bind(Shape{2, 6, 5}, &rng, {});
-  Checker ch(conv, 3);
+  ConvLayerChecker ch(conv, 3);
   ch.loss();
   Tensor dy = ch.r, dx(ch.x.shape());
   conv.backward(ch.x.view(), ch.y.view(), dy.view(), dx.view());

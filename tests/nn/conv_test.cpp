@@ -23,7 +23,7 @@
 namespace dnnlab::nn {
 namespace {
 
-std::vector<float> random_vec(size_t n, std::mt19937& rng) {
+std::vector<float> random_floats(size_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> d(-1.f, 1.f);
   std::vector<float> v(n);
   for (float& x : v) x = d(rng);
@@ -185,8 +185,8 @@ TEST_P(ConvTarget, ForwardMatchesReferenceAndNaiveLoops) {
   std::mt19937 rng(21);
   for (const ConvShape& s : kConvShapes) {
     const std::string what = std::string(k_->name) + " forward " + describe(s);
-    auto x = random_vec(x_size(s), rng), w = random_vec(w_size(s), rng);
-    auto b = random_vec(size_t(s.k), rng);
+    auto x = random_floats(x_size(s), rng), w = random_floats(w_size(s), rng);
+    auto b = random_floats(size_t(s.k), rng);
     std::vector<float> got(y_size(s), NAN), ref(y_size(s), NAN);
     k_->conv2d_forward(s, x.data(), w.data(), b.data(), Act::kIdentity, 0.f, got.data());
     ref_.conv2d_forward(s, x.data(), w.data(), b.data(), Act::kIdentity, 0.f, ref.data());
@@ -211,7 +211,7 @@ TEST_P(ConvTarget, BackwardDataMatchesReferenceAndNaiveLoops) {
   std::mt19937 rng(22);
   for (const ConvShape& s : kConvShapes) {
     const std::string what = std::string(k_->name) + " backward data " + describe(s);
-    auto w = random_vec(w_size(s), rng), dy = random_vec(y_size(s), rng);
+    auto w = random_floats(w_size(s), rng), dy = random_floats(y_size(s), rng);
     std::vector<float> got(x_size(s), NAN), ref(x_size(s), NAN);  // overwritten, never read
     k_->conv2d_backward_data(s, w.data(), dy.data(), got.data());
     ref_.conv2d_backward_data(s, w.data(), dy.data(), ref.data());
@@ -225,7 +225,7 @@ TEST_P(ConvTarget, BackwardFilterMatchesReferenceAndNaiveLoops) {
   std::mt19937 rng(23);
   for (const ConvShape& s : kConvShapes) {
     const std::string what = std::string(k_->name) + " backward filter " + describe(s);
-    auto x = random_vec(x_size(s), rng), dy = random_vec(y_size(s), rng);
+    auto x = random_floats(x_size(s), rng), dy = random_floats(y_size(s), rng);
     std::vector<float> got(w_size(s), NAN), ref(w_size(s), NAN);
     std::vector<float> gdb(size_t(s.k), NAN), rdb(size_t(s.k), NAN);
     k_->conv2d_backward_filter(s, x.data(), dy.data(), got.data(), gdb.data(), false);
@@ -253,8 +253,8 @@ TEST_P(ConvTarget, BackwardFilterMatchesReferenceAndNaiveLoops) {
 TEST_P(ConvTarget, BackwardPassesAreTheForwardsAdjoints) {
   std::mt19937 rng(24);
   for (const ConvShape& s : kConvShapes) {
-    auto x = random_vec(x_size(s), rng), w = random_vec(w_size(s), rng);
-    auto dy = random_vec(y_size(s), rng);
+    auto x = random_floats(x_size(s), rng), w = random_floats(w_size(s), rng);
+    auto dy = random_floats(y_size(s), rng);
     std::vector<float> y(y_size(s)), dx(x_size(s)), dw(w_size(s));
     k_->conv2d_forward(s, x.data(), w.data(), nullptr, Act::kIdentity, 0.f, y.data());
     k_->conv2d_backward_data(s, w.data(), dy.data(), dx.data());
@@ -273,10 +273,10 @@ TEST_P(ConvTarget, PoolingMatchesReference) {
   std::mt19937 rng(25);
   for (const PoolShape& s : kPoolShapes) {
     const size_t xs = size_t(s.n) * s.c * s.h * s.w, ys = size_t(s.n) * s.c * s.out_h() * s.out_w();
-    auto dy = random_vec(ys, rng);
+    auto dy = random_floats(ys, rng);
     // Random values, then values in {-1, 0, 1}: ties, where the first input
     // of a window in row-major order must win on every target.
-    auto x = random_vec(xs, rng);
+    auto x = random_floats(xs, rng);
     auto ties = x;
     for (float& v : ties) v = std::round(v);
     for (const auto& [kind, x] :
@@ -320,7 +320,7 @@ TEST_P(ConvTarget, PoolingMatchesReference) {
 TEST_P(ConvTarget, GlobalAveragePoolIsThePlaneMean) {
   std::mt19937 rng(26);
   const PoolShape s{3, 5, 7, 6, 7, 6, 1, 1, 0, 0};
-  auto x = random_vec(size_t(s.n) * s.c * s.h * s.w, rng);
+  auto x = random_floats(size_t(s.n) * s.c * s.h * s.w, rng);
   std::vector<float> y(size_t(s.n) * s.c);
   k_->pool2d_forward(Pool::kAvg, s, x.data(), y.data(), nullptr);
   for (size_t plane = 0; plane < y.size(); ++plane) {
@@ -339,8 +339,8 @@ void reverse_hook(int n, const std::function<void(int)>& body) {
 // Every conv and pool output of s, concatenated, for bit comparisons.
 std::vector<float> all_outputs(const Kernels& k, const ConvShape& s) {
   std::mt19937 rng(27);
-  auto x = random_vec(x_size(s), rng), w = random_vec(w_size(s), rng);
-  auto b = random_vec(size_t(s.k), rng), dy = random_vec(y_size(s), rng);
+  auto x = random_floats(x_size(s), rng), w = random_floats(w_size(s), rng);
+  auto b = random_floats(size_t(s.k), rng), dy = random_floats(y_size(s), rng);
   std::vector<float> y(y_size(s)), dx(x_size(s)), dw(w_size(s)), db(size_t(s.k));
   k.conv2d_forward(s, x.data(), w.data(), b.data(), Act::kRelu, 0.f, y.data());
   k.conv2d_backward_data(s, w.data(), dy.data(), dx.data());

@@ -16,8 +16,8 @@
 namespace dnnlab::nn {
 namespace {
 
-LayerSpec L(const char* type, int64_t units = 0, std::string name = "",
-            std::vector<std::string> inputs = {}) {
+LayerSpec node(const char* type, int64_t units = 0, std::string name = "",
+               std::vector<std::string> inputs = {}) {
   LayerSpec s;
   s.type = type;
   if (units) s.attrs.num["units"] = static_cast<double>(units);
@@ -40,14 +40,14 @@ ModelSpec dag() {
   ModelSpec m;
   m.loss = "mse";
   m.layers = {
-      L("dense", 6, "a"),
-      L("tanh", 0, "a_act"),
-      L("dense", 6, "b", {"input"}),
-      L("sigmoid", 0, "", {"b"}),
-      L("add", 0, "s", {"a_act", "@-1", "a_act"}),
-      L("concat", 0, "c", {"s", "b"}),
-      L("batchnorm", 0, "bn"),
-      L("dense", 3, "out"),
+      node("dense", 6, "a"),
+      node("tanh", 0, "a_act"),
+      node("dense", 6, "b", {"input"}),
+      node("sigmoid", 0, "", {"b"}),
+      node("add", 0, "s", {"a_act", "@-1", "a_act"}),
+      node("concat", 0, "c", {"s", "b"}),
+      node("batchnorm", 0, "bn"),
+      node("dense", 3, "out"),
   };
   return m;
 }
@@ -114,7 +114,7 @@ TEST(Graph, BadInputsAreSpecErrorsNamingTheLayer) {
   }
   m = dag();
   m.layers[5].inputs = {"s", "a"};  // concat of [6] and [6] is fine; add of [6] and [12] is not
-  m.layers.insert(m.layers.begin() + 6, L("add", 0, "", {"c", "a"}));
+  m.layers.insert(m.layers.begin() + 6, node("add", 0, "", {"c", "a"}));
   EXPECT_THROW(Model::validate(m, Shape{5}, 3), SpecError);
   m = dag();
   m.layers[4].inputs = {"a_act"};  // add needs two
@@ -123,8 +123,9 @@ TEST(Graph, BadInputsAreSpecErrorsNamingTheLayer) {
 
 ModelSpec two_parts() {
   ModelSpec m;
-  m.layers = {L("dense", 8, "h"), L("relu"),     L("batchnorm"),       L("dense", 6, "feat"),
-              L("relu"),          L("dense", 5), L("relu", 0, "", {}), L("dense", 3)};
+  m.layers = {node("dense", 8, "h"),    node("relu"),    node("batchnorm"),
+              node("dense", 6, "feat"), node("relu"),    node("dense", 5),
+              node("relu", 0, "", {}),  node("dense", 3)};
   m.parts = {{"features", 0, 5}, {"classifier", 5, 8}};
   return m;
 }
@@ -218,7 +219,7 @@ TEST(Graph, GradientsAccumulateUntilZeroGrad) {
 
 TEST(Graph, RunningStatisticsTravelWithTheWeights) {
   ModelSpec spec;
-  spec.layers = {L("dense", 16), L("batchnorm", 0, "bn"), L("relu"), L("dense", 4)};
+  spec.layers = {node("dense", 16), node("batchnorm", 0, "bn"), node("relu"), node("dense", 4)};
   Model a = Model::build(spec, Shape{1, 2, 5}, 4, 1);
   Optimizer opt(OptimizerSpec{}, a.params());
   Tensor x = random(Shape{32, 1, 2, 5}, 9);
