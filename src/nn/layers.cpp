@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
+
+#include "nn/parallel.hpp"
 
 namespace dnnlab::nn {
 
@@ -256,24 +259,83 @@ std::string BatchNorm::describe() const {
 }
 
 // x viewed as [B, C, S]: channel c of sample b is the S values at (b*C + c)*S.
+//
+// Speed (it was a third of a 700-block residual MLP's time, a sixth of the
+// Fashion CNN's): the sums over a plane run in kLanes independent double
+// accumulators, so they pipeline and vectorize without -ffast-math (the
+// order of the additions is written out, so every target gives the same
+// bits); dense inputs (S = 1) are swept row by row, a vector over channels;
+// [C, H, W] inputs split their channels over nn::parallel_for (each channel
+// is one work item whatever the thread count, so the bits do not change).
+namespace {
+
+constexpr int kLanes = 8;
+
+// sum_j f(p[j]) for j < n, in kLanes accumulators reduced in a fixed order.
+template <class F>
+double lane_sum(const float* p, int64_t n, F f) {
+  double acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) acc[l] += f(j + l);
+  for (int l = 0; j < n; ++j, ++l) acc[l] += f(j);
+  double s = 0;
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  return s;
+}
+
+// Runs body(ch) for every channel: through the parallel hook when the
+// channels are planes (enough work per item), in order otherwise.
+template <class F>
+void for_channels(int64_t c, int64_t sp, F body) {
+  if (sp > 1) {
+    parallel_for(static_cast<int>(c), [&body](int ch) { body(ch); });
+  } else {
+    for (int64_t ch = 0; ch < c; ++ch) body(ch);
+  }
+}
+
+}  // namespace
+
 void BatchNorm::forward(const TensorView& x, const TensorView& y, ForwardContext& ctx) {
   const int64_t b = x.rows(), c = channels(), sp = positions();
   mean_.assign(size_t(c), 0.f);
   invstd_.assign(size_t(c), 0.f);
   batch_stats_ = ctx.training;
   const float* xd = x.data();
-  for (int64_t ch = 0; ch < c; ++ch) {
+  float* yd = y.data();
+  std::vector<double> sum, sq;  // dense inputs: per-channel sums, row by row
+  if (ctx.training && sp == 1) {
+    sum.assign(size_t(c), 0.0);
+    sq.assign(size_t(c), 0.0);
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t ch = 0; ch < c; ++ch) sum[ch] += xd[i * c + ch];
+    for (int64_t ch = 0; ch < c; ++ch) sum[ch] /= static_cast<double>(b);
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const double d = xd[i * c + ch] - sum[ch];
+        sq[ch] += d * d;
+      }
+  }
+  auto stats = [&](int64_t ch) {
     float mean, var;
     if (ctx.training) {
-      double s = 0, s2 = 0;
-      for (int64_t i = 0; i < b; ++i) {
-        const float* p = xd + (i * c + ch) * sp;
-        for (int64_t j = 0; j < sp; ++j) s += p[j];
-      }
-      const double n = static_cast<double>(b * sp), m = s / n;
-      for (int64_t i = 0; i < b; ++i) {
-        const float* p = xd + (i * c + ch) * sp;
-        for (int64_t j = 0; j < sp; ++j) s2 += (p[j] - m) * (p[j] - m);
+      const double n = static_cast<double>(b * sp);
+      double m, s2;
+      if (sp == 1) {
+        m = sum[ch], s2 = sq[ch];
+      } else {
+        double s = 0;
+        for (int64_t i = 0; i < b; ++i) {
+          const float* p = xd + (i * c + ch) * sp;
+          s += lane_sum(p, sp, [p](int64_t j) { return double(p[j]); });
+        }
+        m = s / n;
+        s2 = 0;
+        for (int64_t i = 0; i < b; ++i) {
+          const float* p = xd + (i * c + ch) * sp;
+          s2 += lane_sum(p, sp, [p, m](int64_t j) { return (p[j] - m) * (p[j] - m); });
+        }
       }
       mean = static_cast<float>(m);
       var = static_cast<float>(s2 / n);
@@ -286,15 +348,29 @@ void BatchNorm::forward(const TensorView& x, const TensorView& y, ForwardContext
       mean = running_mean_.value[ch];
       var = running_var_.value[ch];
     }
-    const float is = 1.f / std::sqrt(var + eps_);
-    mean_[ch] = mean, invstd_[ch] = is;
-    const float g = gamma_.value[ch] * is, sh = beta_.value[ch] - mean * g;
+    mean_[ch] = mean, invstd_[ch] = 1.f / std::sqrt(var + eps_);
+  };
+  if (sp == 1) {
+    for (int64_t ch = 0; ch < c; ++ch) stats(ch);
+    const size_t nc = static_cast<size_t>(c);
+    std::vector<float> g(nc), sh(nc);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      g[ch] = gamma_.value[ch] * invstd_[ch];
+      sh[ch] = beta_.value[ch] - mean_[ch] * g[ch];
+    }
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t ch = 0; ch < c; ++ch) yd[i * c + ch] = xd[i * c + ch] * g[ch] + sh[ch];
+    return;
+  }
+  for_channels(c, sp, [&](int64_t ch) {
+    stats(ch);
+    const float g = gamma_.value[ch] * invstd_[ch], sh = beta_.value[ch] - mean_[ch] * g;
     for (int64_t i = 0; i < b; ++i) {
       const float* p = xd + (i * c + ch) * sp;
-      float* q = y.data() + (i * c + ch) * sp;
+      float* q = yd + (i * c + ch) * sp;
       for (int64_t j = 0; j < sp; ++j) q[j] = p[j] * g + sh;
     }
-  }
+  });
 }
 
 void BatchNorm::backward(const TensorView& x, const TensorView&, const TensorView& dy,
@@ -303,33 +379,63 @@ void BatchNorm::backward(const TensorView& x, const TensorView&, const TensorVie
   const bool acc = accumulate_grads();
   const float* xd = x.data();
   const float* g = dy.data();
-  for (int64_t ch = 0; ch < c; ++ch) {
+  float* dxd = dx.data();
+  const float n = static_cast<float>(b * sp);
+  // With batch statistics the mean and variance depend on x too:
+  // dx = gamma*invstd * (dy - mean(dy) - xhat * mean(dy * xhat)).
+  auto finish = [&](int64_t ch, double sdy, double sdyx) {
+    gamma_.grad[ch] = static_cast<float>(sdyx) + (acc ? gamma_.grad[ch] : 0.f);
+    beta_.grad[ch] = static_cast<float>(sdy) + (acc ? beta_.grad[ch] : 0.f);
+  };
+  if (sp == 1) {
+    std::vector<double> sdy(size_t(c), 0.0), sdyx(size_t(c), 0.0);
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const int64_t o = i * c + ch;
+        sdy[ch] += g[o];
+        sdyx[ch] += g[o] * (xd[o] - mean_[ch]) * invstd_[ch];
+      }
+    for (int64_t ch = 0; ch < c; ++ch) finish(ch, sdy[ch], sdyx[ch]);
+    if (!dxd) return;
+    const size_t nc = static_cast<size_t>(c);
+    std::vector<float> gi(nc), a(nc), k(nc);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      gi[ch] = gamma_.value[ch] * invstd_[ch];
+      a[ch] = batch_stats_ ? static_cast<float>(sdy[ch]) / n : 0.f;
+      k[ch] = batch_stats_ ? static_cast<float>(sdyx[ch]) / n : 0.f;
+    }
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const int64_t o = i * c + ch;
+        const float xh = (xd[o] - mean_[ch]) * invstd_[ch];
+        dxd[o] = gi[ch] * (g[o] - a[ch] - xh * k[ch]);
+      }
+    return;
+  }
+  for_channels(c, sp, [&](int64_t ch) {
     const float m = mean_[ch], is = invstd_[ch];
     double sdy = 0, sdyx = 0;  // sum dy, sum dy * xhat
     for (int64_t i = 0; i < b; ++i) {
       const int64_t o = (i * c + ch) * sp;
-      for (int64_t j = 0; j < sp; ++j) {
-        sdy += g[o + j];
-        sdyx += g[o + j] * (xd[o + j] - m) * is;
-      }
+      const float* gp = g + o;
+      const float* xp = xd + o;
+      sdy += lane_sum(gp, sp, [gp](int64_t j) { return double(gp[j]); });
+      sdyx +=
+          lane_sum(gp, sp, [gp, xp, m, is](int64_t j) { return double(gp[j] * (xp[j] - m) * is); });
     }
-    gamma_.grad[ch] = static_cast<float>(sdyx) + (acc ? gamma_.grad[ch] : 0.f);
-    beta_.grad[ch] = static_cast<float>(sdy) + (acc ? beta_.grad[ch] : 0.f);
-    if (!dx.data()) continue;
+    finish(ch, sdy, sdyx);
+    if (!dxd) return;
     const float gi = gamma_.value[ch] * is;
-    const float n = static_cast<float>(b * sp);
-    // With batch statistics the mean and variance depend on x too:
-    // dx = gamma*invstd * (dy - mean(dy) - xhat * mean(dy * xhat)).
     const float a = batch_stats_ ? static_cast<float>(sdy) / n : 0.f;
     const float k = batch_stats_ ? static_cast<float>(sdyx) / n : 0.f;
     for (int64_t i = 0; i < b; ++i) {
       const int64_t o = (i * c + ch) * sp;
       for (int64_t j = 0; j < sp; ++j) {
         const float xh = (xd[o + j] - m) * is;
-        dx.data()[o + j] = gi * (g[o + j] - a - xh * k);
+        dxd[o + j] = gi * (g[o + j] - a - xh * k);
       }
     }
-  }
+  });
 }
 
 // ---- Add ------------------------------------------------------------------
