@@ -98,6 +98,7 @@ model:
   input: [1, 28, 28]
   layers:
     - {conv2d: 4, padding: 1}
+    - batchnorm             # its channels are split over the threads too
     - relu
     - max_pool2d: 2
     - {conv2d: 8, stride: 2}
