@@ -50,7 +50,7 @@ int run_train(const TrainOptions& o) {
               << " val / " << data.test.size() << " test samples from " << data.dir << ", kernels "
               << nn::kernels().name << ", seed " << spec.train.seed << "\n";
 
-  nn::Model model = nn::Model::build(spec.model, worker::model_input_shape(spec, data),
+  nn::Model model = nn::Model::build(spec.model, nn::model_input(spec.model, data.sample_shape),
                                      data.num_classes, spec.train.seed);
   if (!o.quiet) std::cerr << model.summary();
   EpochProgress progress(spec.train.epochs, o.quiet);

@@ -322,6 +322,20 @@ void Model::Impl::run_backward(int last, const TensorView& x0) {
   }
 }
 
+Shape model_input(const ModelSpec& spec, const Shape& data_shape) {
+  if (spec.input.empty()) return data_shape;
+  if (spec.input.size() >= static_cast<size_t>(kMaxRank))
+    throw SpecError(spec.where, "model.input", "too many dimensions");
+  Shape in;
+  for (int64_t d : spec.input) in.d[in.rank++] = d;
+  if (in.numel() != data_shape.numel())
+    throw SpecError(spec.where, "model.input",
+                    in.str() + " holds " + std::to_string(in.numel()) +
+                        " values per sample; the data's samples are " + data_shape.str() + " (" +
+                        std::to_string(data_shape.numel()) + ")");
+  return in;
+}
+
 Model Model::build(const ModelSpec& spec, const Shape& input, int64_t num_classes, uint64_t seed) {
   return Model(build_impl(spec, input, num_classes, seed, true, ""));
 }

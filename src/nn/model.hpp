@@ -34,6 +34,14 @@
 
 namespace dnnlab::nn {
 
+// One sample's shape for a model trained on data of shape `data_shape`: the
+// spec's `input` where it gives one (the data's values read in that shape,
+// e.g. a [784] set as [1, 28, 28]), else the data's. Every place that builds
+// a model for a data set (train, workers, the gateway, its verifier, the
+// browser core) goes through this, so they all build the same graph. Throws
+// SpecError naming `model.input` when the value counts differ.
+Shape model_input(const ModelSpec& spec, const Shape& data_shape);
+
 class Model {
  public:
   // Builds and initializes the model. `input` is one sample's shape;

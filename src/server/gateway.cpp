@@ -76,16 +76,28 @@ json core_spec_json(const nn::RunSpec& spec, const std::vector<std::int64_t>& in
   } else if (s.type == "cosine") {
     sched["min_lr"] = s.min_lr;
   }
-  return {{"input", spec.model.input.empty() ? input : spec.model.input},
-          {"classes", classes},
-          {"layers", std::move(layers)},
-          {"init", spec.model.init},
-          {"loss", spec.model.loss},
-          {"optimizer", std::move(opt)},
-          {"schedule", std::move(sched)},
-          {"batch_size", t.batch_size},
-          {"seed", std::to_string(t.seed)},  // as text: JSON.parse rounds above 2^53
-          {"epochs", t.epochs}};
+  json out{{"input", spec.model.input.empty() ? input : spec.model.input},
+           {"classes", classes},
+           {"init", spec.model.init},
+           {"loss", spec.model.loss},
+           {"optimizer", std::move(opt)},
+           {"schedule", std::move(sched)},
+           {"batch_size", t.batch_size},
+           {"seed", std::to_string(t.seed)},  // as text: JSON.parse rounds above 2^53
+           {"epochs", t.epochs}};
+  // Named parts as src/wasm/spec_json.cpp reads them: [{name, layers}] in order.
+  if (spec.model.parts.empty()) {
+    out["layers"] = std::move(layers);
+  } else {
+    json parts = json::array();
+    for (const nn::PartSpec& p : spec.model.parts) {
+      json pl = json::array();
+      for (std::size_t i = p.begin; i < p.end; ++i) pl.push_back(std::move(layers[i]));
+      parts.push_back({{"name", p.name}, {"layers", std::move(pl)}});
+    }
+    out["parts"] = std::move(parts);
+  }
+  return out;
 }
 
 namespace {

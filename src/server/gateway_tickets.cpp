@@ -96,7 +96,9 @@ std::optional<std::pair<Ticket, json>> TicketDesk::issue(const TicketHolder& hol
     sh = shards_.get(run.data);
     nn::Shape in;
     for (std::int64_t d : sh->sample_shape) in.d[in.rank++] = d;
-    num_params = nn::Model::build(run.model, in, sh->classes, run.train.seed).num_params();
+    num_params =
+        nn::Model::build(run.model, nn::model_input(run.model, in), sh->classes, run.train.seed)
+            .num_params();
   } catch (const std::exception& e) {
     if (store_.mark_running(trial->id, attempt, holder.worker_id))
       store_.finish_trial(trial->id, attempt, store::TrialStatus::failed, {}, e.what());

@@ -107,34 +107,14 @@ class Fields {
 
 constexpr double kBig = 1e9;
 
-}  // namespace
-
-CoreSpec parse_core_spec(const std::string& text) {
-  const Json root = parse_json(text);
-  Fields f(root, "");
-  CoreSpec out;
-  nn::ModelSpec& ms = out.model;
-  nn::TrainSpec& ts = out.train;
-  ms.where.file = "<spec json>";
-
-  const Json* input = f.find("input");
-  if (!input) fail(root.offset, "input", "required (one sample's shape, e.g. [784])");
-  if (input->kind != Json::kArray || input->items.empty() || input->items.size() > 3)
-    fail(input->offset, "input", "expected an array of 1 to 3 positive integers");
-  for (const Json& d : input->items) {
-    if (d.kind != Json::kNumber || d.num < 1 || d.num > 1 << 24 || d.num != std::floor(d.num))
-      fail(d.offset, "input", "expected positive integers");
-    ms.input.push_back(static_cast<int64_t>(d.num));
-  }
-  out.classes = f.integer("classes", 0, 1, 1 << 20);
-  if (out.classes == 0) fail(root.offset, "classes", "required (the number of classes)");
-
-  const Json* layers = f.find("layers");
-  if (!layers || layers->kind != Json::kArray || layers->items.empty())
-    fail(layers ? layers->offset : root.offset, "layers", "expected a non-empty array");
-  for (size_t i = 0; i < layers->items.size(); ++i) {
-    const Json& item = layers->items[i];
-    Fields lf(item, "layers[" + std::to_string(i) + "]");
+// One layer list (`layers`, or a part's) appended to ms.layers; `path` names
+// it in errors.
+void read_layers(const Json& list, const std::string& path, nn::ModelSpec& ms) {
+  if (list.kind != Json::kArray || list.items.empty())
+    fail(list.offset, path, "expected a non-empty array");
+  for (size_t i = 0; i < list.items.size(); ++i) {
+    const Json& item = list.items[i];
+    Fields lf(item, path + "[" + std::to_string(i) + "]");
     nn::LayerSpec l;
     l.type = lf.string("type", "");
     if (l.type.empty()) fail(item.offset, lf.name("type"), "required");
@@ -173,6 +153,57 @@ CoreSpec parse_core_spec(const std::string& text) {
     l.where.file = "<spec json, byte " + std::to_string(item.offset) + ">";
     lf.finish();
     ms.layers.push_back(std::move(l));
+  }
+}
+
+}  // namespace
+
+CoreSpec parse_core_spec(const std::string& text) {
+  const Json root = parse_json(text);
+  Fields f(root, "");
+  CoreSpec out;
+  nn::ModelSpec& ms = out.model;
+  nn::TrainSpec& ts = out.train;
+  ms.where.file = "<spec json>";
+
+  const Json* input = f.find("input");
+  if (!input) fail(root.offset, "input", "required (one sample's shape, e.g. [784])");
+  if (input->kind != Json::kArray || input->items.empty() || input->items.size() > 3)
+    fail(input->offset, "input", "expected an array of 1 to 3 positive integers");
+  for (const Json& d : input->items) {
+    if (d.kind != Json::kNumber || d.num < 1 || d.num > 1 << 24 || d.num != std::floor(d.num))
+      fail(d.offset, "input", "expected positive integers");
+    ms.input.push_back(static_cast<int64_t>(d.num));
+  }
+  out.classes = f.integer("classes", 0, 1, 1 << 20);
+  if (out.classes == 0) fail(root.offset, "classes", "required (the number of classes)");
+
+  // `layers`, or `parts`: named layer lists in order, whose concatenation is
+  // the model (as in the YAML; an array, since JSON objects keep no order).
+  const Json* layers = f.find("layers");
+  const Json* parts = f.find("parts");
+  if (layers && parts) fail(parts->offset, "parts", "a model has `layers` or `parts`, not both");
+  if (!layers && !parts) fail(root.offset, "layers", "required (or `parts`)");
+  if (layers) read_layers(*layers, "layers", ms);
+  if (parts) {
+    if (parts->kind != Json::kArray || parts->items.empty())
+      fail(parts->offset, "parts", "expected a non-empty array of {\"name\", \"layers\"}");
+    for (size_t i = 0; i < parts->items.size(); ++i) {
+      const Json& item = parts->items[i];
+      Fields pf(item, "parts[" + std::to_string(i) + "]");
+      nn::PartSpec ps;
+      ps.name = pf.string("name", "");
+      if (ps.name.empty()) fail(item.offset, pf.name("name"), "required");
+      for (const nn::PartSpec& q : ms.parts)
+        if (q.name == ps.name) fail(item.offset, pf.name("name"), "'" + ps.name + "' twice");
+      const Json* pl = pf.find("layers");
+      if (!pl) fail(item.offset, pf.name("layers"), "required");
+      ps.begin = ms.layers.size();
+      read_layers(*pl, pf.name("layers"), ms);
+      ps.end = ms.layers.size();
+      pf.finish();
+      ms.parts.push_back(std::move(ps));
+    }
   }
   ms.init = f.string("init", ms.init);
   ms.loss = f.string("loss", ms.loss);

@@ -21,20 +21,10 @@ data::LoadOptions load_options(const nn::DataSpec& spec, const std::string& data
   return o;
 }
 
-nn::Shape model_input_shape(const nn::RunSpec& spec, const data::Dataset& data) {
-  if (spec.model.input.empty()) return data.sample_shape;
-  nn::Shape s;
-  for (int64_t d : spec.model.input) s[s.rank++] = d;
-  if (s.numel() != data.sample_shape.numel())
-    throw ShapeError("model.input " + s.str() + " does not match the samples " +
-                     data.sample_shape.str() + " of '" + data.name + "'");
-  return s;
-}
-
 RunResult train_run(const nn::RunSpec& spec, const data::Dataset& data, nn::TrainObserver* obs,
                     nn::Model* model_out) {
-  nn::Model model = nn::Model::build(spec.model, model_input_shape(spec, data), data.num_classes,
-                                     spec.train.seed);
+  nn::Model model = nn::Model::build(spec.model, nn::model_input(spec.model, data.sample_shape),
+                                     data.num_classes, spec.train.seed);
   nn::Trainer trainer(model, spec.train);
   nn::LabeledData train{data.train.x.view(), data.train.y.data()};
   nn::LabeledData val{data.val.x.view(), data.val.y.data()};

@@ -21,12 +21,6 @@ struct RunResult {
   int64_t num_params = 0;
 };
 
-// The shape the model reads one sample as: `model.input` when the spec gives
-// one (a reshape of the data set's samples: synthetic [784] data can feed a
-// [1, 28, 28] conv net), else the data set's sample shape. Throws ShapeError
-// when their sizes differ (the spec reader already refuses that).
-nn::Shape model_input_shape(const nn::RunSpec& spec, const data::Dataset& data);
-
 // Trains `spec` on `data`. Throws SpecError for a model that does not fit the
 // data, NumericError when the loss diverges. `model_out`, when given,
 // receives the trained model (for saving weights).

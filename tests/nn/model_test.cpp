@@ -85,6 +85,25 @@ TEST(Model, WrongInputWidthAtRunTimeIsAShapeError) {
   EXPECT_THROW(m.forward(x.view(), false), ShapeError);
 }
 
+// A spec's `input` reshapes the data's samples when the counts agree (a
+// [784] set read as [1, 28, 28] by a conv net), is refused by name when they
+// do not, and the data's shape is used when the spec gives none.
+TEST(Model, SpecInputReshapesTheDataOrIsRefused) {
+  ModelSpec m = mlp({L("dense", 3)});
+  EXPECT_EQ(model_input(m, Shape{784}), Shape{784});
+  EXPECT_EQ(model_input(m, Shape{1, 28, 28}), (Shape{1, 28, 28}));
+  m.input = {1, 28, 28};
+  EXPECT_EQ(model_input(m, Shape{784}), (Shape{1, 28, 28}));
+  m.input = {3, 16, 16};
+  try {
+    model_input(m, Shape{784});
+    FAIL() << "expected SpecError";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.input"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("784"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Model, LearnsAToyProblem) {
   Toy t;
   Model m = Model::build(mlp({L("dense", 32), L("tanh"), L("dense", 3)}), Shape{8}, 3, 7);

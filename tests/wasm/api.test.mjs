@@ -255,6 +255,73 @@ for (const [label, dataset, limitTrain, validation, available] of shardCases) {
     });
 }
 
+// A CNN on [1, 28, 28] samples with every kernel layer the browser runs:
+// conv2d, batchnorm, max_pool2d, a residual block (add) and a channel concat.
+// The JSON spells the residual block out as the YAML's `residual:` expands it.
+// A conv followed by batchnorm has no bias: the batchnorm cancels it, so its
+// gradient is rounding noise, which Adam scales up to full steps; that noise
+// differs between targets and moves the running mean (measured: val loss
+// 1e-3 apart, past the verifier's tolerance, with the biases in).
+const CNN_SPEC = {
+  input: [1, 28, 28], classes: 10,
+  layers: [
+    { type: 'conv2d', filters: 8, kernel: 3, padding: 1, bias: false }, { type: 'batchnorm' }, { type: 'relu' },
+    { type: 'max_pool2d', kernel: 2, name: 'pool1' },  // [8, 14, 14]
+    { type: 'conv2d', filters: 8, kernel: 3, padding: 1, bias: false }, { type: 'batchnorm' }, { type: 'relu' },
+    { type: 'conv2d', filters: 8, kernel: 3, padding: 1, bias: false }, { type: 'batchnorm', name: 'branch' },
+    { type: 'add', inputs: ['pool1', 'branch'] }, { type: 'relu', name: 'block' },
+    { type: 'conv2d', filters: 4, kernel: 1, stride: 1, bias: false, name: 'side' },
+    { type: 'concat', inputs: ['block', 'side'] },    // [12, 14, 14]
+    { type: 'batchnorm' },
+    { type: 'max_pool2d', kernel: 3, stride: 2, padding: 1 },  // [12, 7, 7]
+    { type: 'dense', units: 10 },
+  ],
+  optimizer: { type: 'sgd', lr: 0.02, momentum: 0.9 }, batch_size: 32, seed: 11, epochs: 1,
+};
+// One epoch: the gateway verifies a trial epoch by epoch, and a second epoch
+// on these 1000 images drifts past its tolerance (measured, simd128 and
+// relaxed builds alike: val loss 2e-4..6e-4 apart, and a train or val
+// accuracy 1-2 samples apart, where the verifier allows 1e-3 absolute).
+
+for (const [label, dataset, limitTrain, validation, available] of [
+  ['fashion-mnist subset [1, 28, 28]', 'fashion-mnist', 1000, 500, existsSync(fashion)],
+  ['synthetic [784] read as [1, 28, 28]', 'synthetic', 600, 200, true],
+]) {
+  test(`a CNN trains on a shard in wasm as natively, within the verifier's tolerance: ${label}`,
+    { skip: (!haveShardTools && 'DNNLAB_API_NATIVE / DNNLAB_MAKE_SHARD not set') || (!available && `${fashion} not installed`) },
+    (t) => {
+      const path = makeShard(`cnn-${dataset}.safetensors`, dataset, limitTrain, validation);
+      writeFileSync(join(tmp, 'cnn_spec.json'), JSON.stringify(CNN_SPEC));
+      const native = JSON.parse(execFileSync(process.env.DNNLAB_API_NATIVE,
+        ['--shard', path, join(tmp, 'cnn_spec.json'), String(CNN_SPEC.epochs)], { encoding: 'utf8' }));
+      const shard = core.openShard(readFileSync(path));
+      const m = core.createModel(CNN_SPEC);
+      m.useSplit(shard, 'train');
+      const curve = [];
+      for (let e = 0; e < CNN_SPEC.epochs; e++) curve.push(m.fitEpoch(shard));
+      const test = m.evaluateSplit(shard, 'test');
+      m.free();
+      shard.free();
+      // The gateway's verifier (src/server/gateway_verifier.cpp): losses to a
+      // relative 1e-3, accuracies to an absolute 1e-3.
+      const close = (a, b) => Math.abs(a - b) <= 1e-3 * Math.max(1, Math.abs(a), Math.abs(b));
+      curve.forEach((r, i) => {
+        const n = native.epochs[i];
+        for (const [what, a, b] of [['train_loss', n.train_loss, r.trainLoss], ['val_loss', n.val_loss, r.valLoss]]) {
+          t.diagnostic(`epoch ${i + 1} ${what}: native ${a} wasm ${b} (rel ${rel(a, b).toExponential(2)})`);
+          assert.ok(Number.isFinite(b) && close(a, b), `epoch ${i + 1} ${what}: native ${a} vs wasm ${b}`);
+        }
+        assert.ok(Math.abs(n.train_acc - r.trainAcc) <= 1e-3, `epoch ${i + 1} train_acc ${n.train_acc} vs ${r.trainAcc}`);
+        assert.ok(Math.abs(n.val_acc - r.valAcc) <= 1e-3, `epoch ${i + 1} val_acc ${n.val_acc} vs ${r.valAcc}`);
+      });
+      t.diagnostic(`test loss: native ${native.test.loss} wasm ${test.loss}; accuracy ${native.test.accuracy} / ${test.accuracy}`);
+      assert.ok(close(native.test.loss, test.loss), `test loss ${native.test.loss} vs ${test.loss}`);
+      assert.ok(Math.abs(native.test.accuracy - test.accuracy) <= 1e-3);
+      // It learns: well above chance (0.1) after one epoch of 1000 images.
+      assert.ok(curve[0].valAcc > 0.6, `val_acc ${curve[0].valAcc}`);
+    });
+}
+
 test('an epoch in pieces (fitEpochPart) is the same epoch, bit for bit', { skip: !haveShardTools && 'DNNLAB_MAKE_SHARD not set' }, () => {
   const shard = core.openShard(readFileSync(makeShard('pieces.safetensors', 'synthetic', 600, 200)));
   const whole = core.createModel(SHARD_SPEC), pieces = core.createModel(SHARD_SPEC);

@@ -47,6 +47,15 @@ static int shard_main(const char* shard_path, const char* spec_path, int epochs)
         "\"lr\": %.9g}",
         e ? ", " : "", r[0], r[1], r[2], r[3], r[6]);
   }
+  // DNNLAB_API_SAVE=PATH: the trained weights and state, as safetensors.
+  if (const char* path = std::getenv("DNNLAB_API_SAVE")) {
+    int32_t len = 0;
+    const uint8_t* w = dnnlab_model_save(m, &len);
+    if (FILE* f = std::fopen(path, "wb")) {
+      std::fwrite(w, 1, static_cast<size_t>(len), f);
+      std::fclose(f);
+    }
+  }
   double t[2];
   ok(dnnlab_model_evaluate_split(m, s, DNNLAB_SPLIT_TEST, t));
   std::printf("], \"test\": {\"loss\": %.9g, \"accuracy\": %.9g}, \"info\": %s}\n", t[0], t[1],
