@@ -4,10 +4,13 @@
 // one thread) run by this script between the browser measurements. Every
 // round runs all four on each config in an order that flips every round;
 // prints medians and per-round ratios as markdown for bench/RESULTS.md.
+// Config q is issue 14's CNN (CIFAR-10-quick): TF.js on its cpu backend
+// there, dnnlab native is bench/cnn_bench --config cifar --threads 1.
 // See run.sh (which builds everything first).
 //
 //   ROUNDS=5 SECS=3 node run.mjs
 //   IMPLS='dnnlab-wasm convnetjs' CONFIGS=a node run.mjs   # a subset
+//   CONFIGS=q NODE=1 node run.mjs          # the CNN, in Chromium and under node
 //   LOG=old.log node run.mjs report        # tables from an earlier log only
 import { execFileSync } from 'node:child_process';
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
@@ -16,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { LAUNCH } from '../../tests/browser/launch.mjs';
-import { NAME } from '../js/cases.mjs';
+import { CNN, NAME } from '../js/cases.mjs';
 import { serve } from './serve.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -25,6 +28,7 @@ const ROUNDS = Number(process.env.ROUNDS ?? 5), SECS = Number(process.env.SECS ?
 const CONFIGS = (process.env.CONFIGS ?? 'a c').split(' ');
 const CORE_DIR = resolve(process.env.DNNLAB_CORE_DIR ?? join(root, 'build/wasm-bench/src/wasm'));
 const NATIVE = resolve(process.env.NATIVE ?? join(root, 'build/bench-browser/bench/train_bench'));
+const NATIVE_CNN = resolve(process.env.NATIVE_CNN ?? join(dirname(NATIVE), 'cnn_bench'));
 const LOG = process.env.LOG ?? join(mkdtempSync(join(tmpdir(), 'browser-bench-')), 'bench.log');
 // NODE=1 adds the same wasm/JS workloads under node (bench/js/one.mjs), to
 // tell the browser's share of a difference from the library's.
@@ -39,7 +43,8 @@ report();
 
 async function measureAll() {
   if (!existsSync(join(CORE_DIR, 'dnnlab_core.wasm'))) throw new Error(`no wasm core in ${CORE_DIR} (run.sh builds it)`);
-  if (!existsSync(NATIVE)) throw new Error(`no native train_bench at ${NATIVE} (run.sh builds it)`);
+  for (const [bin, needed] of [[NATIVE, CONFIGS.some((c) => !CNN.has(c))], [NATIVE_CNN, CONFIGS.some((c) => CNN.has(c))]])
+    if (needed && IMPLS.includes('dnnlab-native') && !existsSync(bin)) throw new Error(`no native bench at ${bin} (run.sh builds it)`);
   const { chromium } = createRequire(import.meta.url)('playwright-core');
   const served = new Set();
   const server = await serve({ coreDir: CORE_DIR, log: (l) => served.add(l) });
@@ -68,10 +73,13 @@ async function measureAll() {
         for (const impl of order) {
           let line;
           if (impl === 'dnnlab-native') {
-            const out = execFileSync(NATIVE, ['throughput', '--config', c, '--seconds', String(SECS)],
-              { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-            // train_bench names itself impl=dnnlab; this table calls it dnnlab-native.
-            line = out.split('\n').find((l) => l.startsWith('RESULT')).replace('impl=dnnlab ', 'impl=dnnlab-native ');
+            const [bin, args] = CNN.has(c)
+              ? [NATIVE_CNN, ['--config', 'cifar', '--threads', '1', '--seconds', String(SECS)]]
+              : [NATIVE, ['throughput', '--config', c, '--seconds', String(SECS)]];
+            const out = execFileSync(bin, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+            // The native benches name themselves impl=dnnlab; this table calls it dnnlab-native.
+            line = out.split('\n').find((l) => l.startsWith('RESULT')).replace('impl=dnnlab ', 'impl=dnnlab-native ')
+              .replace('config=cifar ', 'config=q ');
           } else if (impl.startsWith('node:')) {
             const lib = impl.slice(5).replace('dnnlab-wasm', 'dnnlab');
             const out = execFileSync('node', ['--no-experimental-fetch', join(root, 'bench/js/one.mjs'), lib, c, String(SECS), CORE_DIR],
@@ -148,15 +156,22 @@ function report() {
   };
   const kernels = [...new Set(rows.map((r) => `${r.impl} ${r.kernels}`))];
   console.log(`\nKernels: ${kernels.join('; ')}.`);
+  // The MLPs (issue 5: targets 3x TF.js-wasm, 30x ConvNetJS) and the CNN
+  // (issue 14: TF.js on its cpu backend, target 50x ConvNetJS) in tables of their own.
+  const groups = [[CONFIGS.filter((c) => !CNN.has(c)), 'TF.js wasm', 3, 30],
+    [CONFIGS.filter((c) => CNN.has(c)), 'TF.js cpu', null, 50]].filter(([cs]) => cs.length);
   for (const key of ['samples_per_s', 'cpu_samples_per_s']) {
-    console.log(`\n${key === 'samples_per_s' ? 'Wall time' : 'CPU time'} (${key}):\n`);
-    console.log('| config | dnnlab wasm | dnnlab native | TF.js wasm | ConvNetJS | wasm / native | wasm / TF.js (target 3x) | wasm / ConvNetJS (target 30x) | rounds |');
-    console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
-    for (const c of CONFIGS) {
-      const w = 'dnnlab-wasm';
-      console.log(`| ${c}: ${NAME[c]} | ${cell(c, w, key)} | ${cell(c, 'dnnlab-native', key)} | ${cell(c, 'tfjs', key)} | ` +
-        `${cell(c, 'convnetjs', key)} | ${ratio(c, w, 'dnnlab-native', key)} | ${ratio(c, w, 'tfjs', key, 3)} | ` +
-        `${ratio(c, w, 'convnetjs', key, 30)} | ${Object.keys(byRound(c, w, key)).length} |`);
+    for (const [configs, tfName, tfTarget, cjTarget] of groups) {
+      console.log(`\n${key === 'samples_per_s' ? 'Wall time' : 'CPU time'} (${key}):\n`);
+      console.log(`| config | dnnlab wasm | dnnlab native | ${tfName} | ConvNetJS | wasm / native | ` +
+        `wasm / TF.js${tfTarget ? ` (target ${tfTarget}x)` : ''} | wasm / ConvNetJS (target ${cjTarget}x) | rounds |`);
+      console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+      for (const c of configs) {
+        const w = 'dnnlab-wasm';
+        console.log(`| ${c}: ${NAME[c]} | ${cell(c, w, key)} | ${cell(c, 'dnnlab-native', key)} | ${cell(c, 'tfjs', key)} | ` +
+          `${cell(c, 'convnetjs', key)} | ${ratio(c, w, 'dnnlab-native', key)} | ${ratio(c, w, 'tfjs', key, tfTarget)} | ` +
+          `${ratio(c, w, 'convnetjs', key, cjTarget)} | ${Object.keys(byRound(c, w, key)).length} |`);
+      }
     }
   }
   if (rows.some((r) => r.impl === 'dnnlab-wasm128')) {
@@ -179,10 +194,11 @@ function report() {
       console.log(`| ${c} | ${lib} | ${cell(c, lib, key)} | ${cell(c, `node:${lib}`, key)} | ${ratio(c, lib, `node:${lib}`, key)} |`);
   }
   console.log('\nThe ratios under node in this run (CPU time):\n');
-  console.log('| config | node: wasm / TF.js (target 3x) | node: wasm / ConvNetJS (target 30x) |');
-  console.log('|---|---:|---:|');
+  console.log('| config | node: wasm / native | node: wasm / TF.js (target 3x, MLPs) | node: wasm / ConvNetJS (target 30x MLPs, 50x CNN) |');
+  console.log('|---|---:|---:|---:|');
   for (const c of CONFIGS) {
-    const w = 'node:dnnlab-wasm';
-    console.log(`| ${c} | ${ratio(c, w, 'node:tfjs', key, 3)} | ${ratio(c, w, 'node:convnetjs', key, 30)} |`);
+    const w = 'node:dnnlab-wasm', cnn = CNN.has(c);
+    console.log(`| ${c} | ${ratio(c, w, 'dnnlab-native', key)} | ${ratio(c, w, 'node:tfjs', key, cnn ? null : 3)} | ` +
+      `${ratio(c, w, 'node:convnetjs', key, cnn ? 50 : 30)} |`);
   }
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The browser-core benchmark of issue 5 in headless Chromium (bench/browser):
-# builds the wasm core (build/wasm-bench) and the native train_bench
-# (build/bench-browser), installs the npm packages from package-lock.json,
-# then runs run.mjs and prints the table for bench/RESULTS.md.
+# builds the wasm core (build/wasm-bench) and the native train_bench and
+# cnn_bench (build/bench-browser), installs the npm packages from
+# package-lock.json, then runs run.mjs and prints the table for bench/RESULTS.md.
 #   bench/browser/run.sh                    # 5 rounds x 3 s per measurement
 #   ROUNDS=3 SECS=2 bench/browser/run.sh
+#   CONFIGS=q NODE=1 bench/browser/run.sh   # issue 14's CNN (CIFAR-10-quick), Chromium and node
 #   NODE=1 bench/browser/run.sh             # also the same workloads under node
 #   LOG=old.log bench/browser/run.sh report # tables from an earlier log only
 set -euo pipefail
@@ -24,7 +25,7 @@ if [ "${1:-}" != report ]; then
     quiet cmake -S "$root" -B "$native" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDNNLAB_BUILD_TESTS=OFF \
       -DDNNLAB_SKIP_MODULES="sweep;queue;store;worker;server"
   fi
-  quiet ninja -C "$native" -j2 train_bench
+  quiet ninja -C "$native" -j2 train_bench cnn_bench
   # npm ci again whenever the lock file changed since the last install.
   if [ ! -f "$here/node_modules/.package-lock.json" ] ||
      [ "$here/package-lock.json" -nt "$here/node_modules/.package-lock.json" ]; then

@@ -1,7 +1,9 @@
 // One measurement in a fresh Web Worker (classic, so the UMD builds of
 // TensorFlow.js and ConvNetJS load with importScripts). The workloads are
 // bench/js/cases.mjs, the same code the node runner times.
-//   postMessage({ impl: 'dnnlab'|'dnnlab128'|'tfjs'|'convnetjs', config: 'a'|'c', seconds, warmup, cpu })
+//   postMessage({ impl: 'dnnlab'|'dnnlab128'|'tfjs'|'convnetjs', config: 'a'|'c'|'q', seconds, warmup, cpu })
+// TF.js: the wasm backend for the MLPs, the cpu one for the CNN (q): the
+// wasm backend has no Conv2DBackpropFilter.
 // dnnlab: the core build the join page would load (relaxed SIMD where the
 // engine has it); dnnlab128: the plain SIMD128 build.
 //   -> { line: 'RESULT ...', kernels } or { error }
@@ -17,14 +19,19 @@ const askCpuSeconds = () => new Promise((resolve) => {
 async function run(job) {
   try {
     const cases = await import('/js/cases.mjs');
-    const hidden = cases.HIDDEN[job.config];
-    if (!hidden) throw new Error(`unknown config ${job.config}`);
-    const data = cases.makeData();
+    const hidden = cases.HIDDEN[job.config], cnn = cases.CNN.has(job.config);
+    if (!hidden && !cnn) throw new Error(`unknown config ${job.config}`);
+    const data = cnn ? cases.makeImages() : cases.makeData();
     let c;
     if (job.impl === 'dnnlab' || job.impl === 'dnnlab128') {
       const { loadCore } = await import('/core/dnnlab.mjs');
       const core = await loadCore({ simd: job.impl === 'dnnlab128' ? 'simd128' : 'auto' });
-      c = await cases.dnnlabCase(core, hidden, data);
+      c = cnn ? await cases.dnnlabCnnCase(core, data) : await cases.dnnlabCase(core, hidden, data);
+    } else if (job.impl === 'tfjs' && cnn) {
+      importScripts('/npm/@tensorflow/tfjs/dist/tf.min.js');
+      if (!(await tf.setBackend('cpu'))) throw new Error('tfjs: the cpu backend did not start');
+      await tf.ready();
+      c = await cases.tfjsCnnCase(tf, data);
     } else if (job.impl === 'tfjs') {
       importScripts('/npm/@tensorflow/tfjs/dist/tf.min.js',
         '/npm/@tensorflow/tfjs-backend-wasm/dist/tf-backend-wasm.min.js');
@@ -37,7 +44,7 @@ async function run(job) {
     } else if (job.impl === 'convnetjs') {
       self.window = self;  // convnet.js's footer assigns to window in a browser
       importScripts('/npm/convnetjs/build/convnet.js');
-      c = await cases.convnetjsCase(convnetjs, hidden, data);
+      c = cnn ? await cases.convnetjsCnnCase(convnetjs, data) : await cases.convnetjsCase(convnetjs, hidden, data);
     } else {
       throw new Error(`unknown impl ${job.impl}`);
     }
