@@ -6,9 +6,10 @@ export function runCase(job) {
   job = { seconds: 3, warmup: 0.5, ...job, cpu: typeof window.benchCpuSeconds === 'function' };
   return new Promise((resolve, reject) => {
     const w = new Worker('/worker.js');
-    // A hung worker must fail the run, not stall it: a step takes ~1 s at worst.
+    // A hung worker must fail the run, not stall it: an MLP step takes ~1 s at
+    // worst; a CNN step of TF.js's cpu backend takes ~10 CPU-seconds (job.timeout).
     const timer = setTimeout(() => done(reject, new Error(`${job.impl} ${job.config}: timed out`)),
-      (job.seconds + job.warmup + 60) * 1000);
+      (job.timeout ?? job.seconds + job.warmup + 60) * 1000);
     const done = (f, v) => { clearTimeout(timer); w.terminate(); f(v); };
     w.onmessage = ({ data }) => {
       if (data.cpuRequest) {

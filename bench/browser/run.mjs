@@ -88,7 +88,7 @@ async function measureAll() {
             line = out.split('\n').find((l) => l.startsWith('RESULT')).replace(/impl=(\S+)/, 'impl=node:$1');
           } else {
             const job = { impl: { 'dnnlab-wasm': 'dnnlab', 'dnnlab-wasm128': 'dnnlab128' }[impl] ?? impl,
-              config: c, seconds: SECS, warmup: 0.5 };
+              config: c, seconds: SECS, warmup: 0.5, timeout: CNN.has(c) ? 900 : undefined };
             ({ line } = await page.evaluate((j) => window.runCase(j), job));
           }
           line += ` round=${r}`;
@@ -141,7 +141,8 @@ function report() {
   const rows = readFileSync(LOG, 'utf8').split('\n').filter((l) => l.startsWith('RESULT'))
     .map((l) => Object.fromEntries(l.split(' ').slice(1).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)])));
   const median = (a) => { const s = [...a].sort((x, y) => x - y), m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
-  const fmt = (x) => Math.round(x).toLocaleString('en-US');
+  // One decimal below 100 (the CNN's TF.js and ConvNetJS run at a few samples/s).
+  const fmt = (x) => (x < 100 ? x.toFixed(1) : Math.round(x).toLocaleString('en-US'));
   const byRound = (c, impl, key) => Object.fromEntries(rows.filter((r) => r.config === c && r.impl === impl && key in r)
     .map((r) => [r.round, Number(r[key])]));
   const cell = (c, impl, key) => { const v = Object.values(byRound(c, impl, key)); return v.length ? fmt(median(v)) : '–'; };
