@@ -1,10 +1,14 @@
 // What a queued task says: which trial of which experiment to run, and the
-// queue an experiment's tasks go to. Tasks carry references only; the worker
-// reads the trial's values from the store and the sweep (the template) from
-// its experiment. Beside the database plumbing because both ends of the
+// queue an experiment's tasks go to. Tasks carry the trial's values (its
+// config and seed, a few dozen bytes) and references; the sweep (the
+// template) comes from the experiment, data sets by name and hash. A task
+// that carries its values spares the worker a store read per trial (two
+// round trips on a server store); one without them (an older publisher)
+// makes it read the trial. Beside the database plumbing because both ends of the
 // queue (the coordinator that publishes, every adapter that leases) read it.
 //
-//   auto payload = db::encode_task({.experiment_id = 7, .trial_id = 42, .index = 3});
+//   auto payload = db::encode_task({.experiment_id = 7, .trial_id = 42, .index = 3,
+//                                   .config_json = R"({"lr":0.01})", .seed = 99});
 //   queue->publish(db::queue_name(7), payload);
 //   db::TrialTask t = db::decode_task(lease->payload);  // throws db::ProtocolError
 #pragma once
@@ -24,6 +28,10 @@ struct TrialTask {
   // attempt_base + the queue's delivery attempt, always newer than before.
   int attempt_base = 0;
   int attempt(int delivery) const { return attempt_base + delivery; }
+  // The trial's sampled values (store::TrialRecord::config_json, seed), as
+  // stored with the trial; empty config: not carried.
+  std::string config_json;
+  uint64_t seed = 0;
 };
 
 // A task payload that cannot be read: names the field or offset.
@@ -32,7 +40,7 @@ class ProtocolError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// {"v":1,"experiment":..,"trial":..,"index":..[,"base":..]}
+// {"v":1,"experiment":..,"trial":..,"index":..[,"base":..][,"config":{..},"seed":..]}
 std::string encode_task(const TrialTask& t);
 TrialTask decode_task(std::string_view payload);  // throws ProtocolError
 

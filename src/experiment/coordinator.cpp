@@ -126,7 +126,7 @@ void Coordinator::rebuild() {
     for (const auto& t : trials) {
       if (t.status != store::TrialStatus::queued || (t.index <= published && t.attempt == 0))
         continue;
-      payloads.push_back(db::encode_task({id_, t.id, t.index, t.attempt}));
+      payloads.push_back(db::encode_task({id_, t.id, t.index, t.attempt, t.config_json, t.seed}));
       top = std::max(top, t.index);
     }
     if (!payloads.empty()) {
@@ -202,7 +202,8 @@ Progress Coordinator::tick(int64_t in_flight) {
           std::vector<std::string> payloads;
           int64_t top = -1;
           for (size_t i = 0; i < ids.size(); ++i) {
-            payloads.push_back(db::encode_task({id_, ids[i], batch[i].index}));
+            payloads.push_back(db::encode_task(
+                {id_, ids[i], batch[i].index, 0, rows[i].config_json, rows[i].seed}));
             top = std::max(top, batch[i].index);
           }
           queue_.publish_batch(db::queue_name(id_), payloads);

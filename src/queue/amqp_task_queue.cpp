@@ -1,6 +1,7 @@
 // AmqpTaskQueue: the TaskQueue contract on RabbitMQ (see the header for the mapping).
 #include "queue/amqp_task_queue.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -457,23 +458,65 @@ bool AmqpTaskQueue::extend(TaskLease& lease, double seconds) {
 }
 
 bool AmqpTaskQueue::ack(const TaskLease& lease) {
-  auto it = held_.find(lease.task_id);
-  if (it == held_.end() || it->second.attempt != lease.attempt) return false;
+  return ack_all({&lease}).front();
+}
+
+std::vector<bool> AmqpTaskQueue::ack_batch(const std::vector<TaskLease>& leases) {
+  std::vector<const TaskLease*> all;
+  all.reserve(leases.size());
+  for (const TaskLease& l : leases) all.push_back(&l);
+  return ack_all(all);
+}
+
+std::vector<bool> AmqpTaskQueue::ack_all(const std::vector<const TaskLease*>& leases) {
+  std::vector<bool> acked(leases.size(), false);
+  std::vector<std::int64_t> handles;  // ours, each once
+  std::vector<std::uint64_t> tags;
+  for (const TaskLease* l : leases) {
+    auto it = held_.find(l->task_id);
+    if (it == held_.end() || it->second.attempt != l->attempt) continue;
+    if (std::find(handles.begin(), handles.end(), l->task_id) != handles.end()) continue;
+    handles.push_back(l->task_id);
+    tags.push_back(it->second.tag);
+  }
+  if (tags.empty()) return acked;
   if (!conn_ || !conn().healthy()) {  // conn(): refuses a forked child
     lost();
-    return false;
+    return acked;
   }
+  std::sort(tags.begin(), tags.end());
+  // A multiple-ack takes every unacked delivery of the channel up to `top`:
+  // only when none other lies below it, held (a trial still running) or
+  // prefetched (in the inbox). Deliveries not read yet all come after `top`
+  // (the broker numbers them in the order it sends them).
+  const std::uint64_t top = tags.back();
+  bool prefix = true;
+  for (const auto& [handle, h] : held_)
+    if (h.tag < top && !std::binary_search(tags.begin(), tags.end(), h.tag)) prefix = false;
+  for (const auto& [queue, box] : inbox_)
+    for (const Delivery& d : box)
+      if (d.tag < top) prefix = false;
   try {
     AmqpConnection& c = *conn_;
-    c.check(amqp_basic_ack(c.get(), AmqpConnection::kConsume, it->second.tag, 0), "basic.ack");
+    if (prefix) {
+      c.check(amqp_basic_ack(c.get(), AmqpConnection::kConsume, top, /*multiple=*/1), "basic.ack");
+    } else {
+      for (std::uint64_t tag : tags)
+        c.check(amqp_basic_ack(c.get(), AmqpConnection::kConsume, tag, 0), "basic.ack");
+    }
     amqp_tx_commit(c.get(), AmqpConnection::kConsume);
     c.check_rpc("tx.commit (ack)");
   } catch (const AmqpConnectionLost&) {
     lost();
-    return false;
+    return acked;
   }
-  held_.erase(it);
-  return true;
+  for (std::size_t i = 0; i < leases.size(); ++i) {
+    auto it = held_.find(leases[i]->task_id);
+    if (it == held_.end() || it->second.attempt != leases[i]->attempt) continue;
+    held_.erase(it);
+    acked[i] = true;
+  }
+  return acked;
 }
 
 bool AmqpTaskQueue::republish_and_ack(const std::string& queue, const std::string& payload,

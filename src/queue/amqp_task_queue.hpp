@@ -26,6 +26,10 @@
 //   answers false and the broker redelivers the task. nack republishes the
 //   message with attempt and error headers and acks the original in one
 //   transaction, so the task is neither lost nor doubled in between.
+//   ack_batch acks many deliveries in one transaction: one basic.ack with
+//   `multiple` when they are every outstanding delivery up to the newest of
+//   them (nothing prefetched or still running lies in between), one
+//   basic.ack each otherwise, and one tx.commit either way.
 // - Prefetch (basic.qos, per consumer) is the URL's `prefetch=N`, default 1:
 //   `dnnlab worker` gives each slot (one process) prefetch=2 unless the URL
 //   says: it holds its trial and leases the next before acking it.
@@ -80,6 +84,7 @@ class AmqpTaskQueue final : public TaskQueue {
                                  double lease_seconds) override;
   bool extend(TaskLease& lease, double seconds) override;
   bool ack(const TaskLease& lease) override;
+  std::vector<bool> ack_batch(const std::vector<TaskLease>& leases) override;
   bool nack(const TaskLease& lease, bool requeue, std::string_view error) override;
   // The broker's ready messages plus those it pushed to this object
   // (prefetch) that lease() has not returned yet. Other workers' prefetched
@@ -118,6 +123,8 @@ class AmqpTaskQueue final : public TaskQueue {
                                 double lease_seconds);
   // Publishes `payload` to `queue` on the consuming channel and acks `tag`,
   // in one transaction. False when the connection was lost.
+  // ack() and ack_batch(): one transaction for every lease still ours.
+  std::vector<bool> ack_all(const std::vector<const TaskLease*>& leases);
   bool republish_and_ack(const std::string& queue, const std::string& payload, int attempts_before,
                          const std::string& error, std::uint64_t tag);
   double now() const;

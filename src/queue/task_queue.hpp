@@ -39,6 +39,8 @@
 // |                             | object opened on the same URL      | open; longer than consumer_timeout needs |
 // |                             |                                    | the broker's timeout raised              |
 // | publish_batch               | one transaction                    | publisher confirms for the whole batch   |
+// | ack_batch                   | one ack per lease (write_together  | one tx.commit for all (multiple-ack when |
+// |                             | makes it one commit)               | they are a prefix of the outstanding)    |
 // | write_together              | one commit with a store sharing    | runs `work` (no shared transaction)      |
 // |                             | the file                           |                                          |
 // | cancelled()                 | false (workers read the store's    | true once the cancel, announced on the   |
@@ -118,6 +120,18 @@ class TaskQueue {
   // Marks the task done. False when the lease is no longer ours (the task
   // was redelivered to another worker); the caller must then not count it.
   virtual bool ack(const TaskLease& lease) = 0;
+  // Acks several leases with one commit (AMQP: one tx.commit, a single
+  // multiple-ack when they are every delivery outstanding up to the last):
+  // element i is what ack(leases[i]) would have answered. A worker that ran
+  // several short trials acks them together once their results are stored,
+  // instead of paying a broker round trip per trial. The default acks one
+  // by one.
+  virtual std::vector<bool> ack_batch(const std::vector<TaskLease>& leases) {
+    std::vector<bool> acked;
+    acked.reserve(leases.size());
+    for (const TaskLease& l : leases) acked.push_back(ack(l));
+    return acked;
+  }
   // Gives the task back: requeue=true makes it available again with
   // attempt + 1 and `error` carried along (or dead once max_attempts is
   // reached); requeue=false sends it to dead with `error`. False when the

@@ -144,8 +144,8 @@ void TicketDesk::give_back(const Ticket& t) {
     queue_.write_together([&] {
       if (!queue_.ack(t.lease)) return;  // lost: the queue has redelivered it
       store_.release_trial(t.trial_id, t.attempt);
-      db::TrialTask task{t.experiment_id, t.trial_id, t.index};
-      task.attempt_base = t.attempt;
+      // No values carried: the worker that leases it reads the trial.
+      db::TrialTask task{t.experiment_id, t.trial_id, t.index, t.attempt, {}, 0};
       queue_.publish(db::queue_name(t.experiment_id), db::encode_task(task));
     });
   } catch (const std::exception&) {
@@ -172,8 +172,7 @@ void TicketDesk::reopen_trials_of(const std::vector<std::string>& worker_ids) {
             t.status != store::TrialStatus::failed)
           continue;
         if (auto attempt = store_.reopen_trial(t.id)) {
-          db::TrialTask task{e.id, t.id, t.index};
-          task.attempt_base = *attempt;
+          db::TrialTask task{e.id, t.id, t.index, *attempt, t.config_json, t.seed};
           payloads.push_back(db::encode_task(task));
         }
       }

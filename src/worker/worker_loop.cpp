@@ -215,15 +215,24 @@ class Worker {
     std::string error;
   };
 
-  // Writes the pending ends (last epoch, finish, ack), counting those that count.
+  // Writes the pending ends (last epoch, finish), counting those that count,
+  // then acks them all at once. The acks come after the results are stored:
+  // a worker that dies in between leaves tasks whose trials ended, and their
+  // redelivery is acked as a duplicate (lease_next), so nothing is lost or
+  // counted twice. One ack batch is one broker commit for all of them.
   void write_pending_ends() {
     std::vector<PendingEnd> ends;
     ends.swap(pending_);
-    for (const PendingEnd& p : ends) {
+    if (ends.empty()) return;
+    std::vector<queue::TaskLease> leases;
+    leases.reserve(ends.size());
+    for (PendingEnd& p : ends) {
       if (p.last_epoch) b_.store->record_epoch(p.trial_id, p.attempt, *p.last_epoch);
       if (b_.store->finish_trial(p.trial_id, p.attempt, p.status, p.metrics, p.error)) ++ended_;
-      ack(p.lease);
+      keeper_->drop(p.lease);
+      leases.push_back(std::move(p.lease));
     }
+    b_.queue->ack_batch(leases);
   }
 
   // Trials this worker may hold at once: one, unless trials take a few
@@ -277,9 +286,19 @@ class Worker {
     const LoadedData* data = nullptr;
   };
 
+  // mark_running; a trial that no longer exists (its experiment deleted) is
+  // not to be run either.
+  bool mark_running(const Next& n, const nlohmann::json& provenance) {
+    try {
+      return b_.store->mark_running(n.trial.id, n.attempt, o_.worker_id, provenance);
+    } catch (const std::invalid_argument&) {
+      return false;
+    }
+  }
+
   // Fails a trial that cannot run: it ends now, counted once.
   void fail(Next& n, const std::string& why) {
-    if (!b_.store->mark_running(n.trial.id, n.attempt, o_.worker_id)) {
+    if (!mark_running(n, nlohmann::json::object())) {
       ack(n.lease);  // a newer attempt owns it
       return;
     }
@@ -306,13 +325,23 @@ class Worker {
     }
     // The store's attempt: newer than any earlier run of a reopened trial.
     n.attempt = task.attempt(n.lease.attempt);
-    auto trial = b_.store->trial(task.trial_id);
-    if (!trial || (trial->status != store::TrialStatus::queued &&
-                   trial->status != store::TrialStatus::running)) {
-      ack(n.lease);  // already ended (a duplicate delivery) or gone
-      return n;
+    if (!task.config_json.empty()) {
+      // The task carries the trial's values: no store read. Whether the
+      // trial still waits for this attempt is mark_running's answer (start).
+      n.trial.id = task.trial_id;
+      n.trial.experiment_id = task.experiment_id;
+      n.trial.index = task.index;
+      n.trial.config_json = std::move(task.config_json);
+      n.trial.seed = task.seed;
+    } else {
+      auto trial = b_.store->trial(task.trial_id);
+      if (!trial || (trial->status != store::TrialStatus::queued &&
+                     trial->status != store::TrialStatus::running)) {
+        ack(n.lease);  // already ended (a duplicate delivery) or gone
+        return n;
+      }
+      n.trial = std::move(*trial);
     }
-    n.trial = std::move(*trial);
     n.exp = &experiment_cache(task.experiment_id);
     try {
       n.run = n.exp->sweep->materialize(
@@ -330,9 +359,10 @@ class Worker {
     return n;
   }
 
-  // mark_running; false (the task acked) when a newer attempt owns the trial.
+  // mark_running; false (the task acked) when the trial ended already (a
+  // duplicate delivery), a newer attempt owns it, or it is gone.
   bool start(Next& n) {
-    if (b_.store->mark_running(n.trial.id, n.attempt, o_.worker_id, n.data->provenance)) {
+    if (mark_running(n, n.data->provenance)) {
       // mark_running also set this worker's current trial and logged trial.started.
       if (o_.verbose)
         std::cerr << o_.worker_id << ": trial " << n.trial.index << " attempt " << n.attempt

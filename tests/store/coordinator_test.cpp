@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <set>
 #include <string>
@@ -125,6 +126,47 @@ TEST(Coordinator, RandomSearchOverASmallSpacePlansOnlyItsPoints) {
   EXPECT_EQ(p.counts.finished, 4);
 }
 
+// A task carries its trial's values, so a worker need not read the trial
+// from the store before running it (two round trips on a server store).
+TEST(Coordinator, TasksCarryTheTrialsConfigAndSeed) {
+  testing::TempDir dir;
+  const std::string url = dir.url("dnnlab.db");
+  auto b = experiment::open_backends(url, url);
+  const auto exp = experiment::Coordinator::submit(
+      *b.store, *b.queue, sweep_yaml("random", "  budget: 6\n", kTenPoints), "coord.yaml");
+  experiment::Coordinator coord(*b.store, *b.queue, exp);
+  coord.tick();
+  int seen = 0;
+  while (auto lease = b.queue->lease(db::queue_name(exp), "w", 30)) {
+    const auto task = db::decode_task(lease->payload);
+    const auto trial = b.store->trial(task.trial_id);
+    ASSERT_TRUE(trial);
+    EXPECT_EQ(task.index, trial->index);
+    EXPECT_EQ(nlohmann::json::parse(task.config_json), nlohmann::json::parse(trial->config_json));
+    EXPECT_EQ(task.seed, trial->seed);
+    ++seen;
+  }
+  EXPECT_EQ(seen, 6);
+}
+
+TEST(TaskCodec, ValuesRoundTripAndABadSeedIsNamed) {
+  db::TrialTask t{7, 42, 3, 2, R"({"lr":0.012345678901234567,"w":16})", 18446744073709551615u};
+  const db::TrialTask back = db::decode_task(db::encode_task(t));
+  EXPECT_EQ(back.experiment_id, 7);
+  EXPECT_EQ(back.trial_id, 42);
+  EXPECT_EQ(back.attempt_base, 2);
+  EXPECT_EQ(nlohmann::json::parse(back.config_json), nlohmann::json::parse(t.config_json));
+  EXPECT_EQ(nlohmann::json::parse(back.config_json)["lr"].get<double>(), 0.012345678901234567);
+  EXPECT_EQ(back.seed, t.seed);
+  EXPECT_TRUE(db::decode_task(db::encode_task({7, 42, 3, 0, {}, 0})).config_json.empty());
+  try {
+    db::decode_task(R"({"v":1,"experiment":1,"trial":2,"index":3,"config":{},"seed":-1})");
+    ADD_FAILURE() << "a negative seed was accepted";
+  } catch (const db::ProtocolError& e) {
+    EXPECT_NE(std::string(e.what()).find("'seed'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Coordinator, AnExperimentWhoseEveryTrialFailedEndsFailed) {
   testing::TempDir dir;
   const std::string url = dir.url("dnnlab.db");
@@ -168,7 +210,7 @@ TEST(Coordinator, RecoveryRepublishesWhatTheStoreDoesNotKnowWasPublished) {
   const auto ids = b.store->add_trials(exp, rows);
   // Tasks of trials 0 and 1 were published and marked; 2 and 3 were lost.
   for (int i = 0; i < 2; ++i)
-    b.queue->publish(db::queue_name(exp), db::encode_task({exp, ids[i], i}));
+    b.queue->publish(db::queue_name(exp), db::encode_task({exp, ids[i], i, 0, {}, 0}));
   b.store->set_published(exp, 1);
   {
     experiment::Coordinator c(*b.store, *b.queue, exp);

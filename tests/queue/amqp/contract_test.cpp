@@ -105,6 +105,43 @@ TEST_P(TaskQueueContract, AckedTaskIsNeverDeliveredAgain) {
   EXPECT_EQ(q->waiting(exp), 0);
 }
 
+// ack_batch acks exactly the leases it is given, with one commit: leases
+// held below the newest of them (a trial still running) and tasks
+// prefetched but not leased stay unacked (on AMQP a multiple-ack would take
+// them too; acking one of them again afterwards would then fail).
+TEST_P(TaskQueueContract, AckBatchAcksExactlyTheGivenLeases) {
+  const std::string exp = queue("exp");
+  {
+    auto q = open();
+    q->publish_batch(exp, {"0", "1", "2", "3", "4", "5"});
+    std::vector<TaskLease> l;
+    for (int i = 0; i < 4; ++i) {
+      auto lease = q->lease(exp, "w", 10);
+      ASSERT_TRUE(lease) << i;
+      EXPECT_EQ(lease->payload, std::to_string(i));
+      l.push_back(*lease);
+    }
+    EXPECT_TRUE(q->ack_batch({}).empty());
+    EXPECT_EQ(q->ack_batch({l[1], l[3]}), (std::vector<bool>{true, true}));
+    EXPECT_EQ(q->ack_batch({l[0], l[1]}), (std::vector<bool>{true, false})) << "l1 acked twice";
+    EXPECT_TRUE(q->ack(l[2])) << "a lease below the batch's newest must stay unacked";
+    std::vector<TaskLease> rest;
+    for (const char* want : {"4", "5"}) {
+      auto lease = q->lease(exp, "w", 10);
+      ASSERT_TRUE(lease) << want << " was acked by a batch that did not name it";
+      EXPECT_EQ(lease->payload, want);
+      rest.push_back(*lease);
+    }
+    EXPECT_EQ(q->ack_batch(rest), (std::vector<bool>{true, true}));
+    EXPECT_FALSE(q->lease(exp, "w", 10));
+  }
+  // Nothing left unacked: a new connection finds the queue empty (on AMQP
+  // the broker would have requeued any delivery the first one still held).
+  auto q2 = open();
+  EXPECT_FALSE(q2->lease(exp, "w2", 10));
+  EXPECT_EQ(q2->waiting(exp), 0);
+}
+
 TEST_P(TaskQueueContract, NackRequeueCarriesAttemptAndErrorThenDeadLetter) {
   auto q = open();
   const std::string exp = queue("exp");
