@@ -8,11 +8,68 @@
 
 namespace dnnlab::pg {
 
-Params& Params::add(double v) {
+namespace {
+
+// One element of an array literal: quoted, with " and \ escaped.
+void append_element(std::string& out, std::string_view v) {
+  out += '"';
+  for (char ch : v) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  out += '"';
+}
+
+std::string number_text(double v) {
   char buf[32];
-  // %.17g round-trips a double exactly.
   std::snprintf(buf, sizeof buf, "%.17g", v);
-  return put(buf);
+  return buf;
+}
+
+}  // namespace
+
+Params& Params::add(double v) {
+  // %.17g round-trips a double exactly.
+  return put(number_text(v));
+}
+
+Params& Params::add_array(const std::vector<std::optional<std::string>>& elements) {
+  std::string s = "{";
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    if (i) s += ',';
+    if (elements[i])
+      append_element(s, *elements[i]);
+    else
+      s += "NULL";
+  }
+  s += '}';
+  return put(std::move(s));
+}
+
+Params& Params::add_array(const std::vector<std::int64_t>& v) {
+  std::vector<std::optional<std::string>> e;
+  e.reserve(v.size());
+  for (std::int64_t x : v) e.emplace_back(std::to_string(x));
+  return add_array(e);
+}
+
+Params& Params::add_array(const std::vector<double>& v) {
+  std::vector<std::optional<std::string>> e;
+  e.reserve(v.size());
+  for (double x : v) e.emplace_back(number_text(x));
+  return add_array(e);
+}
+
+Params& Params::add_array(const std::vector<std::optional<double>>& v) {
+  std::vector<std::optional<std::string>> e;
+  e.reserve(v.size());
+  for (const auto& x : v)
+    e.push_back(x ? std::optional<std::string>(number_text(*x)) : std::nullopt);
+  return add_array(e);
+}
+
+Params& Params::add_array(const std::vector<std::string>& v) {
+  return add_array(std::vector<std::optional<std::string>>(v.begin(), v.end()));
 }
 
 std::vector<const char*> Params::pointers() const {
@@ -70,12 +127,23 @@ Connection::Connection(const std::string& url) : shown_(backend_url::redact(url)
       conn_.get(), [](void*, const char*) {}, nullptr);
 }
 
+void Connection::reconnect() {
+  prepared_.clear();
+  depth_ = 0;
+  PQreset(conn_.get());
+  if (PQstatus(conn_.get()) != CONNECTION_OK)
+    throw Error("postgres '" + shown_ + "': cannot reconnect: " + PQerrorMessage(conn_.get()),
+                "08001");
+}
+
 void Connection::fail(const PGresult* r, std::string_view what) const {
   std::string state;
   if (r) {
     const char* s = PQresultErrorField(r, PG_DIAG_SQLSTATE);
     if (s) state = s;
   }
+  // libpq's own errors carry no SQLSTATE; a dead socket is a lost connection.
+  if (state.empty() && PQstatus(conn_.get()) == CONNECTION_BAD) state = "08006";
   std::string message = PQerrorMessage(conn_.get());
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
   throw Error("postgres '" + shown_ + "': " + std::string(what) + ": " + message, state);
@@ -85,12 +153,14 @@ Result Connection::query(std::string_view sql, const Params& params) {
   auto it = prepared_.find(std::string(sql));
   if (it == prepared_.end()) {
     std::string name = "s" + std::to_string(prepared_.size() + 1);
+    ++round_trips_;
     ResultPtr p(PQprepare(conn_.get(), name.c_str(), std::string(sql).c_str(), 0, nullptr));
     if (!p || PQresultStatus(p.get()) != PGRES_COMMAND_OK)
       fail(p.get(), "prepare '" + std::string(sql.substr(0, 60)) + "'");
     it = prepared_.emplace(std::string(sql), std::move(name)).first;
   }
   const auto values = params.pointers();
+  ++round_trips_;
   ResultPtr r(PQexecPrepared(conn_.get(), it->second.c_str(), static_cast<int>(values.size()),
                              values.data(), nullptr, nullptr, 0));
   const auto status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
@@ -100,6 +170,7 @@ Result Connection::query(std::string_view sql, const Params& params) {
 }
 
 void Connection::exec(const std::string& sql) {
+  ++round_trips_;
   ResultPtr r(PQexec(conn_.get(), sql.c_str()));
   const auto status = r ? PQresultStatus(r.get()) : PGRES_FATAL_ERROR;
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) fail(r.get(), sql.substr(0, 60));
@@ -127,7 +198,15 @@ Transaction::~Transaction() {
 void Transaction::commit() {
   open_ = false;
   --c_.depth_;
-  c_.exec(level_ == 0 ? "COMMIT" : "RELEASE SAVEPOINT sp" + std::to_string(level_));
+  if (level_ > 0) {
+    c_.exec("RELEASE SAVEPOINT sp" + std::to_string(level_));
+    return;
+  }
+  try {
+    c_.exec("COMMIT");
+  } catch (Error& e) {
+    throw e.at_commit();
+  }
 }
 
 namespace {

@@ -36,9 +36,17 @@ class Error : public std::runtime_error {
   bool connection_lost() const noexcept {
     return sqlstate_.empty() || sqlstate_.starts_with("08") || sqlstate_ == "57P01";
   }
+  // The connection went while COMMIT was on its way: the transaction may
+  // have been kept or not. Only an idempotent transaction may be run again.
+  bool commit_unknown() const noexcept { return commit_unknown_; }
+  Error& at_commit() noexcept {
+    commit_unknown_ = connection_lost();
+    return *this;
+  }
 
  private:
   std::string sqlstate_;
+  bool commit_unknown_ = false;
 };
 
 class SchemaVersionError : public std::runtime_error {
@@ -66,6 +74,14 @@ class Params {
   Params& add(const char* v) { return put(std::string(v)); }
   Params& add(const std::string& v) { return put(v); }
   Params& add(bool v) { return put(v ? "true" : "false"); }
+  // A PostgreSQL array literal ("{1,NULL,\"a b\"}") for one $n of type
+  // T[], so that one statement (INSERT ... SELECT FROM unnest($1, $2, ...))
+  // carries a whole batch of rows: one round trip instead of one per row.
+  Params& add_array(const std::vector<std::optional<std::string>>& elements);
+  Params& add_array(const std::vector<std::int64_t>& v);
+  Params& add_array(const std::vector<double>& v);
+  Params& add_array(const std::vector<std::optional<double>>& v);
+  Params& add_array(const std::vector<std::string>& v);
   Params& null() {
     values_.emplace_back();
     null_.push_back(true);
@@ -115,6 +131,13 @@ class Connection {
   void exec(const std::string& sql);
   // The URL without its password, for messages.
   const std::string& shown() const { return shown_; }
+  // Opens the connection again (after connection_lost()): statements are
+  // prepared anew on first use. Throws Error (connection_lost()) while the
+  // server cannot be reached. No transaction may be open on it.
+  void reconnect();
+  // Statements sent since the connection opened (each one round trip):
+  // what batching saves is measured with it.
+  std::int64_t round_trips() const { return round_trips_; }
   int depth() const { return depth_; }
 
  private:
@@ -125,10 +148,12 @@ class Connection {
   std::string shown_;
   std::unordered_map<std::string, std::string> prepared_;  // sql -> statement name
   int depth_ = 0;                                          // open transactions
+  std::int64_t round_trips_ = 0;
 };
 
 // BEGIN ... COMMIT, rolled back unless commit() was called; inside another
-// transaction on the same connection it is a savepoint.
+// transaction on the same connection it is a savepoint. A connection lost
+// during COMMIT throws an Error whose commit_unknown() is true.
 class Transaction {
  public:
   explicit Transaction(Connection& c);

@@ -24,6 +24,7 @@ struct Backends {
 };
 
 // Opens both by URL (see open_task_queue / open_result_store).
-Backends open_backends(const std::string& broker_url, const std::string& store_url);
+Backends open_backends(const std::string& broker_url, const std::string& store_url,
+                       const store::StoreOptions& store_options = {});
 
 }  // namespace dnnlab::experiment

@@ -4,9 +4,12 @@
 // that a trial's change produces come from trial_events.hpp, as there.
 #include "store/pg_result_store.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <map>
+#include <thread>
 
 #include "store/sha256.hpp"
 #include "store/store_checks.hpp"
@@ -191,7 +194,8 @@ EpochMetrics read_epoch(const pg::Result& r, int row, int first) {
 
 }  // namespace
 
-PgResultStore::PgResultStore(const std::string& url) : db_(std::make_unique<pg::Connection>(url)) {
+PgResultStore::PgResultStore(const std::string& url, const StoreOptions& options)
+    : db_(std::make_unique<pg::Connection>(url)), options_(options) {
   static_assert(kMigrations.back().version == kSchemaVersion);
   pg::migrate(*db_, "store", kMigrations);
 }
@@ -248,543 +252,610 @@ void PgResultStore::recount(std::int64_t experiment_id) {
 // ---- experiments ----
 
 std::int64_t PgResultStore::create_experiment(const ExperimentRecord& e) {
-  check_not_empty(e.name, "name");
-  pg::Params p;
-  p.add(e.name).add(e.spec_text).add(spec_hash(e.spec_text)).add(e.spec_path).add(e.method);
-  p.add(e.created_at > 0 ? e.created_at : unix_now()).add(to_string(e.status));
-  p.add(e.provenance.dump());
-  return db_
-      ->query(
-          "INSERT INTO experiments (name, spec_text, spec_hash, spec_path, method, created_at, "
-          "status, provenance) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
-          p)
-      .integer(0, 0);
+  return retrying(Retry::unless_commit_unknown, [&]() -> std::int64_t {
+    check_not_empty(e.name, "name");
+    pg::Params p;
+    p.add(e.name).add(e.spec_text).add(spec_hash(e.spec_text)).add(e.spec_path).add(e.method);
+    p.add(e.created_at > 0 ? e.created_at : unix_now()).add(to_string(e.status));
+    p.add(e.provenance.dump());
+    return db_
+        ->query(
+            "INSERT INTO experiments (name, spec_text, spec_hash, spec_path, method, created_at, "
+            "status, provenance) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+            p)
+        .integer(0, 0);
+  });
 }
 
 std::optional<ExperimentRecord> PgResultStore::experiment(std::int64_t id) {
-  check_id(id, "experiment_id");
-  pg::Params p;
-  p.add(id);
-  pg::Result r = db_->query(
-      "SELECT " + std::string(kExperimentColumns) + " FROM experiments WHERE id = $1", p);
-  if (r.rows() == 0) return std::nullopt;
-  return read_experiment(r, 0);
+  return retrying(Retry::always, [&]() -> std::optional<ExperimentRecord> {
+    check_id(id, "experiment_id");
+    pg::Params p;
+    p.add(id);
+    pg::Result r = db_->query(
+        "SELECT " + std::string(kExperimentColumns) + " FROM experiments WHERE id = $1", p);
+    if (r.rows() == 0) return std::nullopt;
+    return read_experiment(r, 0);
+  });
 }
 
 std::vector<ExperimentRecord> PgResultStore::experiments() {
-  pg::Result r = db_->query("SELECT " + std::string(kExperimentColumns) +
-                            " FROM experiments ORDER BY id DESC");
-  std::vector<ExperimentRecord> out;
-  for (int i = 0; i < r.rows(); ++i) out.push_back(read_experiment(r, i));
-  return out;
+  return retrying(Retry::always, [&]() -> std::vector<ExperimentRecord> {
+    pg::Result r = db_->query("SELECT " + std::string(kExperimentColumns) +
+                              " FROM experiments ORDER BY id DESC");
+    std::vector<ExperimentRecord> out;
+    for (int i = 0; i < r.rows(); ++i) out.push_back(read_experiment(r, i));
+    return out;
+  });
 }
 
 void PgResultStore::set_status(std::int64_t experiment_id, ExperimentStatus status) {
-  check_id(experiment_id, "experiment_id");
-  pg::Params p;
-  p.add(experiment_id).add(to_string(status));
-  if (db_->query("UPDATE experiments SET status = $2 WHERE id = $1", p).affected() == 0)
-    require_experiment(experiment_id);
+  return retrying(Retry::always, [&]() -> void {
+    check_id(experiment_id, "experiment_id");
+    pg::Params p;
+    p.add(experiment_id).add(to_string(status));
+    if (db_->query("UPDATE experiments SET status = $2 WHERE id = $1", p).affected() == 0)
+      require_experiment(experiment_id);
+  });
 }
 
 std::optional<ExperimentRecord> PgResultStore::find_experiment(std::string_view name,
                                                                std::string_view hash) {
-  pg::Params p;
-  p.add(name).add(hash);
-  pg::Result r = db_->query("SELECT " + std::string(kExperimentColumns) +
-                                " FROM experiments WHERE name = $1 AND spec_hash = $2 "
-                                "ORDER BY id DESC LIMIT 1",
-                            p);
-  if (r.rows() == 0) return std::nullopt;
-  return read_experiment(r, 0);
+  return retrying(Retry::always, [&]() -> std::optional<ExperimentRecord> {
+    pg::Params p;
+    p.add(name).add(hash);
+    pg::Result r = db_->query("SELECT " + std::string(kExperimentColumns) +
+                                  " FROM experiments WHERE name = $1 AND spec_hash = $2 "
+                                  "ORDER BY id DESC LIMIT 1",
+                              p);
+    if (r.rows() == 0) return std::nullopt;
+    return read_experiment(r, 0);
+  });
 }
 
 bool PgResultStore::acquire_coordinator(std::int64_t experiment_id, std::string_view holder,
                                         double seconds) {
-  check_not_empty(holder, "holder");
-  if (!(seconds > 0 && seconds <= 86400))
-    throw std::invalid_argument("seconds must be in (0, 86400], got " + std::to_string(seconds));
-  require_experiment(experiment_id);
-  const double now = unix_now();
-  pg::Params p;
-  p.add(experiment_id).add(holder).add(now + seconds).add(now);
-  return db_->query(
-                "INSERT INTO coordinator_leases AS l (experiment_id, holder, deadline) "
-                "VALUES ($1, $2, $3) ON CONFLICT (experiment_id) DO UPDATE SET "
-                "holder = excluded.holder, deadline = excluded.deadline "
-                "WHERE l.holder = excluded.holder OR l.deadline < $4",
-                p)
-             .affected() == 1;
+  return retrying(Retry::always, [&]() -> bool {
+    check_not_empty(holder, "holder");
+    if (!(seconds > 0 && seconds <= 86400))
+      throw std::invalid_argument("seconds must be in (0, 86400], got " + std::to_string(seconds));
+    require_experiment(experiment_id);
+    const double now = unix_now();
+    pg::Params p;
+    p.add(experiment_id).add(holder).add(now + seconds).add(now);
+    return db_->query(
+                  "INSERT INTO coordinator_leases AS l (experiment_id, holder, deadline) "
+                  "VALUES ($1, $2, $3) ON CONFLICT (experiment_id) DO UPDATE SET "
+                  "holder = excluded.holder, deadline = excluded.deadline "
+                  "WHERE l.holder = excluded.holder OR l.deadline < $4",
+                  p)
+               .affected() == 1;
+  });
 }
 
 void PgResultStore::release_coordinator(std::int64_t experiment_id, std::string_view holder) {
-  check_id(experiment_id, "experiment_id");
-  pg::Params p;
-  p.add(experiment_id).add(holder);
-  db_->query("DELETE FROM coordinator_leases WHERE experiment_id = $1 AND holder = $2", p);
+  return retrying(Retry::always, [&]() -> void {
+    check_id(experiment_id, "experiment_id");
+    pg::Params p;
+    p.add(experiment_id).add(holder);
+    db_->query("DELETE FROM coordinator_leases WHERE experiment_id = $1 AND holder = $2", p);
+  });
 }
 
 std::optional<std::string> PgResultStore::coordinator(std::int64_t experiment_id) {
-  check_id(experiment_id, "experiment_id");
-  pg::Params p;
-  p.add(experiment_id).add(unix_now());
-  pg::Result r = db_->query(
-      "SELECT holder FROM coordinator_leases WHERE experiment_id = $1 AND deadline >= $2", p);
-  if (r.rows() == 0) return std::nullopt;
-  return r.text(0, 0);
+  return retrying(Retry::always, [&]() -> std::optional<std::string> {
+    check_id(experiment_id, "experiment_id");
+    pg::Params p;
+    p.add(experiment_id).add(unix_now());
+    pg::Result r = db_->query(
+        "SELECT holder FROM coordinator_leases WHERE experiment_id = $1 AND deadline >= $2", p);
+    if (r.rows() == 0) return std::nullopt;
+    return r.text(0, 0);
+  });
 }
 
 void PgResultStore::set_published(std::int64_t experiment_id, std::int64_t index) {
-  check_id(experiment_id, "experiment_id");
-  pg::Params p;
-  p.add(experiment_id).add(index);
-  if (db_->query("UPDATE experiments SET published_index = greatest(published_index, $2) "
-                 "WHERE id = $1",
-                 p)
-          .affected() == 0)
-    require_experiment(experiment_id);
+  return retrying(Retry::always, [&]() -> void {
+    check_id(experiment_id, "experiment_id");
+    pg::Params p;
+    p.add(experiment_id).add(index);
+    if (db_->query("UPDATE experiments SET published_index = greatest(published_index, $2) "
+                   "WHERE id = $1",
+                   p)
+            .affected() == 0)
+      require_experiment(experiment_id);
+  });
 }
 
 // ---- trials ----
 
 std::vector<std::int64_t> PgResultStore::add_trials(std::int64_t experiment_id,
                                                     const std::vector<NewTrial>& trials) {
-  for (std::size_t i = 0; i < trials.size(); ++i)
-    if (!nlohmann::json::accept(trials[i].config_json))
-      throw std::invalid_argument("trials[" + std::to_string(i) +
-                                  "].config_json is not valid JSON");
-  std::vector<std::int64_t> ids;
-  ids.reserve(trials.size());
-  pg::Transaction tx(*db_);
-  require_experiment(experiment_id);
-  for (std::size_t i = 0; i < trials.size(); ++i) {
-    const NewTrial& t = trials[i];
-    pg::Params p;
-    p.add(experiment_id).add(t.index).add(t.config_json).add(static_cast<std::int64_t>(t.seed));
-    try {
-      ids.push_back(db_->query("INSERT INTO trials (experiment_id, idx, config, seed, status) "
-                               "VALUES ($1, $2, $3, $4, 'queued') RETURNING id",
-                               p)
-                        .integer(0, 0));
-    } catch (const pg::Error& e) {
-      if (e.sqlstate() != "23505") throw;  // unique_violation
-      throw std::invalid_argument("trials[" + std::to_string(i) + "].index " +
-                                  std::to_string(t.index) + " already exists in experiment " +
-                                  std::to_string(experiment_id));
+  return retrying(Retry::unless_commit_unknown, [&]() -> std::vector<std::int64_t> {
+    for (std::size_t i = 0; i < trials.size(); ++i)
+      if (!nlohmann::json::accept(trials[i].config_json))
+        throw std::invalid_argument("trials[" + std::to_string(i) +
+                                    "].config_json is not valid JSON");
+    std::vector<std::int64_t> ids;
+    ids.reserve(trials.size());
+    pg::Transaction tx(*db_);
+    require_experiment(experiment_id);
+    for (std::size_t i = 0; i < trials.size(); ++i) {
+      const NewTrial& t = trials[i];
+      pg::Params p;
+      p.add(experiment_id).add(t.index).add(t.config_json).add(static_cast<std::int64_t>(t.seed));
+      try {
+        ids.push_back(db_->query("INSERT INTO trials (experiment_id, idx, config, seed, status) "
+                                 "VALUES ($1, $2, $3, $4, 'queued') RETURNING id",
+                                 p)
+                          .integer(0, 0));
+      } catch (const pg::Error& e) {
+        if (e.sqlstate() != "23505") throw;  // unique_violation
+        throw std::invalid_argument("trials[" + std::to_string(i) + "].index " +
+                                    std::to_string(t.index) + " already exists in experiment " +
+                                    std::to_string(experiment_id));
+      }
     }
-  }
-  if (!trials.empty()) count(experiment_id, "queued", static_cast<std::int64_t>(trials.size()));
-  tx.commit();
-  return ids;
+    if (!trials.empty()) count(experiment_id, "queued", static_cast<std::int64_t>(trials.size()));
+    tx.commit();
+    return ids;
+  });
 }
 
 bool PgResultStore::mark_running(std::int64_t trial_id, int attempt, std::string_view worker_id,
                                  const nlohmann::json& provenance) {
-  check_id(trial_id, "trial_id");
-  check_attempt(attempt, 1);
-  check_not_empty(worker_id, "worker_id");
-  pg::Transaction tx(*db_);
-  pg::Params key;
-  key.add(trial_id);
-  // FOR UPDATE: two workers deciding on one trial take turns.
-  pg::Result q = db_->query(
-      "SELECT experiment_id, idx, status, attempt, worker FROM trials WHERE id = $1 FOR UPDATE",
-      key);
-  if (q.rows() == 0)
-    throw std::invalid_argument("trial_id " + std::to_string(trial_id) + " does not exist");
-  const std::int64_t experiment_id = q.integer(0, 0), index = q.integer(0, 1);
-  const std::string status = q.text(0, 2);
-  const auto d = trial_events::decide_start(status, static_cast<int>(q.integer(0, 3)), q.text(0, 4),
-                                            attempt, worker_id);
-  if (!d.allowed) return false;
-  const double now = unix_now();
-  pg::Params p;
-  p.add(trial_id).add(attempt).add(worker_id).add(now).add(provenance.dump());
-  db_->query(
-      "UPDATE trials SET status = 'running', attempt = $2, worker = $3, started_at = $4, "
-      "finished_at = NULL, train_loss = NULL, train_acc = NULL, val_loss = NULL, "
-      "val_acc = NULL, test_acc = NULL, epochs_done = 0, seconds = 0, error = '', "
-      "provenance = $5, provisional = false WHERE id = $1",
-      p);
-  if (d.is_start) {
-    write_event(now, "trial.started",
-                trial_events::started(experiment_id, trial_id, index, worker_id, attempt));
-    pg::Params w;
-    w.add(worker_id).add(trial_id).add(now);
-    db_->query("UPDATE workers SET current_trial = $2, last_seen = $3 WHERE id = $1", w);
-  }
-  if (status != "running") {
-    count(experiment_id, status, -1);
-    count(experiment_id, "running", 1);
-  }
-  tx.commit();
-  return true;
+  return retrying(Retry::always, [&]() -> bool {
+    check_id(trial_id, "trial_id");
+    check_attempt(attempt, 1);
+    check_not_empty(worker_id, "worker_id");
+    pg::Transaction tx(*db_);
+    pg::Params key;
+    key.add(trial_id);
+    // FOR UPDATE: two workers deciding on one trial take turns.
+    pg::Result q = db_->query(
+        "SELECT experiment_id, idx, status, attempt, worker FROM trials WHERE id = $1 FOR UPDATE",
+        key);
+    if (q.rows() == 0)
+      throw std::invalid_argument("trial_id " + std::to_string(trial_id) + " does not exist");
+    const std::int64_t experiment_id = q.integer(0, 0), index = q.integer(0, 1);
+    const std::string status = q.text(0, 2);
+    const auto d = trial_events::decide_start(status, static_cast<int>(q.integer(0, 3)),
+                                              q.text(0, 4), attempt, worker_id);
+    if (!d.allowed) return false;
+    const double now = unix_now();
+    // The trial, the worker's current trial, the counts and the event in
+    // one statement (one round trip): a start costs BEGIN, the locking
+    // SELECT, this, COMMIT.
+    const bool moved = status != "running";
+    pg::Params p;
+    p.add(trial_id).add(attempt).add(worker_id).add(now).add(provenance.dump());
+    p.add(d.is_start);
+    p.add_array(moved ? std::vector<std::int64_t>{experiment_id, experiment_id}
+                      : std::vector<std::int64_t>{});
+    p.add_array(moved ? std::vector<std::string>{status, "running"} : std::vector<std::string>{});
+    p.add_array(moved ? std::vector<std::int64_t>{-1, 1} : std::vector<std::int64_t>{});
+    p.add(trial_events::started(experiment_id, trial_id, index, worker_id, attempt).dump());
+    db_->query(
+        "WITH t AS (UPDATE trials SET status = 'running', attempt = $2, worker = $3, "
+        "started_at = $4, finished_at = NULL, train_loss = NULL, train_acc = NULL, "
+        "val_loss = NULL, val_acc = NULL, test_acc = NULL, epochs_done = 0, seconds = 0, "
+        "error = '', provenance = $5, provisional = false WHERE id = $1), "
+        "w AS (UPDATE workers SET current_trial = $1, last_seen = $4 WHERE id = $3 AND $6), "
+        "c AS (INSERT INTO trial_counts (experiment_id, status, n) "
+        "SELECT * FROM unnest($7::bigint[], $8::text[], $9::bigint[]) "
+        "ON CONFLICT (experiment_id, status) DO UPDATE SET n = trial_counts.n + excluded.n), "
+        "next AS (UPDATE event_cursor SET last = last + 1 WHERE $6 RETURNING last) "
+        "INSERT INTO events (id, time, type, data) "
+        "SELECT last, $4, 'trial.started', $10 FROM next",
+        p);
+    tx.commit();
+    return true;
+  });
 }
 
 bool PgResultStore::record_epoch(std::int64_t trial_id, int attempt, const EpochMetrics& m) {
-  check_id(trial_id, "trial_id");
-  check_attempt(attempt, 1);
-  if (m.epoch < 0)
-    throw std::invalid_argument("epoch must not be negative, got " + std::to_string(m.epoch));
-  pg::Transaction tx(*db_);
-  pg::Params key;
-  key.add(trial_id).add(attempt);
-  pg::Result q = db_->query(
-      "SELECT experiment_id FROM trials WHERE id = $1 AND attempt = $2 AND status = 'running' "
-      "FOR SHARE",
-      key);
-  if (q.rows() == 0) {
-    require_trial(trial_id);
-    return false;
-  }
-  const std::int64_t experiment_id = q.integer(0, 0);
-  pg::Params p;
-  p.add(trial_id).add(attempt).add(m.epoch).add(m.train_loss).add(m.train_acc);
-  p.add(m.val_loss).add(m.val_acc).add(finite_or_zero(m.seconds)).add(m.lr);
-  db_->query(
-      "INSERT INTO epochs (trial_id, attempt, epoch, train_loss, train_acc, val_loss, val_acc, "
-      "seconds, lr) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
-      "ON CONFLICT (trial_id, attempt, epoch) DO UPDATE SET train_loss = excluded.train_loss, "
-      "train_acc = excluded.train_acc, val_loss = excluded.val_loss, val_acc = excluded.val_acc, "
-      "seconds = excluded.seconds, lr = excluded.lr",
-      p);
-  write_event(unix_now(), "trial.epoch",
-              trial_events::epoch(experiment_id, trial_id, m.epoch, m.val_acc, m.train_loss));
-  tx.commit();
-  return true;
+  return retrying(Retry::always, [&]() -> bool {
+    check_id(trial_id, "trial_id");
+    check_attempt(attempt, 1);
+    if (m.epoch < 0)
+      throw std::invalid_argument("epoch must not be negative, got " + std::to_string(m.epoch));
+    pg::Transaction tx(*db_);
+    pg::Params key;
+    key.add(trial_id).add(attempt);
+    pg::Result q = db_->query(
+        "SELECT experiment_id FROM trials WHERE id = $1 AND attempt = $2 AND status = 'running' "
+        "FOR SHARE",
+        key);
+    if (q.rows() == 0) {
+      require_trial(trial_id);
+      return false;
+    }
+    const std::int64_t experiment_id = q.integer(0, 0);
+    pg::Params p;
+    p.add(trial_id).add(attempt).add(m.epoch).add(m.train_loss).add(m.train_acc);
+    p.add(m.val_loss).add(m.val_acc).add(finite_or_zero(m.seconds)).add(m.lr);
+    db_->query(
+        "INSERT INTO epochs (trial_id, attempt, epoch, train_loss, train_acc, val_loss, val_acc, "
+        "seconds, lr) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+        "ON CONFLICT (trial_id, attempt, epoch) DO UPDATE SET train_loss = excluded.train_loss, "
+        "train_acc = excluded.train_acc, val_loss = excluded.val_loss, val_acc = excluded.val_acc, "
+        "seconds = excluded.seconds, lr = excluded.lr",
+        p);
+    write_event(unix_now(), "trial.epoch",
+                trial_events::epoch(experiment_id, trial_id, m.epoch, m.val_acc, m.train_loss));
+    tx.commit();
+    return true;
+  });
 }
 
 bool PgResultStore::finish_trial(std::int64_t trial_id, int attempt, TrialStatus status,
                                  const TrialMetrics& m, std::string_view error) {
-  check_id(trial_id, "trial_id");
-  check_attempt(attempt, 0);
-  if (!is_terminal(status))
-    throw std::invalid_argument("status must be finished, pruned, failed or cancelled, got " +
-                                std::string(to_string(status)));
-  pg::Transaction tx(*db_);
-  pg::Params key;
-  key.add(trial_id).add(attempt);
-  pg::Result q = db_->query(
-      "SELECT experiment_id, idx, status FROM trials WHERE id = $1 AND attempt = $2 "
-      "AND status IN ('queued', 'running') FOR UPDATE",
-      key);
-  if (q.rows() == 0) {
-    require_trial(trial_id);
-    return false;
-  }
-  const std::int64_t experiment_id = q.integer(0, 0), index = q.integer(0, 1);
-  const std::string old_status = q.text(0, 2);
-  const double now = unix_now();
-  pg::Params p;
-  p.add(trial_id).add(attempt).add(to_string(status)).add(now).add(m.train_loss);
-  p.add(m.train_acc).add(m.val_loss).add(m.val_acc).add(m.test_acc).add(m.epochs_done);
-  p.add(finite_or_zero(m.seconds)).add(error);
-  db_->query(
-      "UPDATE trials SET status = $3, finished_at = $4, train_loss = $5, train_acc = $6, "
-      "val_loss = $7, val_acc = $8, test_acc = $9, epochs_done = $10, seconds = $11, "
-      "error = $12 WHERE id = $1 AND attempt = $2",
-      p);
-  if (status != TrialStatus::cancelled)
-    write_event(
-        now, "trial." + std::string(to_string(status)),
-        trial_events::ended(experiment_id, trial_id, index, m.val_acc, m.epochs_done, error));
-  count(experiment_id, old_status, -1);
-  count(experiment_id, to_string(status), 1);
-  tx.commit();
-  return true;
+  return retrying(Retry::always, [&]() -> bool {
+    check_id(trial_id, "trial_id");
+    check_attempt(attempt, 0);
+    if (!is_terminal(status))
+      throw std::invalid_argument("status must be finished, pruned, failed or cancelled, got " +
+                                  std::string(to_string(status)));
+    pg::Transaction tx(*db_);
+    pg::Params key;
+    key.add(trial_id).add(attempt);
+    pg::Result q = db_->query(
+        "SELECT experiment_id, idx, status FROM trials WHERE id = $1 AND attempt = $2 "
+        "AND status IN ('queued', 'running') FOR UPDATE",
+        key);
+    if (q.rows() == 0) {
+      require_trial(trial_id);
+      return false;
+    }
+    const std::int64_t experiment_id = q.integer(0, 0), index = q.integer(0, 1);
+    const std::string old_status = q.text(0, 2);
+    const double now = unix_now();
+    pg::Params p;
+    p.add(trial_id).add(attempt).add(to_string(status)).add(now).add(m.train_loss);
+    p.add(m.train_acc).add(m.val_loss).add(m.val_acc).add(m.test_acc).add(m.epochs_done);
+    p.add(finite_or_zero(m.seconds)).add(error);
+    db_->query(
+        "UPDATE trials SET status = $3, finished_at = $4, train_loss = $5, train_acc = $6, "
+        "val_loss = $7, val_acc = $8, test_acc = $9, epochs_done = $10, seconds = $11, "
+        "error = $12 WHERE id = $1 AND attempt = $2",
+        p);
+    if (status != TrialStatus::cancelled)
+      write_event(
+          now, "trial." + std::string(to_string(status)),
+          trial_events::ended(experiment_id, trial_id, index, m.val_acc, m.epochs_done, error));
+    count(experiment_id, old_status, -1);
+    count(experiment_id, to_string(status), 1);
+    tx.commit();
+    return true;
+  });
 }
 
 bool PgResultStore::release_trial(std::int64_t trial_id, int attempt) {
-  check_id(trial_id, "trial_id");
-  check_attempt(attempt, 1);
-  pg::Transaction tx(*db_);
-  pg::Params p;
-  p.add(trial_id).add(attempt);
-  pg::Result r = db_->query(
-      "UPDATE trials SET status = 'queued', worker = '', started_at = NULL "
-      "WHERE id = $1 AND attempt = $2 AND status = 'running' RETURNING experiment_id",
-      p);
-  if (r.rows() == 0) {
-    require_trial(trial_id);
-    return false;
-  }
-  count(r.integer(0, 0), "running", -1);
-  count(r.integer(0, 0), "queued", 1);
-  tx.commit();
-  return true;
+  return retrying(Retry::always, [&]() -> bool {
+    check_id(trial_id, "trial_id");
+    check_attempt(attempt, 1);
+    pg::Transaction tx(*db_);
+    pg::Params p;
+    p.add(trial_id).add(attempt);
+    pg::Result r = db_->query(
+        "UPDATE trials SET status = 'queued', worker = '', started_at = NULL "
+        "WHERE id = $1 AND attempt = $2 AND status = 'running' RETURNING experiment_id",
+        p);
+    if (r.rows() == 0) {
+      require_trial(trial_id);
+      return false;
+    }
+    count(r.integer(0, 0), "running", -1);
+    count(r.integer(0, 0), "queued", 1);
+    tx.commit();
+    return true;
+  });
 }
 
 std::optional<int> PgResultStore::reopen_trial(std::int64_t trial_id) {
-  check_id(trial_id, "trial_id");
-  pg::Transaction tx(*db_);
-  pg::Params key;
-  key.add(trial_id);
-  pg::Result q = db_->query("SELECT status FROM trials WHERE id = $1 FOR UPDATE", key);
-  if (q.rows() == 0)
-    throw std::invalid_argument("trial_id " + std::to_string(trial_id) + " does not exist");
-  const std::string old_status = q.text(0, 0);
-  pg::Result r = db_->query(
-      "UPDATE trials SET status = 'queued', worker = '', started_at = NULL, "
-      "finished_at = NULL, train_loss = NULL, train_acc = NULL, val_loss = NULL, "
-      "val_acc = NULL, test_acc = NULL, epochs_done = 0, seconds = 0, error = '' "
-      "WHERE id = $1 AND status IN ('finished', 'pruned', 'failed') "
-      "RETURNING experiment_id, attempt",
-      key);
-  if (r.rows() == 0) return std::nullopt;
-  const std::int64_t experiment_id = r.integer(0, 0);
-  const int attempt = static_cast<int>(r.integer(0, 1));
-  write_event(unix_now(), "trial.reopened",
-              {{"trial", trial_id}, {"experiment", experiment_id}, {"attempt", attempt}});
-  count(experiment_id, old_status, -1);
-  count(experiment_id, "queued", 1);
-  tx.commit();
-  return attempt;
+  return retrying(Retry::unless_commit_unknown, [&]() -> std::optional<int> {
+    check_id(trial_id, "trial_id");
+    pg::Transaction tx(*db_);
+    pg::Params key;
+    key.add(trial_id);
+    pg::Result q = db_->query("SELECT status FROM trials WHERE id = $1 FOR UPDATE", key);
+    if (q.rows() == 0)
+      throw std::invalid_argument("trial_id " + std::to_string(trial_id) + " does not exist");
+    const std::string old_status = q.text(0, 0);
+    pg::Result r = db_->query(
+        "UPDATE trials SET status = 'queued', worker = '', started_at = NULL, "
+        "finished_at = NULL, train_loss = NULL, train_acc = NULL, val_loss = NULL, "
+        "val_acc = NULL, test_acc = NULL, epochs_done = 0, seconds = 0, error = '' "
+        "WHERE id = $1 AND status IN ('finished', 'pruned', 'failed') "
+        "RETURNING experiment_id, attempt",
+        key);
+    if (r.rows() == 0) return std::nullopt;
+    const std::int64_t experiment_id = r.integer(0, 0);
+    const int attempt = static_cast<int>(r.integer(0, 1));
+    write_event(unix_now(), "trial.reopened",
+                {{"trial", trial_id}, {"experiment", experiment_id}, {"attempt", attempt}});
+    count(experiment_id, old_status, -1);
+    count(experiment_id, "queued", 1);
+    tx.commit();
+    return attempt;
+  });
 }
 
 std::int64_t PgResultStore::cancel_trials(std::int64_t experiment_id) {
-  pg::Transaction tx(*db_);
-  require_experiment(experiment_id);
-  const double now = unix_now();
-  pg::Params key;
-  key.add(experiment_id);
-  // The running trials, with their current attempt's stored epochs, each
-  // logged as trial.cancelled (queued ones end with experiment.cancelled).
-  pg::Result running = db_->query(
-      "SELECT t.id, t.idx, t.worker, t.attempt, (SELECT count(*) FROM epochs e "
-      "WHERE e.trial_id = t.id AND e.attempt = t.attempt) FROM trials t "
-      "WHERE t.experiment_id = $1 AND t.status = 'running' ORDER BY t.id FOR UPDATE",
-      key);
-  for (int i = 0; i < running.rows(); ++i)
-    write_event(now, "trial.cancelled",
-                trial_events::cancelled(experiment_id, running.integer(i, 0), running.integer(i, 1),
-                                        running.text(i, 2), static_cast<int>(running.integer(i, 3)),
-                                        running.integer(i, 4)));
-  pg::Params p;
-  p.add(experiment_id).add(now);
-  const std::int64_t n =
-      db_->query(
-             "UPDATE trials AS t SET status = 'cancelled', finished_at = $2, epochs_done = "
-             "(SELECT count(*) FROM epochs e WHERE e.trial_id = t.id AND e.attempt = t.attempt) "
-             "WHERE t.experiment_id = $1 AND t.status IN ('queued', 'running')",
-             p)
-          .affected();
-  if (n > 0) recount(experiment_id);
-  tx.commit();
-  return n;
+  return retrying(Retry::always, [&]() -> std::int64_t {
+    pg::Transaction tx(*db_);
+    require_experiment(experiment_id);
+    const double now = unix_now();
+    pg::Params key;
+    key.add(experiment_id);
+    // The running trials, with their current attempt's stored epochs, each
+    // logged as trial.cancelled (queued ones end with experiment.cancelled).
+    pg::Result running = db_->query(
+        "SELECT t.id, t.idx, t.worker, t.attempt, (SELECT count(*) FROM epochs e "
+        "WHERE e.trial_id = t.id AND e.attempt = t.attempt) FROM trials t "
+        "WHERE t.experiment_id = $1 AND t.status = 'running' ORDER BY t.id FOR UPDATE",
+        key);
+    for (int i = 0; i < running.rows(); ++i)
+      write_event(
+          now, "trial.cancelled",
+          trial_events::cancelled(experiment_id, running.integer(i, 0), running.integer(i, 1),
+                                  running.text(i, 2), static_cast<int>(running.integer(i, 3)),
+                                  running.integer(i, 4)));
+    pg::Params p;
+    p.add(experiment_id).add(now);
+    const std::int64_t n =
+        db_->query(
+               "UPDATE trials AS t SET status = 'cancelled', finished_at = $2, epochs_done = "
+               "(SELECT count(*) FROM epochs e WHERE e.trial_id = t.id AND e.attempt = t.attempt) "
+               "WHERE t.experiment_id = $1 AND t.status IN ('queued', 'running')",
+               p)
+            .affected();
+    if (n > 0) recount(experiment_id);
+    tx.commit();
+    return n;
+  });
 }
 
 std::vector<TrialRecord> PgResultStore::trials(std::int64_t experiment_id, const TrialQuery& q) {
-  check_id(experiment_id, "experiment_id");
-  const SortColumn& column = find_sort_column(q.sort_by, "sort_by");
-  if (q.limit < 0)
-    throw std::invalid_argument("limit must not be negative, got " + std::to_string(q.limit));
-  if (q.offset < 0)
-    throw std::invalid_argument("offset must not be negative, got " + std::to_string(q.offset));
-  pg::Params p;
-  p.add(experiment_id);
-  std::string sql =
-      "SELECT " + std::string(kTrialColumns) + " FROM trials WHERE experiment_id = $1";
-  if (q.status) {
-    p.add(to_string(*q.status));
-    sql += " AND status = $" + std::to_string(p.size());
-  }
-  if (q.worker) {
-    p.add(*q.worker);
-    sql += " AND worker = $" + std::to_string(p.size());
-  }
-  sql += " ORDER BY " + order_by(column, q.descending) + ", idx ASC";
-  if (q.limit > 0) {
-    p.add(q.limit);
-    sql += " LIMIT $" + std::to_string(p.size());
-  }
-  p.add(q.offset);
-  sql += " OFFSET $" + std::to_string(p.size());
-  pg::Result r = db_->query(sql, p);
-  std::vector<TrialRecord> out;
-  out.reserve(r.rows());
-  for (int i = 0; i < r.rows(); ++i) out.push_back(read_trial(r, i));
-  return out;
+  return retrying(Retry::always, [&]() -> std::vector<TrialRecord> {
+    check_id(experiment_id, "experiment_id");
+    const SortColumn& column = find_sort_column(q.sort_by, "sort_by");
+    if (q.limit < 0)
+      throw std::invalid_argument("limit must not be negative, got " + std::to_string(q.limit));
+    if (q.offset < 0)
+      throw std::invalid_argument("offset must not be negative, got " + std::to_string(q.offset));
+    pg::Params p;
+    p.add(experiment_id);
+    std::string sql =
+        "SELECT " + std::string(kTrialColumns) + " FROM trials WHERE experiment_id = $1";
+    if (q.status) {
+      p.add(to_string(*q.status));
+      sql += " AND status = $" + std::to_string(p.size());
+    }
+    if (q.worker) {
+      p.add(*q.worker);
+      sql += " AND worker = $" + std::to_string(p.size());
+    }
+    sql += " ORDER BY " + order_by(column, q.descending) + ", idx ASC";
+    if (q.limit > 0) {
+      p.add(q.limit);
+      sql += " LIMIT $" + std::to_string(p.size());
+    }
+    p.add(q.offset);
+    sql += " OFFSET $" + std::to_string(p.size());
+    pg::Result r = db_->query(sql, p);
+    std::vector<TrialRecord> out;
+    out.reserve(r.rows());
+    for (int i = 0; i < r.rows(); ++i) out.push_back(read_trial(r, i));
+    return out;
+  });
 }
 
 std::optional<TrialRecord> PgResultStore::trial(std::int64_t trial_id) {
-  check_id(trial_id, "trial_id");
-  pg::Params p;
-  p.add(trial_id);
-  pg::Result r =
-      db_->query("SELECT " + std::string(kTrialColumns) + " FROM trials WHERE id = $1", p);
-  if (r.rows() == 0) return std::nullopt;
-  TrialRecord t = read_trial(r, 0);
-  pg::Params c;
-  c.add(trial_id).add(t.attempt);
-  pg::Result e = db_->query(
-      "SELECT epoch, train_loss, train_acc, val_loss, val_acc, seconds, lr FROM epochs "
-      "WHERE trial_id = $1 AND attempt = $2 ORDER BY epoch",
-      c);
-  for (int i = 0; i < e.rows(); ++i) t.curve.push_back(read_epoch(e, i, 0));
-  return t;
+  return retrying(Retry::always, [&]() -> std::optional<TrialRecord> {
+    check_id(trial_id, "trial_id");
+    pg::Params p;
+    p.add(trial_id);
+    pg::Result r =
+        db_->query("SELECT " + std::string(kTrialColumns) + " FROM trials WHERE id = $1", p);
+    if (r.rows() == 0) return std::nullopt;
+    TrialRecord t = read_trial(r, 0);
+    pg::Params c;
+    c.add(trial_id).add(t.attempt);
+    pg::Result e = db_->query(
+        "SELECT epoch, train_loss, train_acc, val_loss, val_acc, seconds, lr FROM epochs "
+        "WHERE trial_id = $1 AND attempt = $2 ORDER BY epoch",
+        c);
+    for (int i = 0; i < e.rows(); ++i) t.curve.push_back(read_epoch(e, i, 0));
+    return t;
+  });
 }
 
 TrialCounts PgResultStore::trial_counts(std::int64_t experiment_id) {
-  check_id(experiment_id, "experiment_id");
-  pg::Params p;
-  p.add(experiment_id);
-  pg::Result r = db_->query("SELECT status, n FROM trial_counts WHERE experiment_id = $1", p);
-  TrialCounts c;
-  for (int i = 0; i < r.rows(); ++i) {
-    const std::int64_t n = r.integer(i, 1);
-    c.of(parse_trial_status(r.text(i, 0))) = n;
-  }
-  return c;
+  return retrying(Retry::always, [&]() -> TrialCounts {
+    check_id(experiment_id, "experiment_id");
+    pg::Params p;
+    p.add(experiment_id);
+    pg::Result r = db_->query("SELECT status, n FROM trial_counts WHERE experiment_id = $1", p);
+    TrialCounts c;
+    for (int i = 0; i < r.rows(); ++i) {
+      const std::int64_t n = r.integer(i, 1);
+      c.of(parse_trial_status(r.text(i, 0))) = n;
+    }
+    return c;
+  });
 }
 
 std::optional<TrialRecord> PgResultStore::best_trial(std::int64_t experiment_id,
                                                      std::string_view metric, bool maximize) {
-  check_id(experiment_id, "experiment_id");
-  const std::string column(sort_column(metric, "metric"));
-  pg::Params p;
-  p.add(experiment_id);
-  pg::Result r = db_->query("SELECT " + std::string(kTrialColumns) +
-                                " FROM trials WHERE experiment_id = $1 AND status = 'finished' "
-                                "AND NOT provisional AND " +
-                                column + " IS NOT NULL ORDER BY " + column +
-                                (maximize ? " DESC" : " ASC") + ", idx LIMIT 1",
-                            p);
-  if (r.rows() == 0) return std::nullopt;
-  return read_trial(r, 0);
+  return retrying(Retry::always, [&]() -> std::optional<TrialRecord> {
+    check_id(experiment_id, "experiment_id");
+    const std::string column(sort_column(metric, "metric"));
+    pg::Params p;
+    p.add(experiment_id);
+    pg::Result r = db_->query("SELECT " + std::string(kTrialColumns) +
+                                  " FROM trials WHERE experiment_id = $1 AND status = 'finished' "
+                                  "AND NOT provisional AND " +
+                                  column + " IS NOT NULL ORDER BY " + column +
+                                  (maximize ? " DESC" : " ASC") + ", idx LIMIT 1",
+                              p);
+    if (r.rows() == 0) return std::nullopt;
+    return read_trial(r, 0);
+  });
 }
 
 std::vector<TrialEpoch> PgResultStore::epochs_for(std::int64_t experiment_id, std::int64_t epoch) {
-  check_id(experiment_id, "experiment_id");
-  pg::Params p;
-  p.add(experiment_id).add(epoch);
-  pg::Result r = db_->query(
-      "SELECT t.id, t.idx, e.epoch, e.train_loss, e.train_acc, e.val_loss, e.val_acc, "
-      "e.seconds, e.lr FROM trials t JOIN epochs e "
-      "ON e.trial_id = t.id AND e.attempt = t.attempt AND e.epoch = $2 "
-      "WHERE t.experiment_id = $1 AND NOT t.provisional ORDER BY t.idx",
-      p);
-  std::vector<TrialEpoch> out;
-  for (int i = 0; i < r.rows(); ++i)
-    out.push_back({r.integer(i, 0), r.integer(i, 1), read_epoch(r, i, 2)});
-  return out;
+  return retrying(Retry::always, [&]() -> std::vector<TrialEpoch> {
+    check_id(experiment_id, "experiment_id");
+    pg::Params p;
+    p.add(experiment_id).add(epoch);
+    pg::Result r = db_->query(
+        "SELECT t.id, t.idx, e.epoch, e.train_loss, e.train_acc, e.val_loss, e.val_acc, "
+        "e.seconds, e.lr FROM trials t JOIN epochs e "
+        "ON e.trial_id = t.id AND e.attempt = t.attempt AND e.epoch = $2 "
+        "WHERE t.experiment_id = $1 AND NOT t.provisional ORDER BY t.idx",
+        p);
+    std::vector<TrialEpoch> out;
+    for (int i = 0; i < r.rows(); ++i)
+      out.push_back({r.integer(i, 0), r.integer(i, 1), read_epoch(r, i, 2)});
+    return out;
+  });
 }
 
 bool PgResultStore::set_provisional(std::int64_t trial_id, int attempt, bool provisional) {
-  check_id(trial_id, "trial_id");
-  check_attempt(attempt, 1);
-  pg::Params p;
-  p.add(trial_id).add(attempt).add(provisional);
-  if (db_->query("UPDATE trials SET provisional = $3 WHERE id = $1 AND attempt = $2", p)
-          .affected() == 1)
-    return true;
-  require_trial(trial_id);
-  return false;
+  return retrying(Retry::always, [&]() -> bool {
+    check_id(trial_id, "trial_id");
+    check_attempt(attempt, 1);
+    pg::Params p;
+    p.add(trial_id).add(attempt).add(provisional);
+    if (db_->query("UPDATE trials SET provisional = $3 WHERE id = $1 AND attempt = $2", p)
+            .affected() == 1)
+      return true;
+    require_trial(trial_id);
+    return false;
+  });
 }
 
 // ---- workers ----
 
 void PgResultStore::upsert_worker(const WorkerRecord& w) {
-  check_not_empty(w.id, "worker id");
-  const double now = unix_now();
-  pg::Params p;
-  p.add(w.id).add(to_string(w.kind)).add(w.host).add(w.pid);
-  p.add(w.started_at > 0 ? w.started_at : now).add(now);
-  db_->query(
-      "INSERT INTO workers (id, kind, host, pid, started_at, last_seen, current_trial, gone) "
-      "VALUES ($1, $2, $3, $4, $5, $6, NULL, false) ON CONFLICT (id) DO UPDATE SET "
-      "kind = excluded.kind, host = excluded.host, pid = excluded.pid, "
-      "started_at = excluded.started_at, last_seen = excluded.last_seen, current_trial = NULL, "
-      "gone = false",
-      p);
+  return retrying(Retry::always, [&]() -> void {
+    check_not_empty(w.id, "worker id");
+    const double now = unix_now();
+    pg::Params p;
+    p.add(w.id).add(to_string(w.kind)).add(w.host).add(w.pid);
+    p.add(w.started_at > 0 ? w.started_at : now).add(now);
+    db_->query(
+        "INSERT INTO workers (id, kind, host, pid, started_at, last_seen, current_trial, gone) "
+        "VALUES ($1, $2, $3, $4, $5, $6, NULL, false) ON CONFLICT (id) DO UPDATE SET "
+        "kind = excluded.kind, host = excluded.host, pid = excluded.pid, "
+        "started_at = excluded.started_at, last_seen = excluded.last_seen, current_trial = NULL, "
+        "gone = false",
+        p);
+  });
 }
 
 void PgResultStore::heartbeat(std::string_view worker_id,
                               std::optional<std::int64_t> current_trial) {
-  check_not_empty(worker_id, "worker_id");
-  pg::Params p;
-  p.add(worker_id).add(unix_now());
-  if (current_trial)
-    p.add(*current_trial);
-  else
-    p.null();
-  if (db_->query("UPDATE workers SET last_seen = $2, current_trial = $3, gone = false "
-                 "WHERE id = $1",
-                 p)
-          .affected() == 0)
-    throw std::invalid_argument("worker_id '" + std::string(worker_id) +
-                                "' is not registered (upsert_worker first)");
+  return retrying(Retry::always, [&]() -> void {
+    check_not_empty(worker_id, "worker_id");
+    pg::Params p;
+    p.add(worker_id).add(unix_now());
+    if (current_trial)
+      p.add(*current_trial);
+    else
+      p.null();
+    if (db_->query("UPDATE workers SET last_seen = $2, current_trial = $3, gone = false "
+                   "WHERE id = $1",
+                   p)
+            .affected() == 0)
+      throw std::invalid_argument("worker_id '" + std::string(worker_id) +
+                                  "' is not registered (upsert_worker first)");
+  });
 }
 
 std::vector<WorkerRecord> PgResultStore::workers() {
-  pg::Result r = db_->query(
-      "SELECT id, kind, host, pid, started_at, last_seen, current_trial, gone FROM workers "
-      "ORDER BY started_at, id");
-  std::vector<WorkerRecord> out;
-  for (int i = 0; i < r.rows(); ++i) {
-    WorkerRecord w;
-    w.id = r.text(i, 0);
-    w.kind = parse_worker_kind(r.text(i, 1));
-    w.host = r.text(i, 2);
-    w.pid = r.integer(i, 3);
-    w.started_at = r.real(i, 4);
-    w.last_seen = r.real(i, 5);
-    w.current_trial = r.opt_integer(i, 6);
-    w.gone = r.boolean(i, 7);
-    out.push_back(std::move(w));
-  }
-  return out;
+  return retrying(Retry::always, [&]() -> std::vector<WorkerRecord> {
+    pg::Result r = db_->query(
+        "SELECT id, kind, host, pid, started_at, last_seen, current_trial, gone FROM workers "
+        "ORDER BY started_at, id");
+    std::vector<WorkerRecord> out;
+    for (int i = 0; i < r.rows(); ++i) {
+      WorkerRecord w;
+      w.id = r.text(i, 0);
+      w.kind = parse_worker_kind(r.text(i, 1));
+      w.host = r.text(i, 2);
+      w.pid = r.integer(i, 3);
+      w.started_at = r.real(i, 4);
+      w.last_seen = r.real(i, 5);
+      w.current_trial = r.opt_integer(i, 6);
+      w.gone = r.boolean(i, 7);
+      out.push_back(std::move(w));
+    }
+    return out;
+  });
 }
 
 void PgResultStore::mark_worker_gone(std::string_view worker_id) {
-  check_not_empty(worker_id, "worker_id");
-  pg::Params p;
-  p.add(worker_id);
-  if (db_->query("UPDATE workers SET gone = true, current_trial = NULL WHERE id = $1", p)
-          .affected() == 0)
-    throw std::invalid_argument("worker_id '" + std::string(worker_id) + "' is not registered");
+  return retrying(Retry::always, [&]() -> void {
+    check_not_empty(worker_id, "worker_id");
+    pg::Params p;
+    p.add(worker_id);
+    if (db_->query("UPDATE workers SET gone = true, current_trial = NULL WHERE id = $1", p)
+            .affected() == 0)
+      throw std::invalid_argument("worker_id '" + std::string(worker_id) + "' is not registered");
+  });
 }
 
 std::int64_t PgResultStore::forget_gone_workers(WorkerKind kind, double last_seen_before) {
-  pg::Params p;
-  p.add(to_string(kind)).add(last_seen_before);
-  return db_->query("DELETE FROM workers WHERE kind = $1 AND gone AND last_seen < $2", p)
-      .affected();
+  return retrying(Retry::always, [&]() -> std::int64_t {
+    pg::Params p;
+    p.add(to_string(kind)).add(last_seen_before);
+    return db_->query("DELETE FROM workers WHERE kind = $1 AND gone AND last_seen < $2", p)
+        .affected();
+  });
 }
 
 // ---- events ----
 
 std::int64_t PgResultStore::append_event(std::string_view type, const nlohmann::json& data) {
-  check_not_empty(type, "event type");
-  pg::Transaction tx(*db_);
-  const std::int64_t id = write_event(unix_now(), type, data);
-  tx.commit();
-  return id;
+  return retrying(Retry::unless_commit_unknown, [&]() -> std::int64_t {
+    check_not_empty(type, "event type");
+    pg::Transaction tx(*db_);
+    const std::int64_t id = write_event(unix_now(), type, data);
+    tx.commit();
+    return id;
+  });
 }
 
 std::vector<EventRecord> PgResultStore::events_since(std::int64_t after_id, std::int64_t limit) {
-  if (after_id < 0)
-    throw std::invalid_argument("after_id must not be negative, got " + std::to_string(after_id));
-  if (limit < 1 || limit > 10000)
-    throw std::invalid_argument("limit must be in 1..10000, got " + std::to_string(limit));
-  pg::Params p;
-  p.add(after_id).add(limit);
-  pg::Result r =
-      db_->query("SELECT id, time, type, data FROM events WHERE id > $1 ORDER BY id LIMIT $2", p);
-  std::vector<EventRecord> out;
-  for (int i = 0; i < r.rows(); ++i)
-    out.push_back({r.integer(i, 0), r.real(i, 1), r.text(i, 2), parse_stored_json(r.text(i, 3))});
-  return out;
+  return retrying(Retry::always, [&]() -> std::vector<EventRecord> {
+    if (after_id < 0)
+      throw std::invalid_argument("after_id must not be negative, got " + std::to_string(after_id));
+    if (limit < 1 || limit > 10000)
+      throw std::invalid_argument("limit must be in 1..10000, got " + std::to_string(limit));
+    pg::Params p;
+    p.add(after_id).add(limit);
+    pg::Result r =
+        db_->query("SELECT id, time, type, data FROM events WHERE id > $1 ORDER BY id LIMIT $2", p);
+    std::vector<EventRecord> out;
+    for (int i = 0; i < r.rows(); ++i)
+      out.push_back({r.integer(i, 0), r.real(i, 1), r.text(i, 2), parse_stored_json(r.text(i, 3))});
+    return out;
+  });
 }
 
 std::vector<EventRecord> PgResultStore::events_of_type(std::string_view type) {
-  pg::Params p;
-  p.add(type);
-  pg::Result r =
-      db_->query("SELECT id, time, type, data FROM events WHERE type = $1 ORDER BY id", p);
-  std::vector<EventRecord> out;
-  for (int i = 0; i < r.rows(); ++i)
-    out.push_back({r.integer(i, 0), r.real(i, 1), r.text(i, 2), parse_stored_json(r.text(i, 3))});
-  return out;
+  return retrying(Retry::always, [&]() -> std::vector<EventRecord> {
+    pg::Params p;
+    p.add(type);
+    pg::Result r =
+        db_->query("SELECT id, time, type, data FROM events WHERE type = $1 ORDER BY id", p);
+    std::vector<EventRecord> out;
+    for (int i = 0; i < r.rows(); ++i)
+      out.push_back({r.integer(i, 0), r.real(i, 1), r.text(i, 2), parse_stored_json(r.text(i, 3))});
+    return out;
+  });
 }
 
 }  // namespace dnnlab::store

@@ -4,8 +4,11 @@
 // ids from a locked counter (see trial_events.hpp for why).
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "db/pg_db.hpp"
 #include "store/result_store.hpp"
@@ -14,7 +17,7 @@ namespace dnnlab::store {
 
 class PgResultStore final : public ResultStore {
  public:
-  explicit PgResultStore(const std::string& url);
+  explicit PgResultStore(const std::string& url, const StoreOptions& options = {});
 
   std::int64_t create_experiment(const ExperimentRecord& experiment) override;
   std::optional<ExperimentRecord> experiment(std::int64_t id) override;
@@ -33,6 +36,7 @@ class PgResultStore final : public ResultStore {
   bool mark_running(std::int64_t trial_id, int attempt, std::string_view worker_id,
                     const nlohmann::json& provenance) override;
   bool record_epoch(std::int64_t trial_id, int attempt, const EpochMetrics& metrics) override;
+  BatchOutcome record_results(const ResultBatch& batch) override;
   bool finish_trial(std::int64_t trial_id, int attempt, TrialStatus status,
                     const TrialMetrics& metrics, std::string_view error) override;
   bool release_trial(std::int64_t trial_id, int attempt) override;
@@ -60,7 +64,18 @@ class PgResultStore final : public ResultStore {
   // The same version as the embedded store's schema: one schema, two dialects.
   static constexpr int kSchemaVersion = 7;
 
+  // Statements sent to the server so far (one round trip each).
+  std::int64_t round_trips() const { return db_->round_trips(); }
+
  private:
+  // Whether a call may run again after its commit's fate is unknown (the
+  // connection went during COMMIT): idempotent writes and reads may.
+  enum class Retry { always, unless_commit_unknown };
+  // Runs `f` (one call's transaction), and again on a new connection while
+  // the server is unreachable, backing off, for options_.reconnect_seconds.
+  template <typename F>
+  auto retrying(Retry retry, F&& f) -> decltype(f());
+
   void require_experiment(std::int64_t experiment_id);
   void require_trial(std::int64_t trial_id);
   std::int64_t write_event(double time, std::string_view type, const nlohmann::json& data);
@@ -68,6 +83,45 @@ class PgResultStore final : public ResultStore {
   void recount(std::int64_t experiment_id);
 
   std::unique_ptr<pg::Connection> db_;
+  StoreOptions options_;
+  bool broken_ = false;  // the connection was lost: reconnect before the next call
 };
+
+// A lost connection rolled the call's transaction back (unless COMMIT was
+// on its way), so the call runs again from the start on a new one. The wait
+// doubles from 50 ms to 2 s: a restarting server is back within seconds,
+// and hundreds of workers do not hammer it meanwhile. A deadlock between
+// two batches (each rolled back whole) is also run again, at once.
+template <typename F>
+auto PgResultStore::retrying(Retry retry, F&& f) -> decltype(f()) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(std::max(0.0, options_.reconnect_seconds)));
+  auto pause = std::chrono::milliseconds(50);
+  for (;;) {
+    try {
+      if (broken_) {
+        db_->reconnect();
+        broken_ = false;
+      }
+      return f();
+    } catch (const pg::Error& e) {
+      if (e.sqlstate() == "40P01") continue;  // deadlock_detected: this side was rolled back
+      if (!e.connection_lost()) throw;
+      broken_ = true;
+      if (e.commit_unknown() && retry == Retry::unless_commit_unknown)
+        throw StoreUnavailableError(std::string(e.what()) + " (the commit may have happened)",
+                                    true);
+      if (Clock::now() + pause > deadline)
+        throw StoreUnavailableError(
+            std::string(e.what()) + " (unreachable for " +
+                std::to_string(static_cast<int>(options_.reconnect_seconds)) + " s)",
+            false);
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+    }
+  }
+}
 
 }  // namespace dnnlab::store

@@ -82,9 +82,11 @@ std::string spec_hash(std::string_view spec_text) {
   return sha256_hex(spec_text);
 }
 
-std::unique_ptr<ResultStore> open_result_store(std::string_view url, db::Connections* shared) {
+std::unique_ptr<ResultStore> open_result_store(std::string_view url, db::Connections* shared,
+                                               const StoreOptions& options) {
   const std::string scheme = backend_url::scheme(url);
   const std::string shown = backend_url::redact(url);
+  (void)options;  // only a server backend has a connection to lose
   if (scheme == "sqlite") {
     std::string path = backend_url::sqlite_path(url);
     if (path.empty())
@@ -98,7 +100,7 @@ std::unique_ptr<ResultStore> open_result_store(std::string_view url, db::Connect
 #ifdef DNNLAB_WITH_POSTGRES
     // Its own connection: nothing else speaks to this server in-process, and
     // a queue on another backend cannot share a transaction with it anyway.
-    return std::make_unique<PgResultStore>(std::string(url));
+    return std::make_unique<PgResultStore>(std::string(url), options);
 #else
     throw BackendNotBuiltError("result store URL '" + shown +
                                "': the PostgreSQL backend is not built into this dnnlab "

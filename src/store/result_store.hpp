@@ -161,6 +161,32 @@ struct WorkerRecord {
   bool gone = false;
 };
 
+// A worker's results in one write (record_results): epochs of running
+// attempts and trials' ends. A flush, not a unit of meaning: each item is
+// decided as record_epoch / finish_trial would decide it alone.
+struct EpochWrite {
+  std::int64_t trial_id = 0;
+  int attempt = 0;
+  EpochMetrics metrics;
+};
+struct TrialEnd {
+  std::int64_t trial_id = 0;
+  int attempt = 0;
+  TrialStatus status = TrialStatus::finished;
+  TrialMetrics metrics;
+  std::string error;
+};
+struct ResultBatch {
+  std::vector<EpochWrite> epochs;
+  std::vector<TrialEnd> ends;
+  bool empty() const { return epochs.empty() && ends.empty(); }
+  std::size_t size() const { return epochs.size() + ends.size(); }
+};
+// What record_epoch / finish_trial would have returned, item by item.
+struct BatchOutcome {
+  std::vector<bool> epochs, ends;
+};
+
 struct EventRecord {
   std::int64_t id = 0;  // increasing; never reused
   double time = 0.0;
@@ -216,6 +242,14 @@ class ResultStore {
   // `attempt` is not its current one.
   virtual bool finish_trial(std::int64_t trial_id, int attempt, TrialStatus status,
                             const TrialMetrics& metrics, std::string_view error = {}) = 0;
+  // Writes `batch` in one transaction: every epoch (in order), then every
+  // end, each with exactly the effect and answer record_epoch /
+  // finish_trial would have had. The PostgreSQL backend sends a batch as a
+  // few set-based statements (a handful of round trips and one commit for
+  // any number of rows); that is what a worker's results go through. All
+  // or nothing: an exception keeps none of it, and the batch may be sent
+  // again as it is (writes are idempotent by trial, attempt and epoch).
+  virtual BatchOutcome record_results(const ResultBatch& batch) = 0;
   // Gives a running trial back (its worker stopped before the end): status
   // queued again, the next attempt starts afresh. False, changing nothing,
   // when `attempt` is not its running attempt.
@@ -280,6 +314,28 @@ std::optional<double> metric(const EpochMetrics& m, std::string_view name);
 // The hash find_experiment() matches: lower-case hex sha256 of the spec text.
 std::string spec_hash(std::string_view spec_text);
 
+// The store's server could not be reached for StoreOptions::reconnect_seconds
+// (the call reconnected with backoff meanwhile). Nothing of the call was
+// kept, unless commit_unknown(): the connection went while the commit was on
+// its way, and the call was not one that is safe to send twice.
+class StoreUnavailableError : public std::runtime_error {
+ public:
+  StoreUnavailableError(const std::string& message, bool commit_unknown)
+      : std::runtime_error(message), commit_unknown_(commit_unknown) {}
+  bool commit_unknown() const noexcept { return commit_unknown_; }
+
+ private:
+  bool commit_unknown_;
+};
+
+struct StoreOptions {
+  // A server store (postgres://) whose connection is lost retries the call
+  // on a new connection, backing off from 50 ms to 2 s, for this long; then
+  // it throws StoreUnavailableError. 0: throw at once (the next call
+  // reconnects). The embedded store has no connection to lose.
+  double reconnect_seconds = 300.0;
+};
+
 // The backend is not compiled into this build, or not available yet.
 class BackendNotBuiltError : public std::runtime_error {
  public:
@@ -296,6 +352,7 @@ class BackendNotBuiltError : public std::runtime_error {
 // the connection, so queue.write_together() commits the writes of both at
 // once; use the two from one thread only.
 std::unique_ptr<ResultStore> open_result_store(std::string_view url,
-                                               db::Connections* shared = nullptr);
+                                               db::Connections* shared = nullptr,
+                                               const StoreOptions& options = {});
 
 }  // namespace dnnlab::store

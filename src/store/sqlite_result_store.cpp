@@ -507,6 +507,20 @@ bool SqliteResultStore::record_epoch(std::int64_t trial_id, int attempt, const E
   return true;
 }
 
+// One write transaction around the item-by-item writes (each a savepoint
+// in it): one commit and one fsync for the batch. SQLite has no round trips
+// to save.
+BatchOutcome SqliteResultStore::record_results(const ResultBatch& batch) {
+  BatchOutcome out;
+  sqlite::WriteTransaction tx(*db_);
+  for (const EpochWrite& e : batch.epochs)
+    out.epochs.push_back(record_epoch(e.trial_id, e.attempt, e.metrics));
+  for (const TrialEnd& t : batch.ends)
+    out.ends.push_back(finish_trial(t.trial_id, t.attempt, t.status, t.metrics, t.error));
+  tx.commit();
+  return out;
+}
+
 bool SqliteResultStore::finish_trial(std::int64_t trial_id, int attempt, TrialStatus status,
                                      const TrialMetrics& m, std::string_view error) {
   check_id(trial_id, "trial_id");

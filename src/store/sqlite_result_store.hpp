@@ -33,6 +33,7 @@ class SqliteResultStore final : public ResultStore {
   bool mark_running(std::int64_t trial_id, int attempt, std::string_view worker_id,
                     const nlohmann::json& provenance) override;
   bool record_epoch(std::int64_t trial_id, int attempt, const EpochMetrics& metrics) override;
+  BatchOutcome record_results(const ResultBatch& batch) override;
   bool finish_trial(std::int64_t trial_id, int attempt, TrialStatus status,
                     const TrialMetrics& metrics, std::string_view error) override;
   bool release_trial(std::int64_t trial_id, int attempt) override;

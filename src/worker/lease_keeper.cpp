@@ -68,7 +68,11 @@ void LeaseKeeper::run() {
     lock.unlock();
     std::vector<const queue::TaskLease*> failed;
     try {
-      if (!b) b = experiment::open_backends(broker_url_, store_url_);
+      // A store outage must not hold up the lease extensions (the worker's
+      // own calls wait for the store): its heartbeat fails at once instead.
+      store::StoreOptions fail_fast;
+      fail_fast.reconnect_seconds = 0;
+      if (!b) b = experiment::open_backends(broker_url_, store_url_, fail_fast);
       for (auto& lease : leases)
         if (!b->queue->extend(lease, lease_seconds_)) failed.push_back(&lease);
       if (trial && Clock::now() - last_beat > beat_period) {

@@ -151,10 +151,10 @@ class Worker {
     return data_.emplace(data_key(spec), std::move(d)).first->second;
   }
 
-  // Streams epochs to the store, asks the scheduler, and stops training at
-  // the first batch after the lease was lost (the LeaseKeeper keeps it
-  // alive meanwhile). The last epoch is held back and written with the
-  // trial's end.
+  // Streams epochs to the store (in batches: flush_epochs), asks the
+  // scheduler, and stops training at the first batch after the lease was
+  // lost (the LeaseKeeper keeps it alive meanwhile). The last epoch is held
+  // back and written with the trial's end.
   class TrialObserver : public nn::TrainObserver {
    public:
     TrialObserver(Worker& w, queue::TaskLease& lease, int attempt, ExperimentCache& exp,
@@ -164,6 +164,7 @@ class Worker {
     int64_t batch_interval() const override { return 1; }
     bool interrupted() const override {
       if (!lost_ && w_.keeper_->lost(lease_)) lost_ = true;
+      if (w_.epochs_due()) flush();
       return lost_ || w_.stopping();
     }
     bool on_epoch(const nn::EpochResult& r) override {
@@ -177,9 +178,12 @@ class Worker {
       m.lr = r.lr;
       if (r.epoch >= epochs_) {
         last_epoch_ = m;
-      } else if (!w_.b_.store->record_epoch(trial_.id, attempt_, m)) {
-        lost_ = true;  // a newer attempt owns the trial
-        return false;
+      } else {
+        w_.epochs_.push_back({trial_.id, attempt_, m});
+        // A scheduler that compares trials reads the others' epochs from
+        // the store: theirs must be there as soon as ours is.
+        if (exp_.sweep->scheduler.type != "fifo" || w_.epochs_due()) flush();
+        if (lost_) return false;  // a newer attempt owns the trial
       }
       if (!continue_after_epoch(*w_.b_.store, *exp_.sweep, *exp_.scheduler, trial_.experiment_id,
                                 trial_.id, trial_.index, r.epoch, epochs_, m)) {
@@ -189,6 +193,11 @@ class Worker {
       return true;
     }
     bool lost() const { return lost_ || w_.keeper_->lost(lease_); }
+    // Writes the worker's buffered epochs; one of ours refused means a
+    // newer attempt owns the trial.
+    void flush() const {
+      if (!w_.flush_epochs(trial_.id, attempt_)) lost_ = true;
+    }
     bool pruned() const { return pruned_; }
     const std::optional<store::EpochMetrics>& last_epoch() const { return last_epoch_; }
 
@@ -215,24 +224,63 @@ class Worker {
     std::string error;
   };
 
-  // Writes the pending ends (last epoch, finish), counting those that count,
-  // then acks them all at once. The acks come after the results are stored:
-  // a worker that dies in between leaves tasks whose trials ended, and their
-  // redelivery is acked as a duplicate (lease_next), so nothing is lost or
-  // counted twice. One ack batch is one broker commit for all of them.
+  // Epochs wait in epochs_ at most this long, or until there are this
+  // many: the dashboard still sees a trial's progress within a second, and
+  // a worker training many short epochs writes them a few hundred at a time.
+  static constexpr double kFlushSeconds = 0.5;
+  static constexpr std::size_t kFlushRows = 256;
+
+  bool epochs_due() const {
+    return !epochs_.empty() &&
+           (epochs_.size() >= kFlushRows || seconds_since(epochs_since_) >= kFlushSeconds);
+  }
+
+  // Writes the buffered epochs in one batch. False when one of trial
+  // `trial_id`'s at `attempt` was refused (a newer attempt owns it). A
+  // store that cannot be reached throws; the epochs stay buffered.
+  bool flush_epochs(int64_t trial_id, int attempt) {
+    if (epochs_.empty()) return true;
+    store::ResultBatch batch;
+    batch.epochs = epochs_;
+    const store::BatchOutcome out = b_.store->record_results(batch);
+    epochs_.clear();
+    epochs_since_ = Clock::now();
+    for (std::size_t i = 0; i < out.epochs.size(); ++i)
+      if (!out.epochs[i] && batch.epochs[i].trial_id == trial_id &&
+          batch.epochs[i].attempt == attempt)
+        return false;
+    return true;
+  }
+
+  // Writes the buffered epochs and the pending ends (last epoch, finish) in
+  // one batch, then acks their tasks all at once (one ack batch is one
+  // broker commit), counting the trials that count. A task is acked only
+  // once its result is stored: when the store throws (unreachable past its
+  // reconnect time), everything stays pending and unacked, and the broker
+  // redelivers it if this worker never comes back; a worker that dies
+  // between the store and the ack leaves tasks whose trials ended, and their
+  // redelivery is acked as a duplicate (lease_next).
   void write_pending_ends() {
+    if (pending_.empty() && epochs_.empty()) return;
+    store::ResultBatch batch;
+    batch.epochs = epochs_;
+    for (const PendingEnd& p : pending_) {
+      if (p.last_epoch) batch.epochs.push_back({p.trial_id, p.attempt, *p.last_epoch});
+      batch.ends.push_back({p.trial_id, p.attempt, p.status, p.metrics, p.error});
+    }
+    const store::BatchOutcome out = b_.store->record_results(batch);
+    epochs_.clear();
+    epochs_since_ = Clock::now();
     std::vector<PendingEnd> ends;
     ends.swap(pending_);
-    if (ends.empty()) return;
     std::vector<queue::TaskLease> leases;
     leases.reserve(ends.size());
-    for (PendingEnd& p : ends) {
-      if (p.last_epoch) b_.store->record_epoch(p.trial_id, p.attempt, *p.last_epoch);
-      if (b_.store->finish_trial(p.trial_id, p.attempt, p.status, p.metrics, p.error)) ++ended_;
-      keeper_->drop(p.lease);
-      leases.push_back(std::move(p.lease));
+    for (std::size_t i = 0; i < ends.size(); ++i) {
+      if (out.ends[i]) ++ended_;
+      keeper_->drop(ends[i].lease);
+      leases.push_back(std::move(ends[i].lease));
     }
-    b_.queue->ack_batch(leases);
+    if (!leases.empty()) b_.queue->ack_batch(leases);
   }
 
   // Trials this worker may hold at once: one, unless trials take a few
@@ -448,9 +496,11 @@ class Worker {
   std::unique_ptr<LeaseKeeper> keeper_;  // the heartbeat thread
   std::map<int64_t, ExperimentCache> cache_;
   std::map<std::string, LoadedData> data_;
-  std::vector<PendingEnd> pending_;  // ended trials, written with the next leases
-  std::deque<Next> ready_;           // leased trials not trained yet (a prefetch)
-  double trial_seconds_ = 1.0;       // recent trials' training time (a moving average)
+  std::vector<PendingEnd> pending_;                // ended trials, written with the next leases
+  std::vector<store::EpochWrite> epochs_;          // epochs not written yet (flush_epochs)
+  Clock::time_point epochs_since_ = Clock::now();  // the last flush
+  std::deque<Next> ready_;                         // leased trials not trained yet (a prefetch)
+  double trial_seconds_ = 1.0;  // recent trials' training time (a moving average)
   int64_t ended_ = 0;
 };
 
