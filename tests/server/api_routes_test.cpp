@@ -8,6 +8,7 @@
 #include <map>
 
 #include "server_fixture.hpp"
+#include "store_backends.hpp"
 
 namespace dnnlab::server::testing {
 namespace {
@@ -51,10 +52,11 @@ RawReply raw_request(unsigned short port, const std::string& method, const std::
   return r;
 }
 
-class ApiRoutesTest : public ::testing::Test {
+class ApiRoutesTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    url_ = "sqlite:" + dir_.file("dnnlab.db");
+    url_ = store_url(GetParam(), dir_);
+    DNNLAB_REQUIRE_STORE(url_);
     store_ = store::open_result_store(url_);
     exp_ = populate(*store_, 12);
     trial_ = store_->trials(exp_, {}).at(0).id;
@@ -64,6 +66,7 @@ class ApiRoutesTest : public ::testing::Test {
     std::ofstream(dir_.path() / "web" / "assets" / "app-1234.js") << "console.log(1)";
     ServerOptions o;
     o.store_url = url_;
+    o.broker_url = broker_url(url_, dir_);
     o.run_coordinators = false;
     o.web_root = (dir_.path() / "web").string();
     server_ = std::make_unique<RunningServer>(o);
@@ -80,7 +83,9 @@ class ApiRoutesTest : public ::testing::Test {
   std::unique_ptr<RunningServer> server_;
 };
 
-TEST_F(ApiRoutesTest, EveryRouteRejectsUnknownQueryKeys) {
+INSTANTIATE_TEST_SUITE_P(Stores, ApiRoutesTest, DNNLAB_STORE_BACKENDS, store_backend_name);
+
+TEST_P(ApiRoutesTest, EveryRouteRejectsUnknownQueryKeys) {
   const std::string spec = json{{"spec", "name: x\n"}}.dump();
   const std::pair<std::string, std::string> cases[] = {
       {"GET", "/api/experiments"},
@@ -114,7 +119,7 @@ TEST_F(ApiRoutesTest, EveryRouteRejectsUnknownQueryKeys) {
   EXPECT_EQ(parse({t.status, "", t.body})["field"], "token");
 }
 
-TEST_F(ApiRoutesTest, HostileQueryStringsAreNamed) {
+TEST_P(ApiRoutesTest, HostileQueryStringsAreNamed) {
   const std::string base = "/api/stats";
   auto field_of = [&](const std::string& q) {
     auto r = server_->get(base + q);
@@ -135,7 +140,7 @@ TEST_F(ApiRoutesTest, HostileQueryStringsAreNamed) {
   EXPECT_EQ(server_->get(base + "?").status, 200u);
 }
 
-TEST_F(ApiRoutesTest, DashboardPagesLeaveTheirQueryToThePage) {
+TEST_P(ApiRoutesTest, DashboardPagesLeaveTheirQueryToThePage) {
   // The dashboard and join page read ?token= themselves (web/src/api.js, join.js).
   auto r = server_->get("/?token=abc&x=%zz");
   EXPECT_EQ(r.status, 200u) << r.body;
@@ -143,7 +148,7 @@ TEST_F(ApiRoutesTest, DashboardPagesLeaveTheirQueryToThePage) {
   EXPECT_EQ(server_->get("/join?token=abc").status, 200u);
 }
 
-TEST_F(ApiRoutesTest, HeadAnswersEveryGetRouteWithoutABody) {
+TEST_P(ApiRoutesTest, HeadAnswersEveryGetRouteWithoutABody) {
   const std::string targets[] = {"/api/experiments",
                                  exp_path(),
                                  exp_path() + "/trials?limit=3",
@@ -166,7 +171,7 @@ TEST_F(ApiRoutesTest, HeadAnswersEveryGetRouteWithoutABody) {
   }
 }
 
-TEST_F(ApiRoutesTest, WrongMethodsGet405WithAllow) {
+TEST_P(ApiRoutesTest, WrongMethodsGet405WithAllow) {
   const std::tuple<std::string, std::string, std::string> cases[] = {
       {"DELETE", "/api/workers", "GET, HEAD"}, {"PUT", "/api/experiments", "GET, HEAD, POST"},
       {"GET", exp_path() + "/cancel", "POST"}, {"HEAD", exp_path() + "/cancel", "POST"},
@@ -183,7 +188,7 @@ TEST_F(ApiRoutesTest, WrongMethodsGet405WithAllow) {
   }
 }
 
-TEST_F(ApiRoutesTest, AuthSchemeIsCaseInsensitive) {
+TEST_P(ApiRoutesTest, AuthSchemeIsCaseInsensitive) {
   const std::string tok = server_->token();
   const std::string cancel = exp_path() + "/cancel";
   auto wrong = [&](const std::string& header) {
@@ -216,7 +221,7 @@ TEST(ApiRoutesPrivate, ReadTokenSchemeIsCaseInsensitive) {
   EXPECT_EQ(r.status, 200u) << r.body;
 }
 
-TEST_F(ApiRoutesTest, SeedsAreDecimalStringsSortedUnsigned) {
+TEST_P(ApiRoutesTest, SeedsAreDecimalStringsSortedUnsigned) {
   store::ExperimentRecord e;
   e.name = "seeds";
   e.spec_text = "x";
@@ -233,7 +238,7 @@ TEST_F(ApiRoutesTest, SeedsAreDecimalStringsSortedUnsigned) {
   EXPECT_EQ(one["seed"], "14612436867286432432");
 }
 
-TEST_F(ApiRoutesTest, MetricsLabelErrorsWithTheMatchedRoute) {
+TEST_P(ApiRoutesTest, MetricsLabelErrorsWithTheMatchedRoute) {
   EXPECT_EQ(server_->get(exp_path() + "/trials?limit=0").status, 400u);
   EXPECT_EQ(server_->get("/api/trials/abc").status, 400u);
   EXPECT_EQ(server_->get("/api/stats?bogus=1").status, 400u);
@@ -247,7 +252,7 @@ TEST_F(ApiRoutesTest, MetricsLabelErrorsWithTheMatchedRoute) {
   EXPECT_EQ(m.find("route=\"/api/*\",code=\"400\""), std::string::npos) << m;
 }
 
-TEST_F(ApiRoutesTest, StaticRepliesMatchTheDoc) {
+TEST_P(ApiRoutesTest, StaticRepliesMatchTheDoc) {
   // Gateway files: 404 as text, like every other file.
   for (const std::string p :
        {"/core/nothing.0123456789abcdef.js", "/shards/abc.safetensors", "/missing.css"}) {
@@ -261,7 +266,7 @@ TEST_F(ApiRoutesTest, StaticRepliesMatchTheDoc) {
   EXPECT_EQ(js.headers["cache-control"], "no-cache");
 }
 
-TEST_F(ApiRoutesTest, WebSocketTakesAfterFromTheUrl) {
+TEST_P(ApiRoutesTest, WebSocketTakesAfterFromTheUrl) {
   const auto first = store_->append_event("worker.joined", {{"worker", "a"}});
   const auto second = store_->append_event("worker.joined", {{"worker", "b"}});
   asio::io_context io;
@@ -293,7 +298,7 @@ TEST_F(ApiRoutesTest, WebSocketTakesAfterFromTheUrl) {
   EXPECT_EQ(server_->get("/api/stats").status, 200u);
 }
 
-TEST_F(ApiRoutesTest, PathsMatchWholePatternsOnly) {
+TEST_P(ApiRoutesTest, PathsMatchWholePatternsOnly) {
   auto r = server_->get("/api/experiments/abc/nothing");
   EXPECT_EQ(r.status, 404u) << r.body;
   EXPECT_EQ(parse(r)["field"], "path");
@@ -307,7 +312,7 @@ TEST_F(ApiRoutesTest, PathsMatchWholePatternsOnly) {
   EXPECT_EQ(json::parse(star.body, nullptr, false).value("field", ""), "target");
 }
 
-TEST_F(ApiRoutesTest, CancelledRunningTrialKeepsItsEpochsAndIsAnnounced) {
+TEST_P(ApiRoutesTest, CancelledRunningTrialKeepsItsEpochsAndIsAnnounced) {
   const auto id = store_->trials(exp_, {}).at(1).id;  // index 1: queued
   ASSERT_TRUE(store_->mark_running(id, 1, "w9"));
   for (int ep = 1; ep <= 6; ++ep) {

@@ -5,18 +5,21 @@
 #include <set>
 
 #include "server_fixture.hpp"
+#include "store_backends.hpp"
 
 namespace dnnlab::server::testing {
 namespace {
 
-class ApiTest : public ::testing::Test {
+class ApiTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    url_ = "sqlite:" + dir_.file("dnnlab.db");
+    url_ = store_url(GetParam(), dir_);
+    DNNLAB_REQUIRE_STORE(url_);
     store_ = store::open_result_store(url_);
     exp_ = populate(*store_, 250);
     ServerOptions o;
     o.store_url = url_;
+    o.broker_url = broker_url(url_, dir_);
     o.max_body = 64 * 1024;
     o.run_coordinators = false;
     server_ = std::make_unique<RunningServer>(o);
@@ -30,7 +33,9 @@ class ApiTest : public ::testing::Test {
   std::unique_ptr<RunningServer> server_;
 };
 
-TEST_F(ApiTest, ListsExperimentsWithCountsAndBest) {
+INSTANTIATE_TEST_SUITE_P(Stores, ApiTest, DNNLAB_STORE_BACKENDS, store_backend_name);
+
+TEST_P(ApiTest, ListsExperimentsWithCountsAndBest) {
   auto r = server_->get("/api/experiments");
   ASSERT_EQ(r.status, 200u) << r.body;
   EXPECT_EQ(r.content_type, "application/json");
@@ -49,7 +54,7 @@ TEST_F(ApiTest, ListsExperimentsWithCountsAndBest) {
   EXPECT_GT(e["best"]["value"].get<double>(), 0.95);
 }
 
-TEST_F(ApiTest, GetsOneExperiment) {
+TEST_P(ApiTest, GetsOneExperiment) {
   json e = parse(server_->get("/api/experiments/" + std::to_string(exp_)));
   EXPECT_EQ(e["spec_text"], "not a sweep");
   EXPECT_TRUE(e["provenance"].is_object());
@@ -58,7 +63,7 @@ TEST_F(ApiTest, GetsOneExperiment) {
   EXPECT_EQ(e["counts"]["total"], 250);
 }
 
-TEST_F(ApiTest, PagesTrialsConsistently) {
+TEST_P(ApiTest, PagesTrialsConsistently) {
   std::set<std::int64_t> seen;
   std::int64_t last_index = -1;
   for (int offset = 0; offset < 250; offset += 100) {
@@ -85,7 +90,7 @@ TEST_F(ApiTest, PagesTrialsConsistently) {
   EXPECT_TRUE(past["trials"].empty());
 }
 
-TEST_F(ApiTest, SortsAndFiltersTrials) {
+TEST_P(ApiTest, SortsAndFiltersTrials) {
   auto r = server_->get("/api/experiments/" + std::to_string(exp_) +
                         "/trials?sort=val_acc&order=desc&status=finished&limit=1000");
   ASSERT_EQ(r.status, 200u) << r.body;
@@ -110,7 +115,7 @@ TEST_F(ApiTest, SortsAndFiltersTrials) {
   EXPECT_EQ(queued["trials"][0]["val_acc"], nullptr);
 }
 
-TEST_F(ApiTest, BadTrialQueriesName400TheParameter) {
+TEST_P(ApiTest, BadTrialQueriesName400TheParameter) {
   const std::string base = "/api/experiments/" + std::to_string(exp_) + "/trials?";
   const std::pair<std::string, std::string> cases[] = {
       {"sort=bogus", "sort"},       {"order=up", "order"},   {"status=done", "status"},
@@ -126,7 +131,7 @@ TEST_F(ApiTest, BadTrialQueriesName400TheParameter) {
   }
 }
 
-TEST_F(ApiTest, BadAndUnknownIds) {
+TEST_P(ApiTest, BadAndUnknownIds) {
   EXPECT_EQ(server_->get("/api/experiments/abc").status, 400u);
   EXPECT_EQ(parse(server_->get("/api/experiments/abc"))["field"], "id");
   EXPECT_EQ(server_->get("/api/experiments/-3").status, 400u);
@@ -138,7 +143,7 @@ TEST_F(ApiTest, BadAndUnknownIds) {
   EXPECT_EQ(server_->post("/api/experiments/999/cancel", "", server_->token()).status, 404u);
 }
 
-TEST_F(ApiTest, UnknownRoutesAndWrongMethods) {
+TEST_P(ApiTest, UnknownRoutesAndWrongMethods) {
   auto r = server_->get("/api/nothing/here");
   EXPECT_EQ(r.status, 404u);
   EXPECT_EQ(r.content_type, "application/json");
@@ -153,7 +158,7 @@ TEST_F(ApiTest, UnknownRoutesAndWrongMethods) {
             405u);
 }
 
-TEST_F(ApiTest, TrialDetailHasTheCurve) {
+TEST_P(ApiTest, TrialDetailHasTheCurve) {
   auto id = store_->trials(exp_, {}).at(1).id;  // index 1: queued
   ASSERT_TRUE(store_->mark_running(id, 1, "w7"));
   for (int ep = 1; ep <= 3; ++ep) {
@@ -176,7 +181,7 @@ TEST_F(ApiTest, TrialDetailHasTheCurve) {
   EXPECT_DOUBLE_EQ(t["curve"][0]["lr"].get<double>(), 0.1);
 }
 
-TEST_F(ApiTest, WorkersAndStats) {
+TEST_P(ApiTest, WorkersAndStats) {
   store::WorkerRecord w;
   w.id = "host-1";
   w.host = "host";
@@ -202,7 +207,7 @@ TEST_F(ApiTest, WorkersAndStats) {
   EXPECT_EQ(s["queue_depth"].get<std::int64_t>() >= 0, true);
 }
 
-TEST_F(ApiTest, EventsAsPlainJson) {
+TEST_P(ApiTest, EventsAsPlainJson) {
   auto a = store_->append_event("trial.started", {{"trial", 1}});
   store_->append_event("trial.finished", {{"trial", 1}});
   json all = parse(server_->get("/api/events?after=0"));
@@ -216,7 +221,7 @@ TEST_F(ApiTest, EventsAsPlainJson) {
   EXPECT_EQ(server_->get("/api/events?limit=0").status, 400u);
 }
 
-TEST_F(ApiTest, WritesNeedTheToken) {
+TEST_P(ApiTest, WritesNeedTheToken) {
   const std::string body = R"({"spec": "name: x"})";
   auto none = server_->post("/api/experiments", body, "");
   EXPECT_EQ(none.status, 401u);
@@ -227,7 +232,7 @@ TEST_F(ApiTest, WritesNeedTheToken) {
   EXPECT_EQ(server_->get("/api/experiments").status, 200u);
 }
 
-TEST_F(ApiTest, MalformedAndUnknownBodies) {
+TEST_P(ApiTest, MalformedAndUnknownBodies) {
   const auto& tok = server_->token();
   auto bad = server_->post("/api/experiments", "{\"spec\": ", tok);
   EXPECT_EQ(bad.status, 400u);
@@ -250,7 +255,7 @@ TEST_F(ApiTest, MalformedAndUnknownBodies) {
   EXPECT_EQ(server_->get("/api/stats").status, 200u);
 }
 
-TEST_F(ApiTest, CancelMarksTheExperiment) {
+TEST_P(ApiTest, CancelMarksTheExperiment) {
   auto r =
       server_->post("/api/experiments/" + std::to_string(exp_) + "/cancel", "", server_->token());
   ASSERT_EQ(r.status, 200u) << r.body;
