@@ -154,7 +154,9 @@ TEST_P(ResultBatchTest, BadItemsAreNamedAndNothingIsKept) {
 // The reason for batches: on PostgreSQL, 40 trials' epochs and ends cost
 // the round trips of one flush, against several per row written alone.
 TEST(PgResultBatch, ABatchCostsAFewRoundTripsWhateverItsSize) {
-  auto* pg = testing::PgServer::shared();
+  // A server of its own: this test stops and starts it (the ctest run's is shared).
+  auto owned = testing::PgServer::start_private();
+  auto* pg = owned.get();
   if (!pg) {
     if (std::getenv("CI")) FAIL() << testing::PgServer::why_missing();
     GTEST_SKIP() << testing::PgServer::why_missing();
@@ -205,7 +207,9 @@ TEST(PgResultBatch, ABatchCostsAFewRoundTripsWhateverItsSize) {
 // backoff, and is kept once; with no time to wait it throws
 // StoreUnavailableError, and the next call reconnects.
 TEST(PgOutage, ACallDuringARestartWaitsForTheServerAndIsKeptOnce) {
-  auto* pg = testing::PgServer::shared();
+  // A server of its own: this test stops and starts it (the ctest run's is shared).
+  auto owned = testing::PgServer::start_private();
+  auto* pg = owned.get();
   if (!pg) {
     if (std::getenv("CI")) FAIL() << testing::PgServer::why_missing();
     GTEST_SKIP() << testing::PgServer::why_missing();
