@@ -354,6 +354,28 @@ TEST_F(GatewayTest, TwoHonestClientsFinishEveryTrialOnceAndAgreeWithNativeReruns
   EXPECT_FALSE(q->lease(db::queue_name(exp), "late", 10)) << "all three acked";
 }
 
+// The verifier's tolerance (1% relative on losses): an honest client whose
+// floating point drifts a little (here 0.004 on every loss) agrees; one off
+// by 0.06 (3% of a loss of ~2, still far closer than a made-up curve) does not.
+TEST_F(GatewayTest, TheVerifierToleratesDriftButNotAFewPercent) {
+  start(1.0);
+  auto [close, wc] = join("drifts");
+  auto [off, wo] = join("off");
+  auto tc = request(close);
+  auto to = request(off);
+  ASSERT_TRUE(tc && to);
+  ASSERT_FALSE(work(close, *tc, /*lie=*/0.004).close);
+  ASSERT_FALSE(work(off, *to, /*lie=*/0.06).close);
+  auto closes = settle_all();
+  ASSERT_EQ(closes.size(), 1u);
+  EXPECT_EQ(closes[0].first, off);
+  auto verified = events("trial.verified");
+  ASSERT_EQ(verified.size(), 2u);
+  for (const auto& e : verified)
+    EXPECT_EQ(e.data["agree"].get<bool>(), e.data["trial"] == tc->at("trial")["id"])
+        << e.data.dump();
+}
+
 TEST_F(GatewayTest, ALiarIsQuarantinedAndItsTrialsAreTrainedAgain) {
   start(1.0);
   auto [liar, wl] = join("liar");
