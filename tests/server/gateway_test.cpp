@@ -1100,7 +1100,9 @@ TEST_F(GatewayTest, ABrowserFailureDoesNotEndTheTrial) {
   auto [b, wb] = join("b");
   int n = 0;
   while (auto tk = request(b)) {
-    if (tk->at("trial")["id"] == trial) EXPECT_EQ(tk->at("trial")["attempt"], 2);
+    if (tk->at("trial")["id"] == trial) {
+      EXPECT_EQ(tk->at("trial")["attempt"], 2);
+    }
     ASSERT_FALSE(work(b, *tk).close);
     ++n;
   }
