@@ -10,7 +10,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CHROMIUM, LAUNCH, prerequisite } from './launch.mjs';
+import { CHROMIUM, LAUNCH, prerequisite, until } from './launch.mjs';
 import { realServerMissing, startRealServer } from './real_server.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -48,17 +48,6 @@ const skip = prerequisite(test, !existsSync(CHROMIUM) ? `no Chromium at ${CHROMI
   : !existsSync(join(DIST, 'core', 'dnnlab_core.wasm')) ? `no wasm core in ${DIST}/core (em++ missing?)`
   : realServerMissing(DNNLAB) || false);
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what, fn, timeoutMs = 120_000) {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 // A join tab that records its errors and the URLs it (and its worker) requests.
 async function openJoin(context, url) {

@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CHROMIUM, LAUNCH, prerequisite } from './launch.mjs';
+import { CHROMIUM, LAUNCH, prerequisite, until } from './launch.mjs';
 import { realServerMissing, startRealServer } from './real_server.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -72,16 +72,6 @@ const skip = prerequisite(test, !existsSync(CHROMIUM) ? `no Chromium at ${CHROMI
   : process.env.CI && !existsSync(FASHION) ? `${FASHION} is not installed`
   : realServerMissing(DNNLAB) || false);
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function until(what, fn, timeoutMs) {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 test('a join tab trains a CNN sweep; the server records it and agrees on re-running it natively', { skip, timeout: 120_000 }, async (t) => {
   const t0 = Date.now();

@@ -14,7 +14,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, extname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CHROMIUM, LAUNCH, prerequisite } from './launch.mjs';
+import { CHROMIUM, LAUNCH, prerequisite, sleep, until as untilEvery } from './launch.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(resolve(here, '../../web/package.json'));
@@ -32,16 +32,7 @@ const SPEC = {
 };
 const NUM_PARAMS = 784 * 8 + 8 + 8 * 10 + 10;
 const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm' };
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function until(what, fn, ms = 60_000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
+const until = (what, fn, ms = 60_000) => untilEvery(what, fn, ms, 50);
 
 // A fake server: static files, hashed core, one shard, and a scripted /join.
 async function startFake(shardBytes) {

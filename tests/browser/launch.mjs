@@ -17,3 +17,17 @@ export function prerequisite(test, reason) {
   }
   return reason || false;
 }
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Polls `fn` every `pollMs` until it returns something truthy, which it
+// returns; throws naming `what` after `timeoutMs`.
+export async function until(what, fn, timeoutMs = 120_000, pollMs = 100) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(pollMs);
+  }
+}

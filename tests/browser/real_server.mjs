@@ -7,6 +7,7 @@ import { request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { sleep } from './launch.mjs';
 
 // Six trials on 1000 Fashion-MNIST images (generated data where Fashion-MNIST
 // is not installed): depth x activation, 2 epochs.
@@ -48,8 +49,6 @@ const freePort = () => new Promise((ok, fail) => {
   s.on('error', fail);
   s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => ok(port)); });
 });
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // One HTTP(S) request with a JSON answer; `ca` is the PEM the test trusts for
 // https (node's fetch cannot be given one without a global agent).

@@ -16,7 +16,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CHROMIUM, LAUNCH, prerequisite } from './launch.mjs';
+import { CHROMIUM, LAUNCH, prerequisite, until } from './launch.mjs';
 import { realServerMissing, startRealServer } from './real_server.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -54,16 +54,6 @@ scheduler:
   type: fifo
 `;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function until(what, fn, timeoutMs = 120_000) {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 function sh(cmd) {
   const r = spawnSync('sh', ['-c', cmd], { encoding: 'utf8' });

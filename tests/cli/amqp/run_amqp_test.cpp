@@ -4,7 +4,6 @@
 // every trial once; a worker killed with SIGKILL mid-trial has its trial
 // redelivered by the broker and recorded once.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -49,25 +48,10 @@ search:
 )";
 }
 
-pid_t spawn(const std::filesystem::path& dir, std::vector<std::string> args) {
-  std::vector<std::string> all = {
-      "/bin/sh", "-c",
-      "cd '" + dir.string() + "' && exec " + DNNLAB_BINARY + " \"$@\" 2>>log.txt >>out.txt", "sh"};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv.data(), environ), 0);
-  return pid;
-}
-
 // Every planned trial exists once and finished; returns them.
 std::vector<store::TrialRecord> expect_each_trial_once(store::ResultStore& s, int64_t exp,
                                                        size_t planned) {
-  store::TrialQuery q;
-  q.limit = 0;
-  auto trials = s.trials(exp, q);
+  auto trials = all_trials(s, exp);
   EXPECT_EQ(trials.size(), planned);
   std::set<std::string> configs;
   for (const auto& t : trials) {

@@ -6,7 +6,6 @@
 // its result is stored: the sweep completes with every trial's result and
 // every epoch row exactly once.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -57,19 +56,6 @@ search:
     activation: [relu, tanh]
     lr: [0.02, 0.05, 0.1]
 )";
-}
-
-pid_t spawn(const std::filesystem::path& dir, std::vector<std::string> args) {
-  std::vector<std::string> all = {
-      "/bin/sh", "-c",
-      "cd '" + dir.string() + "' && exec " + DNNLAB_BINARY + " \"$@\" 2>>log.txt >>out.txt", "sh"};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, argv.data(), environ), 0);
-  return pid;
 }
 
 // Waits for `pid` up to `limit`; false (and the process killed) when it
@@ -153,9 +139,7 @@ TEST_P(PgRestart, PostgresRestartedMidSweepLosesNothingDoublesNothing) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(dir.path / "log.txt");
   EXPECT_LT(finished_at_stop, kTrials) << "the server went away after the sweep";
 
-  store::TrialQuery all;
-  all.limit = 0;
-  auto trials = s->trials(exp, all);
+  auto trials = all_trials(*s, exp);
   ASSERT_EQ(trials.size(), static_cast<size_t>(kTrials));
   std::set<std::string> configs;
   for (const auto& t : trials) {
