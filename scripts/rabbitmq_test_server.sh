@@ -7,6 +7,7 @@
 #   scripts/rabbitmq_test_server.sh stop DIR    # stops the node; DIR keeps its data
 #   scripts/rabbitmq_test_server.sh start DIR   # again: same ports, durable queues survive
 #   scripts/rabbitmq_test_server.sh stop DIR --rm
+#   scripts/rabbitmq_test_server.sh ctl DIR ARGS...   # rabbitmqctl ARGS on the node
 #
 # DNNLAB_TEST_RABBITMQ_ADDRESS=0.0.0.0 listens beyond loopback and lets guest
 # log in from there (tests/cluster/netns_test.sh: workers in other network
@@ -98,6 +99,12 @@ CONF
     # Only our epmd: it listens on this node's own port.
     epmd -port "$epmd_port" -kill >/dev/null 2>&1 || true
     if [[ ${3:-} == --rm ]]; then rm -rf "$dir"; fi
+    ;;
+  ctl)
+    [[ -f $dir/ports ]] || exit 1
+    node_env
+    shift 2
+    exec "$bin/rabbitmqctl" -n "$node" -q "$@"
     ;;
   *)
     echo "rabbitmq_test_server: unknown command '$cmd' (start|stop)" >&2

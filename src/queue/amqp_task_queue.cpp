@@ -331,6 +331,7 @@ std::vector<std::int64_t> AmqpTaskQueue::publish_batch(std::string_view queue_na
         sent[next_seq_++] = i;
       }
       // Wait until the broker confirmed (or refused) every message.
+      bool refused = false;
       for (auto it = sent.begin(); it != sent.end();) {
         const int outcome = confirms_[it->first];
         if (outcome == 0) {
@@ -341,12 +342,23 @@ std::vector<std::int64_t> AmqpTaskQueue::publish_batch(std::string_view queue_na
           pump(100);
           continue;
         }
+        // A nack: the broker did not take the message (a quorum queue
+        // whose leader is still being elected refuses publishes for a
+        // moment after it is declared). It is published again below.
         if (outcome < 0)
-          throw AmqpError("task queue " + shown_url_ + ": the broker refused a message to '" +
-                          queue + "' (basic.nack)");
-        confirmed[it->second] = true;
+          refused = true;
+        else
+          confirmed[it->second] = true;
         confirms_.erase(it->first);
         it = sent.erase(it);
+      }
+      if (refused) {
+        if (Clock::now() > give_up)
+          throw AmqpError("task queue " + shown_url_ + ": the broker refused a message to '" +
+                          queue + "' (basic.nack) for " +
+                          std::to_string(options_.busy_timeout_seconds) + " s");
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
       }
       return ids;
     } catch (const AmqpConnectionLost&) {

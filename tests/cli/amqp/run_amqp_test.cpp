@@ -91,15 +91,23 @@ TEST_F(RunAmqp, SweepThroughRabbitMqRecordsEachTrialOnce) {
 
 TEST_F(RunAmqp, WorkerKilledMidTrialIsRedeliveredByTheBrokerAndCountedOnce) {
   TempDir dir;
-  dir.write("sweep.yaml", sweep_yaml("amqp-kill", 4000, 30));
+  // 300 epochs: a trial runs for seconds, so one is seen running with its
+  // first epochs stored (the worker writes epochs every 0.5 s) before it ends.
+  dir.write("sweep.yaml", sweep_yaml("amqp-kill", 4000, 300));
   const std::string db = "sqlite:" + (dir.path / "t.db").string();
   pid_t coord = spawn(dir.path, {"run", "-q", "-w", "2", "--broker", url_ + "?prefetch=2",
                                  "--store", db, "sweep.yaml"});
   std::unique_ptr<store::ResultStore> s;
   int64_t victim_pid = 0, victim_trial = 0;
   const auto give_up = std::chrono::steady_clock::now() + 120s;
+  int status = 0;
+  bool coord_ended = false;
   while (!victim_pid && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(100ms);
+    if (waitpid(coord, &status, WNOHANG) == coord) {
+      coord_ended = true;
+      break;
+    }
     if (!s && std::filesystem::exists(dir.path / "t.db")) s = store::open_result_store(db);
     if (!s) continue;
     try {
@@ -114,9 +122,10 @@ TEST_F(RunAmqp, WorkerKilledMidTrialIsRedeliveredByTheBrokerAndCountedOnce) {
     } catch (const std::exception&) {  // the schema may not be there yet
     }
   }
+  ASSERT_FALSE(coord_ended) << "the sweep ended before a running trial with epochs was seen\n"
+                             << slurp(dir.path / "log.txt");
   ASSERT_NE(victim_pid, 0) << slurp(dir.path / "log.txt");
   ASSERT_EQ(kill(static_cast<pid_t>(victim_pid), SIGKILL), 0);
-  int status = 0;
   ASSERT_EQ(waitpid(coord, &status, 0), coord);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(dir.path / "log.txt");
   auto exp = s->experiments().at(0).id;

@@ -150,6 +150,50 @@ TEST_F(AmqpFailure, LeaseKeeperOnItsOwnConnectionExtendsTheHoldersLease) {
   EXPECT_FALSE(keeper.ack(copy)) << "only the holder's connection can ack";
 }
 
+// A publish the broker refuses (basic.nack) is published again until the
+// queue takes it: quorum queues refuse for a moment while their leader is
+// elected. Here a policy caps the queue at one message and refuses the rest
+// (reject-publish; a quorum queue's cap is soft, it takes one more): five
+// publishes in a row wait while the queue is full and all arrive, in order,
+// once each, as a consumer makes room.
+TEST_F(AmqpFailure, RefusedPublishIsPublishedAgainUntilTheQueueTakesIt) {
+  const std::string queue = unique_queue("capped");
+  ASSERT_EQ(testing::rabbitmq_ctl(testing::shared_rabbitmq_dir(),
+                                  "set_policy --apply-to queues '" + queue + "' '^" + queue +
+                                      "$' '{\"max-length\":1,\"overflow\":\"reject-publish\"}'"),
+            0);
+  constexpr int kMessages = 5;
+  std::atomic<bool> published{false};
+  std::string error;
+  std::thread publisher([&] {
+    try {
+      AmqpTaskQueue p(url_, {});
+      for (int i = 0; i < kMessages; ++i) p.publish(queue, "m" + std::to_string(i));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    published = true;
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_FALSE(published) << "every publish returned while the queue was full: " << error;
+  AmqpTaskQueue q(url_, {});
+  std::vector<std::string> got;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (got.size() < kMessages && std::chrono::steady_clock::now() < give_up) {
+    if (auto lease = q.lease(queue, "w", 60)) {
+      got.push_back(lease->payload);
+      EXPECT_TRUE(q.ack(*lease));
+    } else if (published && !error.empty()) {
+      break;
+    }
+  }
+  publisher.join();
+  EXPECT_EQ(error, "");
+  EXPECT_EQ(got, (std::vector<std::string>{"m0", "m1", "m2", "m3", "m4"}));
+  EXPECT_EQ(q.waiting(queue), 0);
+  testing::rabbitmq_ctl(testing::shared_rabbitmq_dir(), "clear_policy '" + queue + "'");
+}
+
 TEST_F(AmqpFailure, ObjectUsedInAForkedChildThrowsAndSparesTheParent) {
   const std::string queue = unique_queue("fork");
   AmqpTaskQueue q(url_, {});

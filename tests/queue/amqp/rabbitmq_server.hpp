@@ -8,6 +8,7 @@
 //
 //   dnnlab::testing::RabbitMqServer own;   // a broker of one's own, to restart
 //   own.stop(); own.start();               // same port and data: durable queues survive
+//   rabbitmq_ctl(shared_rabbitmq_dir(), "set_policy ...");   // rabbitmqctl on a node
 #pragma once
 
 #include <gtest/gtest.h>
@@ -62,6 +63,7 @@ class RabbitMqServer {
     std::getline(in, url_);
   }
   void stop() { run("stop", ""); }
+  const std::string& dir() const { return dir_; }
 
  private:
   int run(const std::string& cmd, const std::string& extra) {
@@ -76,16 +78,35 @@ class RabbitMqServer {
   bool installed_ = true;
 };
 
-// The broker of the ctest fixture (DNNLAB_TEST_RABBITMQ_DIR/url), else one
-// started for this process and stopped at its exit. "" when not installed.
-inline std::string shared_rabbitmq_url() {
+// The directory of the ctest fixture's broker (DNNLAB_TEST_RABBITMQ_DIR),
+// else of one started for this process and stopped at its exit; "" when
+// rabbitmq-server is not installed.
+inline std::string shared_rabbitmq_dir() {
   if (const char* dir = std::getenv("DNNLAB_TEST_RABBITMQ_DIR")) {
     std::ifstream in(std::string(dir) + "/url");
     std::string url;
-    if (std::getline(in, url) && !url.empty()) return url;
+    if (std::getline(in, url) && !url.empty()) return dir;
   }
   static std::unique_ptr<RabbitMqServer> own = std::make_unique<RabbitMqServer>();
-  return own->installed() ? own->url() : std::string();
+  return own->installed() ? own->dir() : std::string();
+}
+
+// Its amqp:// URL; "" when not installed.
+inline std::string shared_rabbitmq_url() {
+  const std::string dir = shared_rabbitmq_dir();
+  if (dir.empty()) return "";
+  std::ifstream in(dir + "/url");
+  std::string url;
+  std::getline(in, url);
+  return url;
+}
+
+// rabbitmqctl ARGS (quoted for sh) on the node in `dir`; its exit status.
+inline int rabbitmq_ctl(const std::string& dir, const std::string& args) {
+  const std::string line = "'" + rabbitmq_script().string() + "' ctl '" + dir + "' " + args +
+                           " >/dev/null 2>>'" + dir + ".log'";
+  const int status = std::system(line.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
 }  // namespace dnnlab::testing
