@@ -2,7 +2,7 @@
 // REST, static files, /metrics, and the upgrades to the WebSocket sessions.
 // Private to the server.
 #pragma once
-#include "server/ws_sessions.hpp"
+#include "server/server_impl.hpp"
 
 namespace dnnlab::server {
 
@@ -141,15 +141,11 @@ class HttpSession final : public OpenSession,
                                      "Origin");
       impl_->metrics.observe(a.method, r.route, 101, 0.0);
       beast::get_lowest_layer(stream_).expires_never();
-      if (r.upgrade == Upgrade::join) {
-        auto js = std::make_shared<JoinSession<Stream>>(std::move(stream_), impl_);
-        js->hold(std::move(slot_));
-        js->run(std::move(req));
-      } else {
-        auto es = std::make_shared<EventSession<Stream>>(std::move(stream_), impl_, r.events_after);
-        es->hold(std::move(slot_));
-        es->run(std::move(req));
-      }
+      if (r.upgrade == Upgrade::join)
+        start_join_session(std::move(stream_), impl_, std::move(slot_), std::move(req));
+      else
+        start_event_session(std::move(stream_), impl_, std::move(slot_), r.events_after,
+                            std::move(req));
       return;
     }
     Reply reply{req.version(), req.keep_alive(), req.method() == http::verb::head,

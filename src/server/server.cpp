@@ -1,11 +1,11 @@
 // The network side of the server: the acceptor, the connection limits and the
 // timers (event polling, coordinators), all on one io_context thread; the
-// sessions are in http_session.hpp and ws_sessions.hpp, Server::Impl in
-// server_impl.hpp. Every handler catches everything: a malformed request
+// sessions are in http_session.hpp and ws_sessions.hpp (instantiated in
+// session_*.cpp), Server::Impl in server_impl.hpp. Every handler catches everything: a malformed request
 // ends its own connection at most, never the server.
 #include "server/server.hpp"
 
-#include "server/http_session.hpp"
+#include "server/server_impl.hpp"
 
 namespace dnnlab::server {
 
@@ -64,13 +64,9 @@ void Server::Impl::accept() {
         socket.set_option(tcp::no_delay(true), e2);
         auto slot = std::make_shared<ConnectionSlot>(self, std::move(ip));
         if (self->tls)
-          std::make_shared<HttpSession<TlsStream>>(TlsStream(std::move(socket), *self->tls), self,
-                                                   std::move(slot))
-              ->start();
+          start_http_session(TlsStream(std::move(socket), *self->tls), self, std::move(slot));
         else
-          std::make_shared<HttpSession<PlainStream>>(PlainStream(std::move(socket)), self,
-                                                     std::move(slot))
-              ->start();
+          start_http_session(PlainStream(std::move(socket)), self, std::move(slot));
       }
     } catch (const std::exception& e) {
       log_error("accept", e.what());

@@ -1,0 +1,12 @@
+// HttpSession<TlsStream>: its own translation unit (server_impl.hpp says why).
+#include "server/http_session.hpp"
+
+namespace dnnlab::server {
+
+void start_http_session(TlsStream stream, std::shared_ptr<Server::Impl> impl,
+                        std::shared_ptr<ConnectionSlot> slot) {
+  std::make_shared<HttpSession<TlsStream>>(std::move(stream), std::move(impl), std::move(slot))
+      ->start();
+}
+
+}  // namespace dnnlab::server
