@@ -43,6 +43,21 @@ ApiResponse error_response(unsigned status, const std::string& message,
   return json_response(status, j);
 }
 
+}  // namespace
+
+ApiResponse failure_response(const std::exception& e) {
+  if (dynamic_cast<const std::invalid_argument*>(&e)) return error_response(400, e.what());
+  if (dynamic_cast<const store::StoreUnavailableError*>(&e)) {
+    ApiResponse r =
+        error_response(503, std::string("the result store is unreachable: ") + e.what());
+    r.retry_after = 5;
+    return r;
+  }
+  return error_response(500, std::string("internal error: ") + e.what());
+}
+
+namespace {
+
 json opt(const std::optional<double>& v) {
   return v ? json(*v) : json(nullptr);
 }
@@ -459,10 +474,8 @@ ApiResponse Api::handle(const ApiRequest& r) {
     return failed(route(r, path, query, label));
   } catch (const ApiError& e) {
     return failed(error_response(e.status, e.message, e.field));
-  } catch (const std::invalid_argument& e) {
-    return failed(error_response(400, e.what()));
   } catch (const std::exception& e) {
-    return failed(error_response(500, std::string("internal error: ") + e.what()));
+    return failed(failure_response(e));
   }
 }
 

@@ -35,6 +35,7 @@ struct ApiResponse {
   std::string body;
   std::string route;  // matched pattern for metrics ("/api/trials/{id}", "static", "unmatched")
   std::string allow;  // for 405
+  unsigned retry_after = 0;  // seconds, for 503 (the store is unreachable)
   bool immutable = false;
   Upgrade upgrade = Upgrade::none;  // status 101: the session upgrades
   std::int64_t events_after = -1;   // Upgrade::events: replay after this id (-1: from now)
@@ -64,6 +65,11 @@ struct ApiConfig {
   // /core/... and /shards/... files; none when unset.
   std::function<std::optional<ServedFile>(std::string_view path)> gateway_file;
 };
+
+// The answer to a request whose handling threw: 400 for std::invalid_argument
+// (the message names the field), 503 with Retry-After while a server store
+// (postgres://) is unreachable (store::StoreUnavailableError), else 500.
+ApiResponse failure_response(const std::exception& e);
 
 // Splits "a=1&b=x%20y" (percent- and plus-decoded). Throws ApiError on a bad escape.
 std::map<std::string, std::string> parse_query(std::string_view query);

@@ -159,13 +159,7 @@ class HttpSession final : public OpenSession,
         try {
           finish = job();
         } catch (const std::exception& e) {
-          std::string what = e.what();
-          finish = [what] {
-            ApiResponse out;
-            out.status = 500;
-            out.body = json{{"error", "internal error: " + what}}.dump();
-            return out;
-          };
+          finish = [failed = failure_response(e)] { return failed; };
         }
         auto ex = self->stream_.get_executor();
         asio::post(ex, [self = std::move(self), finish = std::move(finish),
@@ -174,8 +168,7 @@ class HttpSession final : public OpenSession,
           try {
             out = finish();
           } catch (const std::exception& e) {
-            out.status = 500;
-            out.body = json{{"error", std::string("internal error: ") + e.what()}}.dump();
+            out = failure_response(e);
           }
           out.route = route;
           self->respond(std::move(out), reply);
@@ -187,7 +180,9 @@ class HttpSession final : public OpenSession,
       // The io thread keeps serving sockets while a reader thread queries.
       asio::post(*impl_->pool, [self = this->shared_from_this(), r = std::move(r),
                                 reply = std::move(reply)]() mutable {
-        ApiResponse out = run_deferred(r, reader_store(self->impl_->opt.store_url));
+        ApiResponse out = run_deferred(r, [&]() -> store::ResultStore& {
+          return reader_store(self->impl_->opt.store_url, self->impl_->opt.store_wait_seconds);
+        });
         auto ex = self->stream_.get_executor();
         asio::post(
             ex, [self = std::move(self), out = std::move(out), reply = std::move(reply)]() mutable {
@@ -196,7 +191,7 @@ class HttpSession final : public OpenSession,
       });
       return;
     }
-    if (r.deferred) r = run_deferred(r, *impl_->store);
+    if (r.deferred) r = run_deferred(r, [&]() -> store::ResultStore& { return *impl_->store; });
     respond(std::move(r), reply);
   }
 
@@ -207,26 +202,29 @@ class HttpSession final : public OpenSession,
     Clock::time_point t0;
   };
 
-  static ApiResponse run_deferred(const ApiResponse& r, store::ResultStore& st) {
+  // `store` is called inside the try: opening a reader's store can fail too
+  // (the server store unreachable), and must answer, not end the thread.
+  static ApiResponse run_deferred(const ApiResponse& r,
+                                  const std::function<store::ResultStore&()>& store) {
     ApiResponse out;
     try {
-      out = r.deferred(st);
-    } catch (const std::invalid_argument& e) {
-      out.status = 400;
-      out.body = json{{"error", e.what()}}.dump();
+      out = r.deferred(store());
     } catch (const std::exception& e) {
-      out.status = 500;
-      out.body = json{{"error", std::string("internal error: ") + e.what()}}.dump();
+      out = failure_response(e);
     }
     out.route = r.route;
     return out;
   }
 
   // The store a reader thread uses: one per thread and URL, opened on first use.
-  static store::ResultStore& reader_store(const std::string& url) {
+  static store::ResultStore& reader_store(const std::string& url, double wait_seconds) {
     thread_local std::map<std::string, std::unique_ptr<store::ResultStore>> stores;
     auto& s = stores[url];
-    if (!s) s = store::open_result_store(url);
+    if (!s) {
+      store::StoreOptions o;
+      o.reconnect_seconds = wait_seconds;
+      s = store::open_result_store(url, nullptr, o);
+    }
     return *s;
   }
 
@@ -239,6 +237,7 @@ class HttpSession final : public OpenSession,
     res->set(http::field::content_type, r.content_type);
     res->set("X-Content-Type-Options", "nosniff");
     if (!r.allow.empty()) res->set(http::field::allow, r.allow);
+    if (r.retry_after) res->set(http::field::retry_after, std::to_string(r.retry_after));
     if (r.status == 401) res->set(http::field::www_authenticate, "Bearer");
     res->set(http::field::cache_control, r.immutable ? "public, max-age=31536000, immutable"
                                          : r.route == "static" ? "no-cache"

@@ -1,8 +1,8 @@
 // The network side of the server: the acceptor, the connection limits and the
 // timers (event polling, coordinators), all on one io_context thread; the
 // sessions are in http_session.hpp and ws_sessions.hpp (instantiated in
-// session_*.cpp), Server::Impl in server_impl.hpp. Every handler catches everything: a malformed request
-// ends its own connection at most, never the server.
+// session_*.cpp), Server::Impl in server_impl.hpp. Every handler catches everything: a malformed
+// request ends its own connection at most, never the server.
 #include "server/server.hpp"
 
 #include "server/server_impl.hpp"
@@ -167,6 +167,7 @@ void Server::Impl::broadcast(const std::string& frame, std::int64_t id) {
 
 void Server::Impl::on_event_poll() {
   if (stopped) return;
+  auto pause = std::chrono::duration_cast<Clock::duration>(kTickPeriod);
   try {
     for (;;) {
       auto events = store->events_since(last_event_id, 1000);
@@ -194,8 +195,9 @@ void Server::Impl::on_event_poll() {
     }
   } catch (const std::exception& e) {
     log_error("event poll", e.what());
+    if (dynamic_cast<const store::StoreUnavailableError*>(&e)) pause = kStoreDownPause;
   }
-  event_timer.expires_after(kTickPeriod);
+  event_timer.expires_after(pause);
   event_timer.async_wait([self = shared_from_this()](beast::error_code ec) {
     if (!ec) self->on_event_poll();
   });
@@ -203,12 +205,14 @@ void Server::Impl::on_event_poll() {
 
 void Server::Impl::on_tick() {
   if (stopped) return;
+  auto pause = std::chrono::duration_cast<Clock::duration>(kTickPeriod);
   try {
     runner->tick();
   } catch (const std::exception& e) {
     log_error("coordinators", e.what());
+    if (dynamic_cast<const store::StoreUnavailableError*>(&e)) pause = kStoreDownPause;
   }
-  tick_timer.expires_after(kTickPeriod);
+  tick_timer.expires_after(pause);
   tick_timer.async_wait([self = shared_from_this()](beast::error_code ec) {
     if (!ec) self->on_tick();
   });
@@ -224,7 +228,9 @@ Server::Server(asio::io_context& io, ServerOptions options)
   // One connection when both are the same embedded file.
   db::Connections shared;
   s.queue = queue::open_task_queue(s.opt.broker_url, {}, &shared);
-  s.store = store::open_result_store(s.opt.store_url, &shared);
+  store::StoreOptions store_options;
+  store_options.reconnect_seconds = s.opt.store_wait_seconds;
+  s.store = store::open_result_store(s.opt.store_url, &shared, store_options);
   s.runner = std::make_unique<ExperimentRunner>(*s.store, *s.queue, s.opt.run_coordinators);
   if (s.opt.token_file.empty()) s.opt.token_file = default_token_file(s.opt.store_url);
   s.token = load_or_create_token(s.opt.token_file);

@@ -33,13 +33,17 @@ namespace asio = boost::asio;
 struct ServerOptions {
   std::string listen = "127.0.0.1:8080";  // host:port; port 0 picks a free one
   std::string store_url;                  // required, e.g. "sqlite:dnnlab.db"
-  std::string broker_url;                 // default: store_url
-  std::string token_file;                 // default: <dir of the sqlite store>/dnnlab.token
-  std::string web_root;                   // static dashboard files (<build>/web/dist)
-  bool public_reads = true;               // false: GETs need the token too
-  std::size_t max_body = 1 << 20;         // larger request bodies get 413
-  bool run_coordinators = true;           // tick coordinators of running experiments
-  unsigned read_threads = 2;  // threads (each with its own store) for trial lists; 0: none
+  // A server store (postgres://) that is unreachable: each call retries on
+  // new connections this long, then the request gets 503 with Retry-After
+  // (the io thread serves nothing while it waits, so keep it short).
+  double store_wait_seconds = 2;
+  std::string broker_url;          // default: store_url
+  std::string token_file;          // default: <dir of the sqlite store>/dnnlab.token
+  std::string web_root;            // static dashboard files (<build>/web/dist)
+  bool public_reads = true;        // false: GETs need the token too
+  std::size_t max_body = 1 << 20;  // larger request bodies get 413
+  bool run_coordinators = true;    // tick coordinators of running experiments
+  unsigned read_threads = 2;       // threads (each with its own store) for trial lists; 0: none
   // Browser workers on /join (docs/protocol.md).
   std::string join_token_file;             // default: dnnlab.join-token beside token_file
   std::string data_dir;                    // where data sets are, for shards and re-runs

@@ -56,6 +56,10 @@ constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
 
 inline constexpr auto kIdleTimeout = std::chrono::seconds(60);
 inline constexpr auto kTickPeriod = std::chrono::milliseconds(200);
+// The event poll and the coordinators' tick after the store was unreachable
+// for ServerOptions::store_wait_seconds: the io thread waited that long, so
+// it serves other requests for a while before it waits again.
+inline constexpr auto kStoreDownPause = std::chrono::seconds(2);
 // Events read from the store per page while a reader catches up: the backlog
 // is paged in as the socket drains, never queued whole.
 inline constexpr std::size_t kEventPage = 500;
