@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # CNN training throughput, dnnlab vs PyTorch, 1 and 2 threads, side by side:
 # each round runs bench/cnn_bench and bench/torch_cnn.py back to back for each
-# (config, threads) (the order flips every round), pinned to the same cores;
+# (config, threads) (the order rotates every round), pinned to the same cores;
 # then medians and per-round ratios as a markdown table. See bench/RESULTS.md.
 #
 #   BUILD=build-rel bench/run_cnn_bench.sh            # 3 rounds of 4 s each
 #   ROUNDS=5 SECS=6 THREADS="1 2" bench/run_cnn_bench.sh
 #   LOG=old.log bench/run_cnn_bench.sh report         # table from an earlier log only
+#   BASE=/tmp/cnn_bench.main bench/run_cnn_bench.sh   # also a baseline cnn_bench in each
+#                                                     # round (before/after: a second table)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build/release}
@@ -36,7 +38,12 @@ if [ "$PARTS" != report ]; then
       for c in $CONFIGS; do
         d() { taskset -c "$cpus" "$DNN" --config "$c" --threads "$t" --seconds "$SECS" | tee -a "$LOG" >&2; }
         p() { torch_run "$t" "$cpus" --config "$c" --seconds "$SECS" | tee -a "$LOG" >&2; }
-        if [ $((r % 2)) = 1 ]; then d; p; else p; d; fi
+        b() {
+          [ -z "${BASE:-}" ] && return 0
+          taskset -c "$cpus" "$BASE" --config "$c" --threads "$t" --seconds "$SECS" |
+            sed 's/impl=dnnlab/impl=base/' | tee -a "$LOG" >&2
+        }
+        case $((r % 3)) in 1) b; d; p ;; 2) p; d; b ;; *) d; p; b ;; esac
       done
     done
   done
@@ -46,13 +53,15 @@ import statistics as st, sys
 NAME = {"fashion": "(a) examples/fashion-cnn.yaml net, [1,28,28]",
         "cifar": "(b) CIFAR-10-quick, [3,32,32]"}
 rows = [dict(kv.split("=", 1) for kv in l.split()[1:]) for l in open(sys.argv[1]) if l.startswith("RESULT")]
-print("| net | threads | dnnlab samples/s (wall) | PyTorch samples/s (wall) | ratio (wall) | dnnlab samples/CPU-s | PyTorch samples/CPU-s | ratio (CPU) | target 1.3x | rounds |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|:-:|---:|")
-for c in NAME:
+for impl in [i for i in ("dnnlab", "base") if any(r["impl"] == i for r in rows)]:
+  print(f"\n{impl}:\n")
+  print("| net | threads | dnnlab samples/s (wall) | PyTorch samples/s (wall) | ratio (wall) | dnnlab samples/CPU-s | PyTorch samples/CPU-s | ratio (CPU) | target 1.3x | rounds |")
+  print("|---|---:|---:|---:|---:|---:|---:|---:|:-:|---:|")
+  for c in NAME:
     for t in sorted({r["threads"] for r in rows}):
         sel = lambda impl, k: [float(r[k]) for r in rows if r["config"] == c and r["threads"] == t and r["impl"] == impl]
-        d, p = sel("dnnlab", "samples_per_s"), sel("pytorch", "samples_per_s")
-        dc, pc = sel("dnnlab", "cpu_samples_per_s"), sel("pytorch", "cpu_samples_per_s")
+        d, p = sel(impl, "samples_per_s"), sel("pytorch", "samples_per_s")
+        dc, pc = sel(impl, "cpu_samples_per_s"), sel("pytorch", "cpu_samples_per_s")
         if not d or len(d) != len(p):
             continue
         rr = sorted(x / y for x, y in zip(d, p)); cr = sorted(x / y for x, y in zip(dc, pc))

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "nn/parallel.hpp"
+
 namespace dnnlab::nn {
 namespace {
 
@@ -134,9 +136,16 @@ void Conv2D::backward(const TensorView& x, const TensorView& y, const TensorView
                       const TensorView& dx) {
   const Kernels& kn = kernels();
   const ConvShape s = shape_for(x.rows());
-  // Through the fused activation first, in place: dy is this layer's own buffer.
-  if (act_ != Act::kIdentity)
-    kn.act_backward(act_, alpha_, y.data(), dy.data(), dy.data(), size_t(y.numel()));
+  // Through the fused activation first, in place: dy is this layer's own
+  // buffer. Image by image over the threads (elementwise: the same bits);
+  // serial, it was the largest serial part of a CNN step on two threads.
+  if (act_ != Act::kIdentity) {
+    const int64_t per = y.numel() / x.rows();
+    parallel_for(int(x.rows()), [&](int n) {
+      const int64_t o = n * per;
+      kn.act_backward(act_, alpha_, y.data() + o, dy.data() + o, dy.data() + o, size_t(per));
+    });
+  }
   kn.conv2d_backward_filter(s, x.data(), dy.data(), weight_.grad.data(),
                             cfg_.bias ? bias_.grad.data() : nullptr, accumulate_grads());
   if (dx.data()) kn.conv2d_backward_data(s, weight_.value.data(), dy.data(), dx.data());

@@ -159,13 +159,40 @@ void Dense::backward(const TensorView& x, const TensorView& y, const TensorView&
 
 // ---- Activation -----------------------------------------------------------
 
+namespace {
+
+// f(offset, count) over [0, n) elements in fixed parts of whole rows, on the
+// parallel-for hook when there is enough work (a CNN's feature maps; the
+// parts depend on the shape only, and the ops are elementwise, so any thread
+// count gives the same bits). Serial, an activation layer of the Fashion CNN
+// was a fifth of its two-thread step.
+template <class F>
+void for_row_parts(int64_t rows, int64_t n, F f) {
+  constexpr int64_t kMinParallel = int64_t{1} << 16;  // floats
+  if (rows <= 1 || n < kMinParallel) {
+    f(int64_t{0}, n);
+    return;
+  }
+  const int64_t per = n / rows;
+  parallel_for(static_cast<int>(rows), [&](int r) { f(r * per, per); });
+}
+
+}  // namespace
+
 void Activation::forward(const TensorView& x, const TensorView& y, ForwardContext&) {
-  kernels().act_forward(act_, alpha_, x.data(), y.data(), x.numel());
+  const Kernels& kn = kernels();
+  for_row_parts(x.rows(), x.numel(), [&](int64_t o, int64_t cnt) {
+    kn.act_forward(act_, alpha_, x.data() + o, y.data() + o, size_t(cnt));
+  });
 }
 
 void Activation::backward(const TensorView&, const TensorView& y, const TensorView& dy,
                           const TensorView& dx) {
-  if (dx.data()) kernels().act_backward(act_, alpha_, y.data(), dy.data(), dx.data(), y.numel());
+  if (!dx.data()) return;
+  const Kernels& kn = kernels();
+  for_row_parts(y.rows(), y.numel(), [&](int64_t o, int64_t cnt) {
+    kn.act_backward(act_, alpha_, y.data() + o, dy.data() + o, dx.data() + o, size_t(cnt));
+  });
 }
 
 // ---- Softmax --------------------------------------------------------------

@@ -59,6 +59,8 @@ const ConvShape kConvShapes[] = {
     {2, 32, 12, 12, 17, 5, 5, 1, 1, 2, 2},  // fan-in 800 > KC
     {40, 2, 5, 5, 3, 3, 3, 1, 1, 1, 1},     // 40 images: 14 filter-gradient chunks of 3
     {5, 7, 13, 13, 17, 3, 3, 1, 1, 1, 1},   //
+    {2, 16, 9, 7, 5, 3, 3, 1, 1, 1, 1},     // backward data as a forward conv (C >= MR)
+    {1, 14, 6, 5, 300, 3, 3, 1, 1, 0, 1},   // 300 filters: its flipped fan-in 2700 > KC
 };
 
 // {n, c, h, w, kh, kw, sh, sw, ph, pw}

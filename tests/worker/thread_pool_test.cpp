@@ -1,6 +1,7 @@
 // The native thread pool behind nn's parallel-for hook: every item runs once,
 // jobs follow each other on the same threads, more than one thread really
-// works, and the conv kernels give the same bits on 1, 2 and 4 threads.
+// works, and the conv kernels and a whole CNN training step give the same
+// bits on 1, 2 and 4 threads.
 #include "worker/thread_pool.hpp"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,9 @@
 #include <vector>
 
 #include "nn/kernels.hpp"
+#include "nn/model.hpp"
+#include "nn/optim.hpp"
+#include "nn/spec.hpp"
 
 namespace dnnlab::worker {
 namespace {
@@ -108,6 +112,48 @@ TEST(ParallelScope, ConvKernelsGiveTheSameBitsOnAnyThreadCount) {
   for (int threads : {1, 2, 4}) {
     ParallelScope scope(threads);
     EXPECT_TRUE(conv_step() == serial) << nn::kernels().name << " on " << threads << " threads";
+  }
+}
+
+// Two SGD steps of conv -> batchnorm -> relu -> max pool -> dense on 16
+// images of [2, 28, 28]: the relu is a layer of its own (not fused into the
+// conv), large enough (100k floats) that it splits over the threads too.
+std::vector<float> cnn_steps() {
+  auto layer = [](const char* type, std::initializer_list<std::pair<const char*, double>> a) {
+    nn::LayerSpec l;
+    l.type = type;
+    for (const auto& [k, v] : a) l.attrs.num[k] = v;
+    return l;
+  };
+  nn::ModelSpec spec;
+  spec.layers = {layer("conv2d", {{"filters", 8}, {"kernel", 3}, {"padding", 1}}),
+                 layer("batchnorm", {}), layer("relu", {}), layer("max_pool2d", {{"kernel", 2}}),
+                 layer("dense", {{"units", 10}})};
+  nn::Model model = nn::Model::build(spec, nn::Shape{2, 28, 28}, 10, 3);
+  nn::OptimizerSpec os;
+  os.type = "sgd";
+  os.lr = 0.05f;
+  os.momentum = 0.9f;
+  nn::Optimizer opt(os, model.params());
+  nn::Tensor x(nn::Shape{16, 2, 28, 28});
+  std::mt19937 rng(9);
+  std::normal_distribution<float> d;
+  for (int64_t i = 0; i < x.numel(); ++i) x[i] = d(rng);
+  std::vector<int32_t> labels(16);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
+  for (int step = 0; step < 2; ++step) model.train_step(x.view(), labels.data(), opt);
+  std::vector<float> all;
+  for (nn::Param* p : model.params()) {
+    all.insert(all.end(), p->value.data(), p->value.data() + p->value.numel());
+  }
+  return all;
+}
+
+TEST(ParallelScope, CnnTrainStepsGiveTheSameBitsOnAnyThreadCount) {
+  const auto serial = cnn_steps();
+  for (int threads : {1, 2, 4}) {
+    ParallelScope scope(threads);
+    EXPECT_TRUE(cnn_steps() == serial) << nn::kernels().name << " on " << threads << " threads";
   }
 }
 

@@ -82,6 +82,16 @@ float* conv_scratch(ConvScratch slot, size_t floats) {
   return reinterpret_cast<float*>((addr + 63) & ~uintptr_t(63));
 }
 
+int32_t* conv_taps_scratch(size_t n) {
+  thread_local std::unique_ptr<int32_t[]> buf;
+  thread_local size_t capacity = 0;
+  if (capacity < n) {
+    buf.reset(new int32_t[n]);
+    capacity = n;
+  }
+  return buf.get();
+}
+
 void parallel_items(int n, void (*body)(void* ctx, int item), void* ctx) {
   parallel_for(n, [body, ctx](int i) { body(ctx, i); });
 }

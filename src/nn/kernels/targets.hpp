@@ -33,10 +33,20 @@ namespace dnnlab::nn::kernels_detail {
 float* gemm_scratch(size_t floats);
 
 // Conv work space for the calling thread, one buffer per slot (an item's
-// im2col matrix and padded image, a caller's per-chunk partial sums), allocated on first use
-// and kept like gemm_scratch.
-enum ConvScratch : int { kConvCol = 0, kConvPad = 1, kConvPartials = 2, kConvScratchSlots = 3 };
+// im2col matrix or packed B panel and padded image, a caller's per-chunk
+// partial sums and packed weights, which the items only read), allocated on
+// first use and kept like gemm_scratch.
+enum ConvScratch : int {
+  kConvCol = 0,
+  kConvPad = 1,
+  kConvPartials = 2,
+  kConvPackedW = 3,
+  kConvScratchSlots = 4
+};
 float* conv_scratch(ConvScratch slot, size_t floats);
+// The calling thread's table of im2col tap offsets (implicit GEMM), like
+// conv_scratch: computed by a conv call's caller, read by its items.
+int32_t* conv_taps_scratch(size_t n);
 
 // nn::parallel_for (nn/parallel.hpp) behind a plain function pointer: target
 // code must not instantiate std::function (its inline members would be
