@@ -7,7 +7,8 @@
 //   cnn_bench --config fashion --threads 2 --seconds 4
 //
 // Configs (batch 64, SGD lr 0.01 momentum 0.9, softmax cross-entropy):
-//   fashion: examples/fashion-cnn.yaml's net on [1, 28, 28]: conv 3x3 32 pad 1,
+//   fashion: the 2-block net examples/fashion-cnn.yaml had until 2026-12-03
+//            (it now has a third conv block) on [1, 28, 28]: conv 3x3 32 pad 1,
 //            batchnorm, relu, max pool 2, conv 3x3 64 pad 1, batchnorm, relu,
 //            max pool 2, dropout 0.3, dense 10
 //   cifar:   CIFAR-10-quick on [3, 32, 32]: (conv 5x5 pad 2, relu, max pool 2)
