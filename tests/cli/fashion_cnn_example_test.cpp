@@ -20,6 +20,8 @@
 //      that is meant must re-record the run (12 epochs, ~13 CPU-minutes):
 //        dnnlab train examples/fashion-cnn.yaml --out examples
 //      and part 2 then checks the new weights against 0.925 again.
+//      Part 3 needs the recorded kernel target (avx512): on a CPU without
+//      it, it is skipped, and fails under CI.
 // About 65 CPU-s (part 3: one epoch of 55,000 samples, run on 2 threads).
 #include <nlohmann/json.hpp>
 
@@ -81,7 +83,10 @@ TEST(Examples, FashionCnnWeightsReachTestAccuracy0925) {
                                      data.num_classes, spec.train.seed);
   nn::from_safetensors(slurp(kExample + ".safetensors"), model.saved_tensors(),
                        "fashion-cnn.safetensors");
-  const bool exact = select_recorded_kernels(m);
+  // The recorded test accuracy is exact only on the recorded kernel target;
+  // the >= 0.925 bar holds on any (0.9259 on avx512, avx2 and scalar alike:
+  // only the loss's last digits differ).
+  const bool exact = nn::select_kernels(m["provenance"]["kernel_target"].get<std::string>());
   const nn::LossAndAccuracy test = model.evaluate(data.test.x.view(), data.test.y.data());
   nn::select_kernels("auto");
   EXPECT_GE(test.accuracy, 0.925) << "test loss " << test.loss;
