@@ -6,8 +6,8 @@
 //   1. the recorded spec (in the weights and the metrics) is the example's
 //      canonical form: editing the example without re-recording fails;
 //   2. the weights, loaded into the model that spec builds, score >= 0.925 on
-//      the real test set, and exactly the recorded test accuracy on the
-//      recorded kernel target: a weights file of another run, a corrupted
+//      the real test set, and the recorded test accuracy (exactly from the
+//      recording build, within 0.001 from others): a weights file of another run, a corrupted
 //      one or a changed model layout (parameter names, shapes, BatchNorm's
 //      saved statistics) fails;
 //   3. the first epoch, trained again from the example (`--epochs 1`: the
@@ -20,13 +20,18 @@
 //      that is meant must re-record the run (12 epochs, ~13 CPU-minutes):
 //        dnnlab train examples/fashion-cnn.yaml --out examples
 //      and part 2 then checks the new weights against 0.925 again.
-//      Part 3 needs the recorded kernel target (avx512): on a CPU without
-//      it, it is skipped, and fails under CI.
+//      Bit for bit needs the recording build (its git id) and its kernel
+//      target (avx512); any other build or CPU (CI builds a later commit)
+//      runs the epoch on the best target there, which must agree
+//      within 2% on losses and 0.005 on accuracies: a trainer that
+//      regressed is still caught, by far more than that.
 // About 65 CPU-s (part 3: one epoch of 55,000 samples, run on 2 threads).
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.hpp"
 #include "data/dataset.hpp"
+#include "dnnlab/build_info.hpp"
 #include "nn/kernels.hpp"
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
@@ -42,18 +47,13 @@ nlohmann::json recorded_metrics() {
   return nlohmann::json::parse(slurp(kExample + ".metrics.json"));
 }
 
-// The recorded kernel target, selected for this process; false (with the
-// test failed under CI, skipped elsewhere) on a CPU without it.
-bool select_recorded_kernels(const nlohmann::json& m) {
-  const std::string target = m["provenance"]["kernel_target"];
-  if (nn::select_kernels(target)) return true;
-  const std::string why = "the run was recorded with kernel target " + target +
-                          ", which this CPU lacks: its numbers cannot be reproduced here";
-  if (std::getenv("CI"))
-    ADD_FAILURE() << why;
-  else
-    std::cerr << "[  SKIPPED ] " << why << "\n";
-  return false;
+// Same spec, seed and build give the same numbers: the run's numbers are
+// expected bit for bit only from the build that recorded it (its git id) on
+// its kernel target, which this selects. Any other build or CPU agrees
+// within a tolerance (kernels sum in other orders).
+bool is_recording_build(const nlohmann::json& m) {
+  return m["provenance"]["build_id"].get<std::string>() == build::kGitId &&
+         nn::select_kernels(m["provenance"]["kernel_target"].get<std::string>());
 }
 
 TEST(Examples, FashionCnnRecordedRunIsTheExamplesSpec) {
@@ -86,32 +86,52 @@ TEST(Examples, FashionCnnWeightsReachTestAccuracy0925) {
   // The recorded test accuracy is exact only on the recorded kernel target;
   // the >= 0.925 bar holds on any (0.9259 on avx512, avx2 and scalar alike:
   // only the loss's last digits differ).
-  const bool exact = nn::select_kernels(m["provenance"]["kernel_target"].get<std::string>());
+  const bool exact = is_recording_build(m);
   const nn::LossAndAccuracy test = model.evaluate(data.test.x.view(), data.test.y.data());
   nn::select_kernels("auto");
   EXPECT_GE(test.accuracy, 0.925) << "test loss " << test.loss;
   if (exact) {
     EXPECT_EQ(test.accuracy, m["test_acc"].get<double>());
     EXPECT_EQ(test.loss, m["test_loss"].get<double>());
+  } else {
+    EXPECT_NEAR(test.accuracy, m["test_acc"].get<double>(), 0.001);
+    EXPECT_NEAR(test.loss, m["test_loss"].get<double>(), 0.01 * m["test_loss"].get<double>());
   }
 }
 
 TEST(Examples, FashionCnnFirstEpochReproducesTheRecordedRun) {
   DNNLAB_NEED_FASHION_MNIST();
   const nlohmann::json m = recorded_metrics();
-  if (!select_recorded_kernels(m)) return;
+  const std::string recorded = m["provenance"]["kernel_target"];
+  const bool exact = is_recording_build(m);
   nn::select_kernels("auto");
-  const std::string target = m["provenance"]["kernel_target"];
   TempDir dir;
-  Result r = run("train -q " + kExample + ".yaml --epochs 1 --threads 2 --kernels " + target +
-                 " --out " + dir.path.string());
+  Result r =
+      run("train -q " + kExample + ".yaml --epochs 1 --threads 2" +
+          (exact ? " --kernels " + recorded : std::string()) + " --out " + dir.path.string());
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json again = nlohmann::json::parse(slurp(dir.path / "fashion-cnn.metrics.json"));
   ASSERT_EQ(again["epochs"].size(), 1u);
   const nlohmann::json &want = m["epochs"][0], &got = again["epochs"][0];
-  for (const char* k : {"train_loss", "train_acc", "val_loss", "val_acc", "lr"})
-    EXPECT_EQ(got[k].get<double>(), want[k].get<double>())
-        << k << ": recorded with " << m["provenance"] << ", now " << again["provenance"];
+  // Another target sums in another order, and 860 steps of Adam carry the
+  // difference: 2% relative on losses, 0.005 on accuracies (25 of the 5,000
+  // validation samples). A broken trainer misses by far more.
+  const std::map<std::string, double> tolerance = {{"train_loss", 0.02},
+                                                   {"val_loss", 0.02},
+                                                   {"train_acc", 0.005},
+                                                   {"val_acc", 0.005},
+                                                   {"lr", 0.0}};
+  for (const auto& [k, tol] : tolerance) {
+    const double w = want[k].get<double>(), g = got[k].get<double>();
+    const std::string where =
+        k + ": recorded with " + m["provenance"].dump() + ", now " + again["provenance"].dump();
+    if (exact)
+      EXPECT_EQ(g, w) << where;
+    else if (k.find("loss") != std::string::npos)
+      EXPECT_NEAR(g, w, tol * w) << where;
+    else
+      EXPECT_NEAR(g, w, tol) << where;
+  }
 }
 
 }  // namespace
