@@ -42,7 +42,8 @@ struct Columns {
 };
 
 // Every write of a batch in one statement: the data-modifying CTEs each run
-// once, and the event counter is taken once, for all the batch's events.
+// once; events go to the inbox and count changes to the deltas, plain inserts
+// that wait on no other writer (trial_events.hpp).
 constexpr std::string_view kWriteBatch = R"sql(
 WITH ep AS (
   INSERT INTO epochs (trial_id, attempt, epoch, train_loss, train_acc, val_loss, val_acc, seconds, lr)
@@ -60,15 +61,12 @@ WITH ep AS (
     AS i(id, status, train_loss, train_acc, val_loss, val_acc, test_acc, epochs_done, seconds, error)
   WHERE t.id = i.id
 ), counted AS (
-  INSERT INTO trial_counts (experiment_id, status, n)
+  INSERT INTO trial_count_deltas (experiment_id, status, n)
   SELECT * FROM unnest($21::bigint[], $22::text[], $23::bigint[])
-  ON CONFLICT (experiment_id, status) DO UPDATE SET n = trial_counts.n + excluded.n
-), next AS (
-  UPDATE event_cursor SET last = last + $24::bigint RETURNING last
 )
-INSERT INTO events (id, time, type, data)
-SELECT next.last - $24::bigint + e.n, $10, e.type, e.data
-FROM next, unnest($25::text[], $26::text[]) WITH ORDINALITY AS e(type, data, n)
+INSERT INTO event_inbox (time, type, data)
+SELECT $10, e.type, e.data
+FROM unnest($24::text[], $25::text[]) WITH ORDINALITY AS e(type, data, n) ORDER BY e.n
 )sql";
 
 void check_batch(const ResultBatch& batch) {
@@ -209,7 +207,6 @@ BatchOutcome PgResultStore::record_results(const ResultBatch& batch) {
     p.add_array(c.t_test_acc).add_array(c.t_epochs).add_array(c.t_seconds);
     p.add_array(c.t_error);
     p.add_array(c.c_experiment).add_array(c.c_status).add_array(c.c_delta);
-    p.add(static_cast<std::int64_t>(c.v_type.size()));
     p.add_array(c.v_type).add_array(c.v_data);
     db_->query(kWriteBatch, p);
     tx.commit();
