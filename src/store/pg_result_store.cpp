@@ -265,6 +265,36 @@ void PgResultStore::sequence_events() {
       "FROM moved m, next");
 }
 
+// Inside the caller's transaction, the trial's row locked and decide_start
+// allowing it: the trial, the worker's current trial, the counts and the
+// event in one statement (one round trip): a start costs BEGIN, the locking
+// SELECT, this, COMMIT; in a batch, this alone.
+void PgResultStore::start_locked(std::int64_t trial_id, int attempt, std::string_view worker_id,
+                                 const nlohmann::json& provenance, bool is_start,
+                                 std::int64_t experiment_id, std::int64_t index,
+                                 const std::string& status) {
+  const double now = unix_now();
+  const bool moved = status != "running";
+  pg::Params p;
+  p.add(trial_id).add(attempt).add(worker_id).add(now).add(provenance.dump());
+  p.add(is_start);
+  p.add_array(moved ? std::vector<std::int64_t>{experiment_id, experiment_id}
+                    : std::vector<std::int64_t>{});
+  p.add_array(moved ? std::vector<std::string>{status, "running"} : std::vector<std::string>{});
+  p.add_array(moved ? std::vector<std::int64_t>{-1, 1} : std::vector<std::int64_t>{});
+  p.add(trial_events::started(experiment_id, trial_id, index, worker_id, attempt).dump());
+  db_->query(
+      "WITH t AS (UPDATE trials SET status = 'running', attempt = $2, worker = $3, "
+      "started_at = $4, finished_at = NULL, train_loss = NULL, train_acc = NULL, "
+      "val_loss = NULL, val_acc = NULL, test_acc = NULL, epochs_done = 0, seconds = 0, "
+      "error = '', provenance = $5, provisional = false WHERE id = $1), "
+      "w AS (UPDATE workers SET current_trial = $1, last_seen = $4 WHERE id = $3 AND $6), "
+      "c AS (INSERT INTO trial_count_deltas (experiment_id, status, n) "
+      "SELECT * FROM unnest($7::bigint[], $8::text[], $9::bigint[])) "
+      "INSERT INTO event_inbox (time, type, data) SELECT $4, 'trial.started', $10 WHERE $6",
+      p);
+}
+
 void PgResultStore::count(std::int64_t experiment_id, std::string_view status, std::int64_t n) {
   pg::Params p;
   p.add(experiment_id).add(status).add(n);
@@ -455,29 +485,8 @@ bool PgResultStore::mark_running(std::int64_t trial_id, int attempt, std::string
     const auto d = trial_events::decide_start(status, static_cast<int>(q.integer(0, 3)),
                                               q.text(0, 4), attempt, worker_id);
     if (!d.allowed) return false;
-    const double now = unix_now();
-    // The trial, the worker's current trial, the counts and the event in
-    // one statement (one round trip): a start costs BEGIN, the locking
-    // SELECT, this, COMMIT.
-    const bool moved = status != "running";
-    pg::Params p;
-    p.add(trial_id).add(attempt).add(worker_id).add(now).add(provenance.dump());
-    p.add(d.is_start);
-    p.add_array(moved ? std::vector<std::int64_t>{experiment_id, experiment_id}
-                      : std::vector<std::int64_t>{});
-    p.add_array(moved ? std::vector<std::string>{status, "running"} : std::vector<std::string>{});
-    p.add_array(moved ? std::vector<std::int64_t>{-1, 1} : std::vector<std::int64_t>{});
-    p.add(trial_events::started(experiment_id, trial_id, index, worker_id, attempt).dump());
-    db_->query(
-        "WITH t AS (UPDATE trials SET status = 'running', attempt = $2, worker = $3, "
-        "started_at = $4, finished_at = NULL, train_loss = NULL, train_acc = NULL, "
-        "val_loss = NULL, val_acc = NULL, test_acc = NULL, epochs_done = 0, seconds = 0, "
-        "error = '', provenance = $5, provisional = false WHERE id = $1), "
-        "w AS (UPDATE workers SET current_trial = $1, last_seen = $4 WHERE id = $3 AND $6), "
-        "c AS (INSERT INTO trial_count_deltas (experiment_id, status, n) "
-        "SELECT * FROM unnest($7::bigint[], $8::text[], $9::bigint[])) "
-        "INSERT INTO event_inbox (time, type, data) SELECT $4, 'trial.started', $10 WHERE $6",
-        p);
+    start_locked(trial_id, attempt, worker_id, provenance, d.is_start, experiment_id, index,
+                 status);
     tx.commit();
     return true;
   });

@@ -80,6 +80,9 @@ class PgResultStore final : public ResultStore {
   void require_trial(std::int64_t trial_id);
   void write_event(double time, std::string_view type, const nlohmann::json& data);
   void sequence_events();
+  void start_locked(std::int64_t trial_id, int attempt, std::string_view worker_id,
+                    const nlohmann::json& provenance, bool is_start, std::int64_t experiment_id,
+                    std::int64_t index, const std::string& status);
   void count(std::int64_t experiment_id, std::string_view status, std::int64_t n);
   void recount(std::int64_t experiment_id);
 
