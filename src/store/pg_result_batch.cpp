@@ -1,10 +1,9 @@
 // PgResultStore::record_results: a worker's flush of epochs and trial ends
 // in four round trips (BEGIN, one locking SELECT, one statement, COMMIT)
-// however many rows it holds, instead of about six per epoch and eight per
-// end when each is written alone. The decisions stay in C++ (the same rules
-// as record_epoch / finish_trial, on the rows locked here); the writes go as
-// arrays (`unnest($n::T[])`), so the statement text, and its prepared plan,
-// is the same for every batch.
+// however many rows it holds, plus one per trial started, instead of about six per epoch and eight
+// per end when each is written alone. The decisions stay in C++ (the same rules as record_epoch /
+// finish_trial, on the rows locked here); the writes go as arrays (`unnest($n::T[])`), so the
+// statement text, and its prepared plan, is the same for every batch.
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -42,7 +41,8 @@ struct Columns {
 };
 
 // Every write of a batch in one statement: the data-modifying CTEs each run
-// once, and the event counter is taken once, for all the batch's events.
+// once; events go to the inbox and count changes to the deltas, plain inserts
+// that wait on no other writer (trial_events.hpp).
 constexpr std::string_view kWriteBatch = R"sql(
 WITH ep AS (
   INSERT INTO epochs (trial_id, attempt, epoch, train_loss, train_acc, val_loss, val_acc, seconds, lr)
@@ -60,15 +60,12 @@ WITH ep AS (
     AS i(id, status, train_loss, train_acc, val_loss, val_acc, test_acc, epochs_done, seconds, error)
   WHERE t.id = i.id
 ), counted AS (
-  INSERT INTO trial_counts (experiment_id, status, n)
+  INSERT INTO trial_count_deltas (experiment_id, status, n)
   SELECT * FROM unnest($21::bigint[], $22::text[], $23::bigint[])
-  ON CONFLICT (experiment_id, status) DO UPDATE SET n = trial_counts.n + excluded.n
-), next AS (
-  UPDATE event_cursor SET last = last + $24::bigint RETURNING last
 )
-INSERT INTO events (id, time, type, data)
-SELECT next.last - $24::bigint + e.n, $10, e.type, e.data
-FROM next, unnest($25::text[], $26::text[]) WITH ORDINALITY AS e(type, data, n)
+INSERT INTO event_inbox (time, type, data)
+SELECT $10, e.type, e.data
+FROM unnest($24::text[], $25::text[]) WITH ORDINALITY AS e(type, data, n) ORDER BY e.n
 )sql";
 
 void check_batch(const ResultBatch& batch) {
@@ -87,6 +84,11 @@ void check_batch(const ResultBatch& batch) {
       throw std::invalid_argument("ends[" + std::to_string(i) +
                                   "].status must be finished, pruned, failed or cancelled");
   }
+  for (const TrialStart& t : batch.starts) {
+    check_id(t.trial_id, "starts[].trial_id");
+    check_attempt(t.attempt, 1);
+    check_not_empty(t.worker, "starts[].worker");
+  }
 }
 
 }  // namespace
@@ -98,9 +100,11 @@ BatchOutcome PgResultStore::record_results(const ResultBatch& batch) {
     BatchOutcome out;
     out.epochs.assign(batch.epochs.size(), false);
     out.ends.assign(batch.ends.size(), false);
+    out.starts.assign(batch.starts.size(), false);
     std::vector<std::int64_t> ids;
     for (const EpochWrite& e : batch.epochs) ids.push_back(e.trial_id);
     for (const TrialEnd& t : batch.ends) ids.push_back(t.trial_id);
+    for (const TrialStart& t : batch.starts) ids.push_back(t.trial_id);
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
 
@@ -110,18 +114,20 @@ BatchOutcome PgResultStore::record_results(const ResultBatch& batch) {
     pg::Params key;
     key.add_array(ids);
     pg::Result rows = db_->query(
-        "SELECT id, experiment_id, idx, attempt, status FROM trials WHERE id = ANY($1::bigint[]) "
+        "SELECT id, experiment_id, idx, attempt, status, worker FROM trials "
+        "WHERE id = ANY($1::bigint[]) "
         "ORDER BY id FOR UPDATE",
         key);
     struct State {
       std::int64_t experiment = 0, index = 0;
       int attempt = 0;
-      std::string status;
+      std::string status, worker;
     };
     std::map<std::int64_t, State> state;
     for (int i = 0; i < rows.rows(); ++i)
       state[rows.integer(i, 0)] = {rows.integer(i, 1), rows.integer(i, 2),
-                                   static_cast<int>(rows.integer(i, 3)), rows.text(i, 4)};
+                                   static_cast<int>(rows.integer(i, 3)), rows.text(i, 4),
+                                   rows.text(i, 5)};
     for (std::int64_t id : ids)
       if (!state.count(id))
         throw std::invalid_argument("trial_id " + std::to_string(id) + " does not exist");
@@ -197,21 +203,35 @@ BatchOutcome PgResultStore::record_results(const ResultBatch& batch) {
         c.c_status.push_back(k.second);
         c.c_delta.push_back(n);
       }
-    if (c.e_trial.empty() && c.t_id.empty()) return out;  // nothing accepted: nothing to write
-
-    pg::Params p;
-    p.add_array(c.e_trial).add_array(c.e_attempt).add_array(c.e_epoch);
-    p.add_array(c.e_train_loss).add_array(c.e_train_acc).add_array(c.e_val_loss);
-    p.add_array(c.e_val_acc).add_array(c.e_seconds).add_array(c.e_lr);
-    p.add(now);
-    p.add_array(c.t_id).add_array(c.t_status).add_array(c.t_train_loss);
-    p.add_array(c.t_train_acc).add_array(c.t_val_loss).add_array(c.t_val_acc);
-    p.add_array(c.t_test_acc).add_array(c.t_epochs).add_array(c.t_seconds);
-    p.add_array(c.t_error);
-    p.add_array(c.c_experiment).add_array(c.c_status).add_array(c.c_delta);
-    p.add(static_cast<std::int64_t>(c.v_type.size()));
-    p.add_array(c.v_type).add_array(c.v_data);
-    db_->query(kWriteBatch, p);
+    if (!c.e_trial.empty() || !c.t_id.empty()) {
+      pg::Params p;
+      p.add_array(c.e_trial).add_array(c.e_attempt).add_array(c.e_epoch);
+      p.add_array(c.e_train_loss).add_array(c.e_train_acc).add_array(c.e_val_loss);
+      p.add_array(c.e_val_acc).add_array(c.e_seconds).add_array(c.e_lr);
+      p.add(now);
+      p.add_array(c.t_id).add_array(c.t_status).add_array(c.t_train_loss);
+      p.add_array(c.t_train_acc).add_array(c.t_val_loss).add_array(c.t_val_acc);
+      p.add_array(c.t_test_acc).add_array(c.t_epochs).add_array(c.t_seconds);
+      p.add_array(c.t_error);
+      p.add_array(c.c_experiment).add_array(c.c_status).add_array(c.c_delta);
+      p.add_array(c.v_type).add_array(c.v_data);
+      db_->query(kWriteBatch, p);
+    }
+    // Then starts (as mark_running, on the rows locked above, after the
+    // ends): one statement each, no transaction of their own, so a worker
+    // that leased 16 short trials commits once for all of them.
+    for (std::size_t i = 0; i < batch.starts.size(); ++i) {
+      const TrialStart& t = batch.starts[i];
+      State& s = state.at(t.trial_id);
+      const auto d = trial_events::decide_start(s.status, s.attempt, s.worker, t.attempt, t.worker);
+      if (!d.allowed) continue;
+      out.starts[i] = true;
+      start_locked(t.trial_id, t.attempt, t.worker, t.provenance, d.is_start, s.experiment, s.index,
+                   s.status);
+      s.status = "running";
+      s.attempt = t.attempt;
+      s.worker = t.worker;
+    }
     tx.commit();
     return out;
   });

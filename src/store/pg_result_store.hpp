@@ -62,7 +62,7 @@ class PgResultStore final : public ResultStore {
   std::vector<EventRecord> events_of_type(std::string_view type) override;
 
   // The same version as the embedded store's schema: one schema, two dialects.
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   // Statements sent to the server so far (one round trip each).
   std::int64_t round_trips() const { return db_->round_trips(); }
@@ -78,7 +78,11 @@ class PgResultStore final : public ResultStore {
 
   void require_experiment(std::int64_t experiment_id);
   void require_trial(std::int64_t trial_id);
-  std::int64_t write_event(double time, std::string_view type, const nlohmann::json& data);
+  void write_event(double time, std::string_view type, const nlohmann::json& data);
+  void sequence_events();
+  void start_locked(std::int64_t trial_id, int attempt, std::string_view worker_id,
+                    const nlohmann::json& provenance, bool is_start, std::int64_t experiment_id,
+                    std::int64_t index, const std::string& status);
   void count(std::int64_t experiment_id, std::string_view status, std::int64_t n);
   void recount(std::int64_t experiment_id);
 

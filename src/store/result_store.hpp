@@ -162,8 +162,9 @@ struct WorkerRecord {
 };
 
 // A worker's results in one write (record_results): epochs of running
-// attempts and trials' ends. A flush, not a unit of meaning: each item is
-// decided as record_epoch / finish_trial would decide it alone.
+// attempts, trials' ends and the starts of the trials it leased next. A
+// flush, not a unit of meaning: each item is decided as record_epoch /
+// finish_trial / mark_running would decide it alone.
 struct EpochWrite {
   std::int64_t trial_id = 0;
   int attempt = 0;
@@ -176,15 +177,22 @@ struct TrialEnd {
   TrialMetrics metrics;
   std::string error;
 };
+struct TrialStart {
+  std::int64_t trial_id = 0;
+  int attempt = 0;
+  std::string worker;
+  nlohmann::json provenance = nlohmann::json::object();
+};
 struct ResultBatch {
   std::vector<EpochWrite> epochs;
   std::vector<TrialEnd> ends;
-  bool empty() const { return epochs.empty() && ends.empty(); }
-  std::size_t size() const { return epochs.size() + ends.size(); }
+  std::vector<TrialStart> starts;  // decided after the ends
+  bool empty() const { return epochs.empty() && ends.empty() && starts.empty(); }
+  std::size_t size() const { return epochs.size() + ends.size() + starts.size(); }
 };
-// What record_epoch / finish_trial would have returned, item by item.
+// What record_epoch / finish_trial / mark_running would have returned, item by item.
 struct BatchOutcome {
-  std::vector<bool> epochs, ends;
+  std::vector<bool> epochs, ends, starts;
 };
 
 struct EventRecord {
@@ -243,12 +251,11 @@ class ResultStore {
   virtual bool finish_trial(std::int64_t trial_id, int attempt, TrialStatus status,
                             const TrialMetrics& metrics, std::string_view error = {}) = 0;
   // Writes `batch` in one transaction: every epoch (in order), then every
-  // end, each with exactly the effect and answer record_epoch /
-  // finish_trial would have had. The PostgreSQL backend sends a batch as a
-  // few set-based statements (a handful of round trips and one commit for
-  // any number of rows); that is what a worker's results go through. All
-  // or nothing: an exception keeps none of it, and the batch may be sent
-  // again as it is (writes are idempotent by trial, attempt and epoch).
+  // end, then every start, each with exactly the effect and answer
+  // record_epoch / finish_trial / mark_running would have had. The PostgreSQL backend sends a batch
+  // as a few set-based statements (a handful of round trips and one commit for any number of rows);
+  // that is what a worker's results go through. All or nothing: an exception keeps none of it, and
+  // the batch may be sent again as it is (writes are idempotent by trial, attempt and epoch).
   virtual BatchOutcome record_results(const ResultBatch& batch) = 0;
   // Gives a running trial back (its worker stopped before the end): status
   // queued again, the next attempt starts afresh. False, changing nothing,

@@ -517,6 +517,8 @@ BatchOutcome SqliteResultStore::record_results(const ResultBatch& batch) {
     out.epochs.push_back(record_epoch(e.trial_id, e.attempt, e.metrics));
   for (const TrialEnd& t : batch.ends)
     out.ends.push_back(finish_trial(t.trial_id, t.attempt, t.status, t.metrics, t.error));
+  for (const TrialStart& t : batch.starts)
+    out.starts.push_back(mark_running(t.trial_id, t.attempt, t.worker, t.provenance));
   tx.commit();
   return out;
 }

@@ -9,12 +9,15 @@
 // event with an id below N. SQLite has one writer at a time, so AUTOINCREMENT
 // ids are commit-ordered by construction. PostgreSQL sequences are not (two
 // transactions take ids 7 and 8; 8 commits first; a reader that saw 8 skips
-// 7 forever), so the PostgreSQL store allocates ids from a one-row counter
-// (`event_cursor`) updated in the writing transaction: its row lock is held
-// until commit, so the next writer takes its id only after this one
-// committed or rolled back. The cost is that event-writing transactions
-// commit one at a time; they are short (a trial's end, one epoch), and a
-// store that writes per epoch in batches takes the lock once per batch.
+// 7 forever), and a counter row locked until commit (schema 7) made every
+// event-writing transaction of every worker commit one at a time. So (schema
+// 8) writers insert their events into `event_inbox` without an id, and the
+// readers (events_since, events_of_type, append_event) first run the
+// sequencer: under one advisory lock, held to its commit, it moves the
+// committed inbox rows into `events`, numbered after the last id given
+// (`event_cursor`). Rows of transactions still open are invisible to it and
+// get later, higher ids: ids are in the order events became readable.
+// Trial counts likewise: writers insert `trial_count_deltas`, readers fold them.
 #pragma once
 
 #include <cstdint>

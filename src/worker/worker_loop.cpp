@@ -290,7 +290,8 @@ class Worker {
   }
 
   // Leases up to prefetch() trials of `exp` into ready_ (stopping after one
-  // whose data set must be loaded first); true when ready_ has any.
+  // whose data set must be loaded first), starts them in one batch; true
+  // when ready_ has any.
   bool lease_into_ready(int64_t exp) {
     while (static_cast<int>(ready_.size()) < prefetch()) {
       Next n = lease_next(exp);
@@ -300,7 +301,48 @@ class Worker {
       ready_.push_back(std::move(n));
       if (needs_data) break;
     }
+    start_ready();
     return !ready_.empty();
+  }
+
+  // mark_running for every leased trial of ready_ in one record_results (one
+  // commit, where a PostgreSQL store would otherwise commit once per trial);
+  // a refused start (a duplicate delivery, a newer attempt owns it) is acked
+  // and dropped. When the batch throws because a trial is gone, they start
+  // one by one (start() acks that one). A store that cannot be reached
+  // throws, as mark_running would; those still kToStart start in run().
+  void start_ready() {
+    store::ResultBatch batch;
+    for (const Next& n : ready_)
+      if (n.kind == Next::kToStart)
+        batch.starts.push_back({n.trial.id, n.attempt, o_.worker_id, n.data->provenance});
+    if (batch.starts.empty()) return;
+    std::vector<bool> started;
+    bool one_by_one = false;  // start() printed and acked already
+    try {
+      started = b_.store->record_results(batch).starts;
+    } catch (const std::invalid_argument&) {
+      one_by_one = true;
+      for (Next& n : ready_)
+        if (n.kind == Next::kToStart) started.push_back(start(n));
+    }
+    std::size_t i = 0;
+    for (auto it = ready_.begin(); it != ready_.end();) {
+      if (it->kind != Next::kToStart) {
+        ++it;
+        continue;
+      }
+      if (started[i++]) {
+        it->kind = Next::kStarted;
+        if (o_.verbose && !one_by_one)
+          std::cerr << o_.worker_id << ": trial " << it->trial.index << " attempt " << it->attempt
+                    << "\n";
+        ++it;
+      } else {
+        if (!one_by_one) ack(it->lease);
+        it = ready_.erase(it);
+      }
+    }
   }
 
   // Stopping: leased trials not yet trained go back to the queue.
@@ -325,7 +367,8 @@ class Worker {
 
   // What lease_next() found.
   struct Next {
-    enum Kind { kNone, kDone, kNeedsData, kStarted } kind = kNone;
+    // kToStart: ready to run, mark_running not yet sent (start_ready).
+    enum Kind { kNone, kDone, kNeedsData, kToStart, kStarted } kind = kNone;
     queue::TaskLease lease;
     int attempt = 0;
     store::TrialRecord trial;
@@ -354,8 +397,8 @@ class Worker {
         PendingEnd{n.lease, n.trial.id, n.attempt, store::TrialStatus::failed, {}, {}, why});
   }
 
-  // Leases a task of `exp` and prepares it; starts it (mark_running) when its
-  // data set is loaded already. kDone: the task needed no training (a
+  // Leases a task of `exp` and prepares it: kToStart when its data set is
+  // loaded already. kDone: the task needed no training (a
   // duplicate delivery, an unreadable payload, a trial that cannot run).
   Next lease_next(int64_t exp) {
     Next n;
@@ -403,7 +446,7 @@ class Worker {
       n.kind = Next::kNeedsData;  // loaded outside the write transaction
       return n;
     }
-    n.kind = start(n) ? Next::kStarted : Next::kDone;
+    n.kind = Next::kToStart;  // started with the others leased now (start_ready)
     return n;
   }
 

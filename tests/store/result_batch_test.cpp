@@ -134,6 +134,44 @@ TEST_P(ResultBatchTest, EachItemIsDecidedAsTheSingleCallWould) {
   EXPECT_EQ(events_of("trial.finished"), 1);
 }
 
+// Starts, after the ends: a worker's next leases started in its one commit,
+// each decided as mark_running would decide it alone.
+TEST_P(ResultBatchTest, StartsAreDecidedAsMarkRunningWouldAfterTheEnds) {
+  auto ids = add(4);
+  const auto fresh = ids[0], mine = ids[1], theirs = ids[2], ending = ids[3];
+  ASSERT_TRUE(store_->mark_running(mine, 1, "w1"));
+  ASSERT_TRUE(store_->mark_running(theirs, 1, "w2"));
+  ASSERT_TRUE(store_->mark_running(ending, 1, "w1"));
+  ResultBatch b;
+  b.ends = {end_of(ending, 1, TrialStatus::finished, 0.5, 1)};
+  b.starts = {{fresh, 1, "w1", {{"host", "h"}}},
+              {mine, 1, "w1", {}},    // the holder's retry: allowed, no new start
+              {theirs, 1, "w1", {}},  // the same attempt on another worker: refused
+              {ending, 2, "w1", {}},  // ended in this batch: refused
+              {fresh, 1, "w3", {}}};  // started by this batch already, on w1
+  const BatchOutcome out = store_->record_results(b);
+  EXPECT_EQ(out.ends, std::vector<bool>{true});
+  EXPECT_EQ(out.starts, (std::vector<bool>{true, true, false, false, false}));
+  auto t = store_->trial(fresh);
+  EXPECT_EQ(t->status, TrialStatus::running);
+  EXPECT_EQ(t->worker, "w1");
+  EXPECT_EQ(t->attempt, 1);
+  EXPECT_EQ(t->provenance["host"], "h");
+  EXPECT_EQ(store_->trial(theirs)->worker, "w2");
+  EXPECT_EQ(store_->trial(ending)->status, TrialStatus::finished);
+  TrialCounts n = store_->trial_counts(exp_);
+  EXPECT_EQ(n.queued, 0);
+  EXPECT_EQ(n.running, 3);
+  EXPECT_EQ(n.finished, 1);
+  EXPECT_EQ(events_of("trial.started"), 4);  // 3 single starts + the batch's one
+
+  // Sent again (a retried flush): the holder's retries, nothing new counted.
+  const BatchOutcome again = store_->record_results(b);
+  EXPECT_EQ(again.starts, (std::vector<bool>{true, true, false, false, false}));
+  EXPECT_EQ(store_->trial_counts(exp_).running, 3);
+  EXPECT_EQ(events_of("trial.started"), 4);
+}
+
 TEST_P(ResultBatchTest, BadItemsAreNamedAndNothingIsKept) {
   auto id = add(1)[0];
   ASSERT_TRUE(store_->mark_running(id, 1, "w"));
