@@ -22,10 +22,13 @@ LOG=${LOG:-$(mktemp /tmp/cnn_bench.XXXXXX.log)}
 if [ "$PARTS" != report ]; then
   cmake --build "$BUILD" --target cnn_bench -j2 >/dev/null
   DNN="$BUILD/bench/cnn_bench"
-  # The peer at its best, settings given only here: OpenBLAS's AVX-512 kernels,
-  # no L2 override, glibc keeping freed buffers, N intra-op threads.
+  # The peer at its best, settings given only here: OpenBLAS's AVX-512 kernels
+  # where the CPU has AVX-512 (elsewhere OpenBLAS picks its own), no L2
+  # override, glibc keeping freed buffers, N intra-op threads.
+  coretype=()
+  grep -qw avx512f /proc/cpuinfo && coretype=(OPENBLAS_CORETYPE=SkylakeX)
   torch_run() {
-    env -u OPENBLAS_L2_SIZE OPENBLAS_CORETYPE=SkylakeX OMP_NUM_THREADS="$1" \
+    env -u OPENBLAS_L2_SIZE "${coretype[@]}" OMP_NUM_THREADS="$1" \
       OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS="$1" \
       MALLOC_MMAP_THRESHOLD_=1073741824 MALLOC_TRIM_THRESHOLD_=1073741824 \
       taskset -c "$2" "$PY" "$ROOT/bench/torch_cnn.py" --threads "$1" "${@:3}"
@@ -51,6 +54,7 @@ fi
 "$PY" - "$LOG" <<'PY'
 import statistics as st, sys
 NAME = {"fashion": "(a) examples/fashion-cnn.yaml net, [1,28,28]",
+        "fashion2": "(a, before 2026-12-03 evening) 2-block fashion net",
         "cifar": "(b) CIFAR-10-quick, [3,32,32]"}
 rows = [dict(kv.split("=", 1) for kv in l.split()[1:]) for l in open(sys.argv[1]) if l.startswith("RESULT")]
 for impl in [i for i in ("dnnlab", "base") if any(r["impl"] == i for r in rows)]:
