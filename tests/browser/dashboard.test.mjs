@@ -3,7 +3,12 @@
 // sorts and pages server-side, and a trial finishing shows up without a reload.
 // Against the fake API (tests/browser/fake_api.mjs: many shapes, fast) and,
 // when given a dnnlab binary with `serve`, the real server running a small sweep.
+// With --store postgres only the real server's test runs, in the cluster's
+// shape: a private RabbitMQ carries the trials and PostgreSQL keeps the
+// results (ctest browser_dashboard_postgres; the "postgres" fixture's server
+// when DNNLAB_TEST_POSTGRES_DIR names one). Under CI a missing server fails.
 //   node tests/browser/dashboard.test.mjs [--dist DIR] [--dnnlab BIN] [--shots DIR] [--save-screenshot FILE]
+//                                         [--store sqlite|postgres]
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync } from 'node:fs';
@@ -13,7 +18,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startFakeApi } from './fake_api.mjs';
 import { CHROMIUM, LAUNCH, prerequisite } from './launch.mjs';
-import { realServerMissing, SMALL_SWEEP, startRealServer } from './real_server.mjs';
+import { clusterServersMissing, realServerMissing, SMALL_SWEEP, startRealServer } from './real_server.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(resolve(here, '../../web/package.json'));
@@ -22,6 +27,8 @@ const DIST = resolve(arg('--dist', resolve(here, '../../web/dist')));
 const SHOTS = arg('--shots', null) || mkdtempSync(join(tmpdir(), 'dnnlab-browser-'));
 const SAVE = arg('--save-screenshot', null);
 const DNNLAB = arg('--dnnlab', process.env.DNNLAB_BIN || null);
+const STORE = arg('--store', 'sqlite');
+if (!['sqlite', 'postgres'].includes(STORE)) throw new Error(`--store: '${STORE}' is neither sqlite nor postgres`);
 
 
 // Opens a page that records console errors and uncaught exceptions.
@@ -47,8 +54,11 @@ function expectedByActivation(trials) {
 }
 
 const skip = prerequisite(test, !existsSync(CHROMIUM) ? `no Chromium at ${CHROMIUM}` : !existsSync(join(DIST, 'app.js')) ? `no built dashboard in ${DIST}` : false);
-const realSkip = skip || prerequisite(test, realServerMissing(DNNLAB));
+const realSkip = skip || prerequisite(test, realServerMissing(DNNLAB) ||
+  (STORE === 'postgres' ? clusterServersMissing() : null));
 
+// The fake API has no store: its tests run in the sqlite entry only.
+if (STORE === 'sqlite') {
 test('dashboard against the fake API', { skip, timeout: 120_000 }, async (t) => {
   const { chromium } = require('playwright-core');
   const api = await startFakeApi({ dist: DIST });
@@ -166,10 +176,12 @@ test('without the event stream the dashboard polls', { skip, timeout: 60_000 }, 
   // The refused WebSocket and the refused sort log network errors; nothing else may.
   assert.deepEqual(errors.filter((e) => !/WebSocket connection|status of 400/.test(e)), []);
 });
+}
 
-test('dashboard against the real server running a small sweep', { skip: realSkip, timeout: 400_000 }, async (t) => {
+test(`dashboard against the real server running a small sweep (${STORE} store)`, { skip: realSkip, timeout: 400_000 }, async (t) => {
   const { chromium } = require('playwright-core');
-  const srv = await startRealServer({ bin: DNNLAB, dist: DIST });
+  const srv = await startRealServer({ bin: DNNLAB, dist: DIST, store: STORE });
+  if (STORE === 'postgres') assert.match(srv.store, /^postgres:\/\//);
   const browser = await chromium.launch(LAUNCH);
   t.after(async () => { await browser.close(); await srv.close(); });
   const { page, errors } = await openPage(browser);
@@ -191,6 +203,7 @@ test('dashboard against the real server running a small sweep', { skip: realSkip
     await new Promise((r) => setTimeout(r, 500));
   }
   const { trials } = await srv.get(`/api/experiments/${id}/trials?limit=1000`);
+  assert.equal(trials.length, planned, 'each trial once');
   const finished = trials.filter((x) => x.status === 'finished');
   assert.ok(finished.length > 0, 'some trials finished');
   await page.waitForFunction((n) => document.querySelectorAll('#trials tbody tr[data-status="finished"]').length === n,

@@ -1,13 +1,20 @@
-// Runs the real `dnnlab serve` on a temporary SQLite store for the browser
-// tests, submits a small sweep through the API and starts workers on demand.
+// Runs the real `dnnlab serve` for the browser tests, submits a small sweep
+// through the API and starts workers on demand. On a temporary SQLite store
+// (the default), or in the cluster's shape: trials through a private RabbitMQ
+// and results in a fresh database on a private PostgreSQL (store: 'postgres').
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { sleep } from './launch.mjs';
+
+const SCRIPTS = resolve(dirname(fileURLToPath(import.meta.url)), '../../scripts');
+const PG_BINDIR = process.env.DNNLAB_PG_BINDIR || '/usr/lib/postgresql/15/bin';
+const RABBITMQ_SERVER = '/usr/lib/rabbitmq/bin/rabbitmq-server';
 
 // Six trials on 1000 Fashion-MNIST images (generated data where Fashion-MNIST
 // is not installed): depth x activation, 2 epochs.
@@ -44,6 +51,57 @@ export function realServerMissing(bin) {
   return null;
 }
 
+// Why the cluster's servers (RabbitMQ, PostgreSQL, psql) cannot be started
+// here, or null. The callers make it a failure under CI (launch.mjs prerequisite).
+export function clusterServersMissing() {
+  if (!existsSync(`${PG_BINDIR}/initdb`)) return `no PostgreSQL server in ${PG_BINDIR} (apt-get install postgresql, or set DNNLAB_PG_BINDIR)`;
+  if (spawnSync('psql', ['--version']).error) return 'no psql (apt-get install postgresql-client)';
+  if (!existsSync(RABBITMQ_SERVER)) return `no ${RABBITMQ_SERVER} (apt-get install rabbitmq-server)`;
+  return null;
+}
+
+// scripts/<name> start|stop DIR; start prints the server's URL.
+function testServer(name, cmd, dir) {
+  const r = spawnSync(join(SCRIPTS, name), [cmd, dir], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`${name} ${cmd} ${dir}: exit ${r.status ?? r.signal}: ${r.stderr}`);
+  return r.stdout.trim();
+}
+
+function psql(url, sql) {
+  const r = spawnSync('psql', ['-X', '-q', '-At', '-v', 'ON_ERROR_STOP=1', url, '-c', sql], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`psql ${sql}: ${r.error?.message ?? r.stderr}`);
+  return r.stdout.trim();
+}
+
+// A private RabbitMQ (its own, in dir) and a fresh database on PostgreSQL:
+// the ctest "postgres" fixture's server when DNNLAB_TEST_POSTGRES_DIR names a
+// running one, else one started here. Returns {broker, store, stop}.
+function startClusterServers(dir) {
+  const stops = [];
+  const stop = () => { for (const f of stops.reverse()) { try { f(); } catch { /* best effort */ } } };
+  try {
+    const rabbit = join(dir, 'rabbitmq');
+    stops.push(() => spawnSync(join(SCRIPTS, 'rabbitmq_test_server.sh'), ['stop', rabbit, '--rm']));
+    const broker = testServer('rabbitmq_test_server.sh', 'start', rabbit);
+    const fixture = process.env.DNNLAB_TEST_POSTGRES_DIR;
+    let admin;
+    if (fixture && existsSync(join(fixture, 'url'))) {
+      admin = readFileSync(join(fixture, 'url'), 'utf8').trim();
+    } else {
+      const pg = join(dir, 'postgres');
+      stops.push(() => testServer('postgres_test_server.sh', 'stop', pg));
+      admin = testServer('postgres_test_server.sh', 'start', pg);
+    }
+    const name = `browser_${process.pid}_${Date.now()}`;
+    psql(admin, `CREATE DATABASE ${name}`);
+    stops.push(() => psql(admin, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`));
+    return { broker, store: admin.replace(/\/[^/]*$/, `/${name}`), stop };
+  } catch (e) {
+    stop();
+    throw e;
+  }
+}
+
 const freePort = () => new Promise((ok, fail) => {
   const s = createServer();
   s.on('error', fail);
@@ -73,9 +131,15 @@ function requestJson(url, { method = 'GET', headers = {}, body, ca } = {}) {
 // args: more `dnnlab serve` flags (e.g. ['--verify-fraction', '1']).
 // tls: {cert, key, ca} files: the server speaks only HTTPS (--tls-cert/--tls-key)
 // and the test's own requests trust `ca`.
-export async function startRealServer({ bin, dist, args = [], tls = null }) {
+// store: 'sqlite' (a file in a temporary directory) or 'postgres' (RabbitMQ +
+// PostgreSQL, startClusterServers; check clusterServersMissing() first).
+export async function startRealServer({ bin, dist, args = [], tls = null, store: kind = 'sqlite' }) {
   const dir = mkdtempSync(join(tmpdir(), 'dnnlab-real-'));
-  const store = `sqlite:${join(dir, 'dnnlab.db')}`;
+  const servers = kind === 'postgres' ? startClusterServers(dir) : null;
+  const store = servers ? servers.store : `sqlite:${join(dir, 'dnnlab.db')}`;
+  // The tokens live in dir whatever the store (beside a postgres:// store
+  // would be the working directory).
+  const backends = ['--store', store, ...(servers ? ['--broker', servers.broker] : [])];
   const port = await freePort();
   const url = `${tls ? 'https' : 'http'}://127.0.0.1:${port}`;
   const ca = tls ? readFileSync(tls.ca) : undefined;
@@ -89,11 +153,21 @@ export async function startRealServer({ bin, dist, args = [], tls = null }) {
     procs.push(p);
     return p;
   };
-  const serve = start(['serve', '--listen', `127.0.0.1:${port}`, '--store', store, '--web', dist, ...args]);
+  const stopAll = async () => {
+    for (const p of procs.reverse()) if (p.exitCode === null) p.kill('SIGTERM');
+    await sleep(300);
+    for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
+    servers?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const serve = start(['serve', '--listen', `127.0.0.1:${port}`, ...backends,
+    '--token-file', join(dir, 'dnnlab.token'), '--web', dist, ...args]);
   for (let i = 0; ; i++) {
-    if (serve.exitCode !== null) throw new Error(`dnnlab serve exited ${serve.exitCode}:\n${log}`);
+    let why = null;
+    if (serve.exitCode !== null) why = `dnnlab serve exited ${serve.exitCode}`;
+    else if (i > 100) why = `dnnlab serve did not answer on ${url}`;
+    if (why) { await stopAll(); throw new Error(`${why}:\n${log}`); }
     try { if ((await requestJson(`${url}/api/stats`, { ca })).status === 200) break; } catch { /* not up yet */ }
-    if (i > 100) throw new Error(`dnnlab serve did not answer on ${url}:\n${log}`);
     await sleep(100);
   }
   const token = readFileSync(join(dir, 'dnnlab.token'), 'utf8').trim();
@@ -111,15 +185,11 @@ export async function startRealServer({ bin, dist, args = [], tls = null }) {
       return res.json.id;
     },
     startWorker(experiment) {
-      return start(['worker', '--store', store, '--experiment', String(experiment), '--idle-exit', '10']);
+      return start(['worker', ...backends, '--experiment', String(experiment), '--idle-exit', '10']);
     },
     port,
+    store,
     get: async (path) => (await requestJson(`${url}${path}`, { ca })).json,
-    async close() {
-      for (const p of procs.reverse()) if (p.exitCode === null) p.kill('SIGTERM');
-      await sleep(300);
-      for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-    },
+    close: stopAll,
   };
 }
