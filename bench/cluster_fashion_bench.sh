@@ -13,7 +13,7 @@
 # bench/RESULTS.md; both servers are stopped and removed after.
 #
 #   flock /tmp/bench.lock bench/cluster_fashion_bench.sh [BUILD_DIR]   (default build/release)
-#   env: ROUNDS=3  WORKERS=2  EPOCHS=1  LIMIT_TRAIN=6000
+#   env: ROUNDS=3  WORKERS=2  EPOCHS=2  LIMIT_TRAIN=30000
 #        PG_FSYNC=on  (off: the tests' throwaway setting)
 #
 # trials/hour = trials * 3600 / wall seconds of the whole `dnnlab run`
@@ -56,11 +56,11 @@ pgport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 pgurl="postgres://postgres@127.0.0.1:$pgport"
 psql_() { psql -X -q -At -v ON_ERROR_STOP=1 "$pgurl/$1" -c "$2"; }
 
-# 32 trials: depth x width x lr, 1 epoch on 6,000 images (a few seconds each).
+# 32 trials: depth x width x lr, 2 epochs on 30,000 images (about 2 s each).
 cat >"$tmp/fashion.yaml" <<YAML
 name: fashion-bench
 template:
-  data: {dataset: fashion-mnist, validation: 2000, limit_train: ${LIMIT_TRAIN:-6000}}
+  data: {dataset: fashion-mnist, validation: 2000, limit_train: ${LIMIT_TRAIN:-30000}}
   model:
     layers:
       - repeat: \${depth}
@@ -68,7 +68,7 @@ template:
         activation: relu
       - dense: 10
   train:
-    epochs: ${EPOCHS:-1}
+    epochs: ${EPOCHS:-2}
     batch_size: 64
     optimizer: {type: adam, lr: \${lr}}
 search:
