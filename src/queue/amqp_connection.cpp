@@ -5,6 +5,7 @@
 #include <amqp_tcp_socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <vector>
@@ -66,14 +67,21 @@ AmqpUrl AmqpUrl::parse(std::string_view url) {
         eq == std::string_view::npos ? std::string_view{} : item.substr(eq + 1);
     if (key == "prefetch")
       out.prefetch = parse_int(key, value, 1, 65535);
+    else if (key == "prefetch_max")
+      out.prefetch_max = parse_int(key, value, 1, 65535);
     else if (key == "heartbeat")
       out.heartbeat = parse_int(key, value, 0, 3600);
     else if (key == "cacert")
       out.cacert = std::string(value);
     else
       throw std::invalid_argument("amqp URL parameter '" + std::string(key) +
-                                  "' is unknown (prefetch, heartbeat, cacert)");
+                                  "' is unknown (prefetch, prefetch_max, heartbeat, cacert)");
   }
+  if (out.prefetch_max == 0) out.prefetch_max = std::max(out.prefetch, 32);
+  if (out.prefetch_max < out.prefetch)
+    throw std::invalid_argument("amqp URL parameter 'prefetch_max' must be at least prefetch (" +
+                                std::to_string(out.prefetch) + "), got " +
+                                std::to_string(out.prefetch_max));
   return out;
 }
 
@@ -114,8 +122,14 @@ AmqpConnection::AmqpConnection(const AmqpUrl& url, double rpc_timeout_seconds)
   check_rpc("tx.select");
   amqp_confirm_select(get(), kPublish);
   check_rpc("confirm.select");
-  amqp_basic_qos(get(), kConsume, 0, static_cast<uint16_t>(url.prefetch), 0);
+  set_prefetch(url.prefetch);
+}
+
+void AmqpConnection::set_prefetch(int prefetch) {
+  if (prefetch == prefetch_) return;
+  amqp_basic_qos(get(), kConsume, 0, static_cast<uint16_t>(prefetch), 0);
   check_rpc("basic.qos");
+  prefetch_ = prefetch;
 }
 
 AmqpConnection::~AmqpConnection() {

@@ -33,12 +33,15 @@ class AmqpError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The parts of amqp[s]://user:pass@host:port/vhost?prefetch=N&heartbeat=S&cacert=PATH.
+// The parts of
+// amqp[s]://user:pass@host:port/vhost?prefetch=N&prefetch_max=M&heartbeat=S&cacert=PATH.
 struct AmqpUrl {
   std::string user = "guest", password = "guest", host = "localhost", vhost = "/";
   int port = 5672;
   bool tls = false;
-  int prefetch = 1;
+  int prefetch = 1;  // the consumer's prefetch, and the least want_prefetch() sets
+  // The most want_prefetch() sets; 0 (not given): max(prefetch, 32).
+  int prefetch_max = 0;
   int heartbeat = 0;
   std::string cacert;
   // Throws std::invalid_argument naming the part that is wrong.
@@ -74,6 +77,10 @@ class AmqpConnection {
   // For the async calls that return a status (basic.publish, basic.ack).
   void check(int status, const std::string& what);
 
+  // Sets basic.qos (per consumer: it applies to the consumers started after it).
+  void set_prefetch(int prefetch);
+  int prefetch() const { return prefetch_; }
+
   // Declares a durable quorum queue (idempotent); returns its ready count.
   std::int64_t declare_queue(const std::string& queue);
 
@@ -84,7 +91,8 @@ class AmqpConnection {
   std::unique_ptr<std::remove_pointer_t<amqp_connection_state_t>, StateDeleter> state_;
   bool healthy_ = true;
   bool logged_in_ = false;
-  int pid_ = 0;  // the opener: a forked child must not speak on its socket
+  int prefetch_ = 0;  // the channel's basic.qos for new consumers
+  int pid_ = 0;       // the opener: a forked child must not speak on its socket
 };
 
 }  // namespace dnnlab::queue

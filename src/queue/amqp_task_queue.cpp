@@ -24,8 +24,18 @@ constexpr double kLeaseWaitSeconds = 2.0;
 // How long lease() first waits for a push before asking the broker.
 constexpr int kPushWaitMs = 2;
 
-std::string consumer_tag(const std::string& queue) {
-  return "q/" + queue;
+// "q/<queue>", then "q<n>/<queue>" for the queue's n-th consumer on this
+// connection (want_prefetch() starts a new one).
+std::string consumer_tag(const std::string& queue, int generation) {
+  return "q" + (generation ? std::to_string(generation) : std::string()) + "/" + queue;
+}
+
+// The queue of a task consumer's tag; nullopt for another tag.
+std::optional<std::string> tag_queue(const std::string& tag) {
+  if (!tag.starts_with("q")) return std::nullopt;
+  const auto slash = tag.find('/');
+  if (slash == std::string::npos) return std::nullopt;
+  return tag.substr(slash + 1);
 }
 
 std::string bytes(amqp_bytes_t b) {
@@ -94,6 +104,7 @@ std::string joined(std::string a, std::string_view b) {
 // A message pushed to this object and not yet handed out by lease().
 struct AmqpTaskQueue::Delivery {
   std::uint64_t tag = 0;
+  std::string consumer;  // the consumer tag it came to
   std::string payload;
   int attempts_before = 0;  // x-dnnlab-attempts + x-delivery-count
   std::string error;
@@ -102,6 +113,7 @@ struct AmqpTaskQueue::Delivery {
 // A delivery handed out by lease(), until ack/nack or the connection's end.
 struct AmqpTaskQueue::Held {
   std::uint64_t tag = 0;
+  std::string consumer;
   std::string queue;
   std::string payload;
   int attempt = 0;
@@ -114,7 +126,9 @@ AmqpTaskQueue::AmqpTaskQueue(std::string_view url, TaskQueueOptions options)
           "must be at least 1, got " + std::to_string(options_.max_attempts));
   require_seconds(options_.busy_timeout_seconds, "busy_timeout_seconds");
   try {
-    prefetch_ = AmqpUrl::parse(url).prefetch;
+    const AmqpUrl parsed = AmqpUrl::parse(url);
+    prefetch_ = parsed.prefetch;
+    prefetch_max_ = parsed.prefetch_max;
     std::random_device rd;
     object_tag_ = static_cast<std::int64_t>(rd() & 0x7fffffffu) | 1;
     next_handle_ = object_tag_ << 32;
@@ -171,6 +185,7 @@ void AmqpTaskQueue::lost() {
   conn_.reset();
   declared_.clear();
   consuming_.clear();
+  extra_.clear();
   control_ = false;
   inbox_.clear();
   held_.clear();
@@ -187,10 +202,113 @@ void AmqpTaskQueue::ensure_consumer(const std::string& queue) {
   if (consuming_.count(queue)) return;
   ensure_queue(queue);
   AmqpConnection& c = conn();
+  extra_.erase(queue);
+  c.set_prefetch(prefetch_);  // basic.qos holds for the consumers started after it
   amqp_basic_consume(c.get(), AmqpConnection::kConsume, as_bytes(queue),
-                     as_bytes(consumer_tag(queue)), 0, /*no_ack=*/0, 0, amqp_empty_table);
+                     as_bytes(consumer_tag(queue, 0)), 0, /*no_ack=*/0, 0, amqp_empty_table);
   c.check_rpc("basic.consume '" + queue + "'");
   consuming_.insert(queue);
+  if (auto w = wanted_.find(queue); w != wanted_.end()) adjust_prefetch(queue, w->second);
+}
+
+int AmqpTaskQueue::consumer_prefetch(const std::string& queue) const {
+  if (!consuming_.count(queue)) return 0;
+  int total = prefetch_;
+  if (auto it = extra_.find(queue); it != extra_.end())
+    for (const Extra& e : it->second) total += e.prefetch;
+  return total;
+}
+
+int AmqpTaskQueue::holding(const std::string& consumer) const {
+  int n = 0;
+  for (const auto& [handle, h] : held_) n += h.consumer == consumer;
+  for (const auto& [queue, box] : inbox_)
+    for (const Delivery& d : box) n += d.consumer == consumer;
+  return n;
+}
+
+void AmqpTaskQueue::want_prefetch(std::string_view queue_name, int n) {
+  require(!queue_name.empty(), "queue", "must not be empty");
+  require(n >= 1, "prefetch", "must be at least 1, got " + std::to_string(n));
+  const std::string queue(queue_name);
+  const int want = std::clamp(n, prefetch_, prefetch_max_);
+  wanted_[queue] = want;
+  if (!consuming_.count(queue)) return;  // ensure_consumer() applies it
+  try {
+    adjust_prefetch(queue, want);
+  } catch (const AmqpConnectionLost&) {
+    lost();  // the next lease reconnects and consumes with `want`
+  }
+}
+
+void AmqpTaskQueue::adjust_prefetch(const std::string& queue, int want) {
+  AmqpConnection& c = conn();
+  auto& extras = extra_[queue];
+  // Lower: cancel extra consumers, newest first, while the rest still reach
+  // `want`; only one that holds its whole prefetch (see the header: a
+  // quorum queue returns, as a failed attempt, what is on its way to a
+  // consumer cancelled meanwhile; one without credit has nothing on the
+  // way). Otherwise a later call lowers it.
+  while (!extras.empty() && consumer_prefetch(queue) - extras.back().prefetch >= want) {
+    const Extra e = extras.back();
+    while (pump(0)) {  // count what reached us
+    }
+    if (holding(e.tag) < e.prefetch) break;
+    amqp_basic_cancel(c.get(), AmqpConnection::kConsume, as_bytes(e.tag));
+    c.check_rpc("basic.cancel '" + queue + "'");
+    extras.pop_back();
+    // Its prefetched, unleased deliveries go back; leased ones stay ours
+    // (the channel, not the consumer, holds unacked deliveries).
+    give_back_inbox(queue, e.tag);
+  }
+  // Raise: basic.qos does not change a running consumer, so another
+  // consumer on the queue takes the difference. Deliveries that arrive
+  // during these RPCs are queued by rabbitmq-c (amqp_simple_rpc keeps every
+  // frame that is not its reply) and reach the inbox through pump().
+  if (const int more = want - consumer_prefetch(queue); more > 0) {
+    const std::string tag = consumer_tag(queue, ++generation_);
+    c.set_prefetch(more);
+    amqp_basic_consume(c.get(), AmqpConnection::kConsume, as_bytes(queue), as_bytes(tag), 0,
+                       /*no_ack=*/0, 0, amqp_empty_table);
+    c.check_rpc("basic.consume '" + queue + "'");
+    extras.push_back({tag, more});
+  }
+}
+
+void AmqpTaskQueue::republish(const std::string& queue, const Delivery& d) {
+  AmqpConnection& c = conn();
+  amqp_table_entry_t entries[2]{};
+  entries[0].key = amqp_cstring_bytes(kAttemptsHeader);
+  entries[0].value.kind = AMQP_FIELD_KIND_I32;
+  entries[0].value.value.i32 = d.attempts_before;
+  entries[1].key = amqp_cstring_bytes(kErrorHeader);
+  entries[1].value.kind = AMQP_FIELD_KIND_UTF8;
+  entries[1].value.value.bytes = as_bytes(d.error);
+  amqp_basic_properties_t props{};
+  props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;
+  props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
+  props.headers = amqp_table_t{2, entries};
+  c.check(amqp_basic_publish(c.get(), AmqpConnection::kConsume, amqp_empty_bytes, as_bytes(queue),
+                             0, 0, &props, as_bytes(d.payload)),
+          "basic.publish to '" + queue + "'");
+  c.check(amqp_basic_ack(c.get(), AmqpConnection::kConsume, d.tag, 0), "basic.ack");
+}
+
+void AmqpTaskQueue::give_back_inbox(const std::string& queue, const std::string& consumer) {
+  auto it = inbox_.find(queue);
+  if (it == inbox_.end()) return;
+  auto& box = it->second;
+  const auto mine = [&](const Delivery& d) { return d.consumer == consumer; };
+  if (std::none_of(box.begin(), box.end(), mine)) return;
+  // To the queue's tail with the same attempt and error, in one
+  // transaction: a task is neither lost nor doubled if the connection dies
+  // meanwhile (the broker then requeues the originals, drops the copies).
+  for (const Delivery& d : box)
+    if (mine(d)) republish(queue, d);
+  AmqpConnection& c = conn();
+  amqp_tx_commit(c.get(), AmqpConnection::kConsume);
+  c.check_rpc("tx.commit (give back to '" + queue + "')");
+  box.erase(std::remove_if(box.begin(), box.end(), mine), box.end());
 }
 
 void AmqpTaskQueue::ensure_control() {
@@ -228,14 +346,15 @@ bool AmqpTaskQueue::pump(int timeout_ms) {
       const std::string queue = bytes(env.message.body);
       cancelled_.insert(queue);
       cancelled_pending_.insert(queue);
-    } else if (tag.starts_with("q/")) {
+    } else if (auto queue = tag_queue(tag)) {
       Delivery d;
       d.tag = env.delivery_tag;
+      d.consumer = tag;
       d.payload = bytes(env.message.body);
       d.attempts_before = static_cast<int>(int_header(headers, kAttemptsHeader).value_or(0) +
                                            int_header(headers, "x-delivery-count").value_or(0));
       d.error = string_header(headers, kErrorHeader);
-      inbox_[tag.substr(2)].push_back(std::move(d));
+      inbox_[*queue].push_back(std::move(d));
     }
     amqp_destroy_envelope(&env);
     return true;
@@ -280,7 +399,10 @@ bool AmqpTaskQueue::pump(int timeout_ms) {
     case AMQP_BASIC_CANCEL_METHOD: {  // the broker cancelled a consumer (queue deleted)
       auto* m = static_cast<amqp_basic_cancel_t*>(frame.payload.method.decoded);
       const std::string tag = bytes(m->consumer_tag);
-      if (tag.starts_with("q/")) consuming_.erase(tag.substr(2));
+      if (auto queue = tag_queue(tag)) {
+        consuming_.erase(*queue);  // lease() consumes again
+        extra_.erase(*queue);
+      }
       if (tag == kControlTag) control_ = false;
       return true;
     }
@@ -390,7 +512,7 @@ std::optional<TaskLease> AmqpTaskQueue::take(const std::string& queue, std::stri
       republish_and_ack(dead_letter_queue(queue), d.payload, 0, why, d.tag);
       continue;
     }
-    Held h{d.tag, queue, d.payload, attempt, d.error};
+    Held h{d.tag, d.consumer, queue, d.payload, attempt, d.error};
     const std::int64_t handle = ++next_handle_;
     TaskLease lease;
     lease.task_id = handle;
@@ -429,7 +551,7 @@ std::optional<TaskLease> AmqpTaskQueue::lease(std::string_view queue_name,
         // At prefetch, the broker pushes nothing more until we ack.
         std::int64_t mine = 0;
         for (const auto& [handle, h] : held_) mine += h.queue == queue;
-        if (mine >= prefetch_) return std::nullopt;
+        if (mine >= consumer_prefetch(queue)) return std::nullopt;
         // Nothing here: is anything ready for us on the broker?
         if (conn().declare_queue(queue) == 0) {
           while (pump(0)) {
@@ -535,22 +657,13 @@ bool AmqpTaskQueue::republish_and_ack(const std::string& queue, const std::strin
                                       int attempts_before, const std::string& error,
                                       std::uint64_t tag) {
   ensure_queue(queue);
+  Delivery d;
+  d.tag = tag;
+  d.payload = payload;
+  d.attempts_before = attempts_before;
+  d.error = error;
+  republish(queue, d);
   AmqpConnection& c = conn();
-  amqp_table_entry_t entries[2]{};
-  entries[0].key = amqp_cstring_bytes(kAttemptsHeader);
-  entries[0].value.kind = AMQP_FIELD_KIND_I32;
-  entries[0].value.value.i32 = attempts_before;
-  entries[1].key = amqp_cstring_bytes(kErrorHeader);
-  entries[1].value.kind = AMQP_FIELD_KIND_UTF8;
-  entries[1].value.value.bytes = as_bytes(error);
-  amqp_basic_properties_t props{};
-  props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;
-  props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
-  props.headers = amqp_table_t{2, entries};
-  c.check(amqp_basic_publish(c.get(), AmqpConnection::kConsume, amqp_empty_bytes, as_bytes(queue),
-                             0, 0, &props, as_bytes(payload)),
-          "basic.publish to '" + queue + "'");
-  c.check(amqp_basic_ack(c.get(), AmqpConnection::kConsume, tag, 0), "basic.ack");
   amqp_tx_commit(c.get(), AmqpConnection::kConsume);
   c.check_rpc("tx.commit (republish to '" + queue + "')");
   return true;

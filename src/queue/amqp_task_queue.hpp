@@ -30,9 +30,20 @@
 //   `multiple` when they are every outstanding delivery up to the newest of
 //   them (nothing prefetched or still running lies in between), one
 //   basic.ack each otherwise, and one tx.commit either way.
-// - Prefetch (basic.qos, per consumer) is the URL's `prefetch=N`, default 1:
-//   `dnnlab worker` gives each slot (one process) prefetch=2 unless the URL
-//   says: it holds its trial and leases the next before acking it.
+// - Prefetch (basic.qos, per consumer) starts at the URL's `prefetch=N`,
+//   default 1: `dnnlab worker` gives each slot (one process) prefetch=2
+//   unless the URL says: it holds its trial and leases the next before
+//   acking it. want_prefetch(queue, n) moves the total within [prefetch,
+//   prefetch_max] (`prefetch_max=M`, default max(N, 32)). RabbitMQ applies
+//   basic.qos only to consumers started after it, so a raise adds a consumer
+//   on the queue with the difference (the first one is never cancelled). A
+//   lowering cancels extra consumers, but only one that holds its whole
+//   prefetch: RabbitMQ 3.10's quorum queues return the deliveries on their
+//   way to a consumer that is cancelled, with x-delivery-count + 1 (an
+//   attempt), and a consumer without credit has none on the way; the
+//   cancelled one's unleased deliveries are given back (republished with
+//   the same attempt and error and acked, in one transaction). So a worker
+//   whose trials became long does not keep tasks another could run.
 // - A dead holder: its TCP connection closes (process exit or kill) and the
 //   broker requeues its deliveries at once. A host that vanishes is noticed
 //   by heartbeats (`heartbeat=S` in the URL; rabbitmq-c sends them only from
@@ -96,6 +107,13 @@ class AmqpTaskQueue final : public TaskQueue {
   // the control exchange (polls the connection, never blocks).
   bool cancelled(std::string_view queue) override;
 
+  // Sets this consumer's prefetch on `queue` to n clamped to the URL's
+  // [prefetch, prefetch_max] (see the header comment). n < 1 throws
+  // std::invalid_argument. A lost connection is noticed by the next call.
+  void want_prefetch(std::string_view queue, int n) override;
+  // The prefetch of `queue`'s consumers together (0: not consuming).
+  int consumer_prefetch(const std::string& queue) const;
+
   // Drops the deliveries pushed to us from `queue` and not leased (rejected,
   // not requeued); returns how many.
   std::int64_t drop_inbox(const std::string& queue);
@@ -127,12 +145,31 @@ class AmqpTaskQueue final : public TaskQueue {
   std::vector<bool> ack_all(const std::vector<const TaskLease*>& leases);
   bool republish_and_ack(const std::string& queue, const std::string& payload, int attempts_before,
                          const std::string& error, std::uint64_t tag);
+  // Publishes `d` to `queue` again (same attempt and error) and acks it, on
+  // the consuming channel; the caller commits.
+  void republish(const std::string& queue, const Delivery& d);
+  // Gives back the deliveries in `queue`'s inbox that came to `consumer`,
+  // in one transaction.
+  void give_back_inbox(const std::string& queue, const std::string& consumer);
+  // want_prefetch() on a consuming queue: consumers added or cancelled.
+  void adjust_prefetch(const std::string& queue, int want);
+  // Deliveries of consumer tag `consumer` leased or in the inbox.
+  int holding(const std::string& consumer) const;
   double now() const;
 
   std::string url_;
   std::string shown_url_;
   TaskQueueOptions options_;
-  int prefetch_ = 1;
+  int prefetch_ = 1;                   // the URL's: the consumers' first and least prefetch
+  int prefetch_max_ = 32;              // the most want_prefetch() sets
+  std::map<std::string, int> wanted_;  // by queue: want_prefetch(), clamped
+  // Consumers beyond a queue's first (prefetch_), added by want_prefetch().
+  struct Extra {
+    std::string tag;
+    int prefetch = 0;
+  };
+  std::map<std::string, std::vector<Extra>> extra_;  // by queue
+  int generation_ = 0;                               // consumer tags made
   std::unique_ptr<AmqpConnection> conn_;
   int connections_opened_ = 0;
   std::set<std::string> declared_;

@@ -138,6 +138,18 @@ class TaskQueue {
   // lease is no longer ours.
   virtual bool nack(const TaskLease& lease, bool requeue, std::string_view error) = 0;
 
+  // How many tasks of `queue` this consumer wants the backend to hand it
+  // ahead of its leases (a hint, at least 1): a worker whose trials take a
+  // few milliseconds asks for a batch, one whose trials are long asks for
+  // little, so that it does not hold tasks another worker could run. A
+  // broker that pushes (AMQP) changes its per-consumer prefetch within the
+  // bounds of its URL and gives back what it prefetched beyond a lowered
+  // one; a backend that leases on demand (SQLite) ignores it.
+  virtual void want_prefetch(std::string_view queue, int n) {
+    (void)queue;
+    (void)n;
+  }
+
   // Runs `work`, whose queue and store calls then commit together, once,
   // when the store shares this queue's database (both opened by the same
   // embedded URL: they share one connection through db::Connections): one

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -28,10 +29,13 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// What a worker keeps per experiment: the parsed sweep and its scheduler.
+// What a worker keeps per experiment: the parsed sweep and its scheduler,
+// how long its trials took here, and the queue prefetch asked for them.
 struct ExperimentCache {
   std::unique_ptr<sweep::SweepSpec> sweep;
   std::unique_ptr<sweep::Scheduler> scheduler;
+  double trial_seconds = 1.0;  // recent trials' training time (a moving average)
+  int queue_prefetch = 0;      // the last want_prefetch() (0: none yet)
 };
 
 class Worker {
@@ -283,17 +287,37 @@ class Worker {
     if (!leases.empty()) b_.queue->ack_batch(leases);
   }
 
-  // Trials this worker may hold at once: one, unless trials take a few
-  // milliseconds; then enough for about 50 ms of work per commit.
-  int prefetch() const {
-    return static_cast<int>(std::clamp(0.05 / std::max(trial_seconds_, 1e-6), 1.0, 16.0));
+  // Trials of an experiment this worker leases at once: one, unless they
+  // take a few milliseconds; then enough for about 50 ms of work per commit.
+  static int batch_size(const ExperimentCache& e) {
+    return static_cast<int>(std::clamp(0.05 / std::max(e.trial_seconds, 1e-6), 1.0, 16.0));
   }
 
-  // Leases up to prefetch() trials of `exp` into ready_ (stopping after one
-  // whose data set must be loaded first), starts them in one batch; true
-  // when ready_ has any.
+  // Asks the queue to push two batches ahead (the one leased next and the
+  // one after, so the next lease finds its tasks here), a power of two: 2
+  // for trials of 50 ms or more, up to 32 for trials of a few ms. Raised at
+  // once; lowered (the queue then gives back what it holds beyond) only
+  // when trials became 4x longer, so a noisy average does not flap.
+  void want_prefetch(int64_t exp, ExperimentCache& e) {
+    const int want = 2 * static_cast<int>(std::bit_ceil(static_cast<unsigned>(batch_size(e))));
+    if (want > e.queue_prefetch || want * 4 <= e.queue_prefetch) {
+      b_.queue->want_prefetch(db::queue_name(exp), want);
+      e.queue_prefetch = want;
+    }
+  }
+
+  // Leases up to batch_size() trials of `exp` into ready_ (stopping after
+  // one whose data set must be loaded first), starts them in one batch;
+  // true when ready_ has any.
   bool lease_into_ready(int64_t exp) {
-    while (static_cast<int>(ready_.size()) < prefetch()) {
+    ExperimentCache* e = nullptr;
+    try {
+      e = &experiment_cache(exp);
+    } catch (const std::invalid_argument&) {
+      return !ready_.empty();  // deleted since the list was read
+    }
+    want_prefetch(exp, *e);
+    while (static_cast<int>(ready_.size()) < batch_size(*e)) {
       Next n = lease_next(exp);
       if (n.kind == Next::kNone) break;
       if (n.kind == Next::kDone) continue;
@@ -489,7 +513,7 @@ class Worker {
     keeper_->set_current_trial(n.trial.id);
     try {
       r = train_run(n.run, n.data->data, &obs);
-      trial_seconds_ = 0.5 * trial_seconds_ + 0.5 * seconds_since(t0);
+      n.exp->trial_seconds = 0.5 * n.exp->trial_seconds + 0.5 * seconds_since(t0);
       keeper_->set_current_trial(std::nullopt);
     } catch (const std::exception& e) {
       keeper_->set_current_trial(std::nullopt);
@@ -543,7 +567,6 @@ class Worker {
   std::vector<store::EpochWrite> epochs_;          // epochs not written yet (flush_epochs)
   Clock::time_point epochs_since_ = Clock::now();  // the last flush
   std::deque<Next> ready_;                         // leased trials not trained yet (a prefetch)
-  double trial_seconds_ = 1.0;  // recent trials' training time (a moving average)
   int64_t ended_ = 0;
 };
 

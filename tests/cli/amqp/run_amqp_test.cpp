@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -123,7 +124,7 @@ TEST_F(RunAmqp, WorkerKilledMidTrialIsRedeliveredByTheBrokerAndCountedOnce) {
     }
   }
   ASSERT_FALSE(coord_ended) << "the sweep ended before a running trial with epochs was seen\n"
-                             << slurp(dir.path / "log.txt");
+                            << slurp(dir.path / "log.txt");
   ASSERT_NE(victim_pid, 0) << slurp(dir.path / "log.txt");
   ASSERT_EQ(kill(static_cast<pid_t>(victim_pid), SIGKILL), 0);
   ASSERT_EQ(waitpid(coord, &status, 0), coord);
@@ -131,6 +132,26 @@ TEST_F(RunAmqp, WorkerKilledMidTrialIsRedeliveredByTheBrokerAndCountedOnce) {
   auto exp = s->experiments().at(0).id;
   expect_each_trial_once(*s, exp, 6);
   EXPECT_EQ(s->trial(victim_trial)->attempt, 2) << "the killed worker's trial ran again, once";
+}
+
+// Trials of ~1 s are not hoarded: a worker asks the broker for two of them
+// (prefetch 2: one trains, one waits), not for a batch as it does for
+// trials of a few ms, so both workers of `run -w 2` train a share of 6.
+TEST_F(RunAmqp, LongTrialsAreNotHoardedByOneWorker) {
+  TempDir dir;
+  dir.write("sweep.yaml", sweep_yaml("amqp-long", 4000, 8));
+  const std::string db = "sqlite:" + (dir.path / "t.db").string();
+  Result r = run("run -q -w 2 --broker '" + url_ + "' --store " + db + " " +
+                 (dir.path / "sweep.yaml").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto s = store::open_result_store(db);
+  std::map<std::string, int> per_worker;
+  for (const auto& t : expect_each_trial_once(*s, s->experiments()[0].id, 6)) {
+    ++per_worker[t.worker];
+    EXPECT_EQ(t.attempt, 1);
+  }
+  ASSERT_EQ(per_worker.size(), 2u) << "one worker trained every trial";
+  for (const auto& [worker, n] : per_worker) EXPECT_GE(n, 2) << worker;
 }
 
 // `dnnlab worker --slots 3` beside a coordinator: its three slots hold trials
