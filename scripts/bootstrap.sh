@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build git pkg-config ca-certificates
+  build-essential cmake ninja-build lld git pkg-config ca-certificates
   zlib1g-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libsqlite3-dev
   rabbitmq-server librabbitmq-dev
