@@ -92,9 +92,9 @@ TEST_F(RunAmqp, SweepThroughRabbitMqRecordsEachTrialOnce) {
 
 TEST_F(RunAmqp, WorkerKilledMidTrialIsRedeliveredByTheBrokerAndCountedOnce) {
   TempDir dir;
-  // 300 epochs: a trial runs for seconds, so one is seen running with its
+  // 100 epochs: a trial runs for 3-5 s, so one is seen running with its
   // first epochs stored (the worker writes epochs every 0.5 s) before it ends.
-  dir.write("sweep.yaml", sweep_yaml("amqp-kill", 4000, 300));
+  dir.write("sweep.yaml", sweep_yaml("amqp-kill", 4000, 100));
   const std::string db = "sqlite:" + (dir.path / "t.db").string();
   pid_t coord = spawn(dir.path, {"run", "-q", "-w", "2", "--broker", url_ + "?prefetch=2",
                                  "--store", db, "sweep.yaml"});
