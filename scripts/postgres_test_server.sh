@@ -13,6 +13,11 @@
 # The binaries come from DNNLAB_PG_BINDIR or /usr/lib/postgresql/15/bin
 # (Debian's postgresql-15, installed by scripts/bootstrap.sh). Exit 77 when
 # they are missing; under CI (env CI set) that is a failure, exit 1.
+#
+# DNNLAB_TEST_POSTGRES_ADDRESS=0.0.0.0 listens beyond loopback and trusts
+# clients on the server's own subnets (pg_hba `samenet`: the several-hosts
+# test's veths); the printed URL still names 127.0.0.1.
+# DNNLAB_TEST_POSTGRES_OPTIONS: more `postgres` flags (e.g. "-c tcp_keepalives_idle=2").
 set -euo pipefail
 
 cmd=${1:?usage: postgres_test_server.sh start|stop DIR}
@@ -53,6 +58,10 @@ case "$cmd" in
       stop_server
       exit 1
     fi
+    address=${DNNLAB_TEST_POSTGRES_ADDRESS:-127.0.0.1}
+    if [[ $address != 127.0.0.1 ]]; then
+      echo "host all all samenet trust" >>"$data/data/pg_hba.conf"
+    fi
     # -F: no fsync (a test server's data dies with it); the socket directory
     # is the data's, not /var/run/postgresql. The free port is free when
     # chosen, not when bound: another try takes another port.
@@ -60,7 +69,7 @@ case "$cmd" in
     for _ in 1 2 3; do
       port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
       if "${as_server_user[@]}" "$bin/pg_ctl" -D "$data/data" -l "$data/server.log" -w \
-        -o "-F -h 127.0.0.1 -p $port -k $data" start >/dev/null 2>&1; then
+        -o "-F -h $address -p $port -k $data ${DNNLAB_TEST_POSTGRES_OPTIONS:-}" start >/dev/null 2>&1; then
         started=1
         break
       fi

@@ -591,6 +591,18 @@ bool AmqpTaskQueue::extend(TaskLease& lease, double seconds) {
   return true;
 }
 
+bool AmqpTaskQueue::keep_alive(const TaskLease& lease) {
+  if ((lease.task_id >> 32) != object_tag_) return true;  // not held on this connection
+  try {
+    while (pump(0)) {  // sends a heartbeat when one is due, notices a closed channel
+    }
+  } catch (const AmqpConnectionLost&) {
+    lost();
+    return false;
+  }
+  return held_.count(lease.task_id) > 0;
+}
+
 bool AmqpTaskQueue::ack(const TaskLease& lease) {
   return ack_all({&lease}).front();
 }

@@ -47,7 +47,8 @@
 // - A dead holder: its TCP connection closes (process exit or kill) and the
 //   broker requeues its deliveries at once. A host that vanishes is noticed
 //   by heartbeats (`heartbeat=S` in the URL; rabbitmq-c sends them only from
-//   calls, so the holder must call extend() more often than every S/2 s).
+//   calls, so the holder calls keep_alive() or extend() more often than every
+//   S/2 s: the worker does, every 250 ms while it trains).
 // - Trials longer than the broker's consumer_timeout (30 min by default): the
 //   broker closes the channel and redelivers. RabbitMQ 3.10 sets it only
 //   server-wide: raise `consumer_timeout` in rabbitmq.conf above the longest
@@ -94,6 +95,7 @@ class AmqpTaskQueue final : public TaskQueue {
   std::optional<TaskLease> lease(std::string_view queue, std::string_view worker_id,
                                  double lease_seconds) override;
   bool extend(TaskLease& lease, double seconds) override;
+  bool keep_alive(const TaskLease& lease) override;
   bool ack(const TaskLease& lease) override;
   std::vector<bool> ack_batch(const std::vector<TaskLease>& leases) override;
   bool nack(const TaskLease& lease, bool requeue, std::string_view error) override;

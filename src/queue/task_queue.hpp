@@ -117,6 +117,14 @@ class TaskQueue {
   // Keeps the lease for `seconds` more (and updates lease.deadline). False
   // when it was lost: the task was redelivered, acked or dropped.
   virtual bool extend(TaskLease& lease, double seconds) = 0;
+  // Called by the holder of `lease` while it works on the task (every few
+  // hundred ms, from the thread that leased it): keeps this object's
+  // connection alive, and false when the lease was lost. A broker that
+  // detects dead peers by heartbeats (AMQP `heartbeat=S`) hears from the
+  // holder's own connection only through calls on it; a queue whose leases
+  // are rows with deadlines (SQLite) needs nothing here, since extend() on
+  // any connection keeps them.
+  virtual bool keep_alive(const TaskLease& lease) { return true; }
   // Marks the task done. False when the lease is no longer ours (the task
   // was redelivered to another worker); the caller must then not count it.
   virtual bool ack(const TaskLease& lease) = 0;

@@ -168,6 +168,7 @@ class Worker {
     int64_t batch_interval() const override { return 1; }
     bool interrupted() const override {
       if (!lost_ && w_.keeper_->lost(lease_)) lost_ = true;
+      if (!lost_ && w_.keep_alive_due() && !w_.b_.queue->keep_alive(lease_)) lost_ = true;
       if (w_.epochs_due()) flush();
       return lost_ || w_.stopping();
     }
@@ -233,6 +234,15 @@ class Worker {
   // a worker training many short epochs writes them a few hundred at a time.
   static constexpr double kFlushSeconds = 0.5;
   static constexpr std::size_t kFlushRows = 256;
+
+  // The broker hears from the holder's connection only through calls on
+  // it (the keeper extends on a connection of its own): every 250 ms while
+  // a trial trains, well inside half of the shortest useful heartbeat (1 s).
+  bool keep_alive_due() {
+    if (seconds_since(alive_since_) < 0.25) return false;
+    alive_since_ = Clock::now();
+    return true;
+  }
 
   bool epochs_due() const {
     return !epochs_.empty() &&
@@ -566,6 +576,7 @@ class Worker {
   std::vector<PendingEnd> pending_;                // ended trials, written with the next leases
   std::vector<store::EpochWrite> epochs_;          // epochs not written yet (flush_epochs)
   Clock::time_point epochs_since_ = Clock::now();  // the last flush
+  Clock::time_point alive_since_ = Clock::now();   // the last keep_alive_due()
   std::deque<Next> ready_;                         // leased trials not trained yet (a prefetch)
   int64_t ended_ = 0;
 };

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Several hosts on one machine: the server host (coordinator, RabbitMQ, the
-# SQLite store) in one network namespace, two worker hosts in two others,
+# Several hosts on one machine: the server host (coordinator, RabbitMQ,
+# PostgreSQL) in one network namespace, two worker hosts in two others,
 # joined by veth pairs on private 10.x addresses this script creates and
 # removes (also on failure or Ctrl-C).
 #
@@ -8,25 +8,24 @@
 #   ctest --test-dir build/release -R cluster.netns   # registered as cluster.netns
 #
 #        dlc-w1-PID 10.231.1.2 ──veth── 10.231.1.1 ┐
-#                                                  dlc-srv-PID: rabbitmq (0.0.0.0),
-#        dlc-w2-PID 10.231.2.2 ──veth── 10.231.2.1 ┘   dnnlab run -w 1, t.db
+#                                                  dlc-srv-PID: rabbitmq and postgres
+#        dlc-w2-PID 10.231.2.2 ──veth── 10.231.2.1 ┘   (0.0.0.0), dnnlab run -w 1
 #
 # 1. A sweep completes with every trial once, trained on both worker hosts.
 # 2. A second sweep with long trials: once a trial of a worker host has an
-#    epoch in the store, that host's link is cut (ip link set down) and its
-#    processes frozen (SIGSTOP; see below). RabbitMQ notices by AMQP
-#    heartbeats and redelivers; the trial completes on another host, once
-#    (attempt 2), and the sweep completes.
+#    epoch in the store, that host's link is cut (ip link set down), nothing
+#    else: its processes keep running, cut off from the broker and the store.
+#    RabbitMQ notices by AMQP heartbeats and redelivers; the trial completes
+#    on another host, once (attempt 2), and the sweep completes.
 #
-# What does not cross the namespaces: the store is an SQLite file on the
-# server host (postgres:// is not used here yet), and network namespaces share
-# the file system, so workers reach it without the network. Cutting a host
-# off is therefore its link down plus SIGSTOP of its processes; with
-# PostgreSQL the store would go over the veths too and the link would do.
+# Workers reach both the broker and the store (postgres://, over TCP) only
+# through their veth. PostgreSQL runs with short TCP keepalives, so a
+# transaction the cut host left open (a row lock) ends within seconds.
 #
 # It needs root and `ip netns` (CAP_SYS_ADMIN), which some containers
-# refuse. Exit 0 on success, 1 on failure, 77 when it cannot
-# run (not root, no `ip`, no rabbitmq-server); under CI (env CI set) 1.
+# refuse. Exit 0 on success, 1 on failure, 77 when it cannot run (not root,
+# no `ip`, no rabbitmq-server, no PostgreSQL server or psql); under CI (env
+# CI set) 1.
 set -euo pipefail
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -44,7 +43,8 @@ cannot_run() {
 }
 [[ $(id -u) == 0 ]] || cannot_run "needs root (ip netns)"
 command -v ip >/dev/null || cannot_run "no ip (iproute2)"
-command -v sqlite3 >/dev/null || cannot_run "no sqlite3"
+command -v psql >/dev/null || cannot_run "no psql"
+[[ -x ${DNNLAB_PG_BINDIR:-/usr/lib/postgresql/15/bin}/initdb ]] || cannot_run "no PostgreSQL server"
 [[ -x /usr/lib/rabbitmq/bin/rabbitmq-server ]] || cannot_run "no rabbitmq-server"
 [[ -n $bin ]] || cannot_run "no dnnlab binary under $build"
 
@@ -59,13 +59,16 @@ cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
   sleep 1
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  # Anything left in the worker hosts (slots, frozen ones too) is ours.
+  # Anything left in the worker hosts (slots, cut-off ones too) is ours.
   for ns in "$w1" "$w2"; do
     for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
   done
   if [[ -f $tmp/broker/ports ]]; then
     ip netns exec "$srv" "$src/scripts/rabbitmq_test_server.sh" stop "$tmp/broker" --rm \
       >/dev/null 2>&1
+  fi
+  if [[ -f $tmp/pg/data_dir ]]; then
+    ip netns exec "$srv" "$src/scripts/postgres_test_server.sh" stop "$tmp/pg" >/dev/null 2>&1
   fi
   # Deleting a namespace deletes the veth ends in it, and so their peers.
   for ns in "$srv" "$w1" "$w2"; do ip netns del "$ns" 2>/dev/null; done
@@ -104,13 +107,21 @@ url=$(DNNLAB_TEST_RABBITMQ_ADDRESS=0.0.0.0 ip netns exec "$srv" \
   "$src/scripts/rabbitmq_test_server.sh" start "$tmp/broker")
 port=${url##*:}
 port=${port%%/*}
-db=sqlite:$tmp/t.db
+# The store, also on all of the server host's addresses; workers reach it
+# at 10.231.{1,2}.1.
+pg=$(DNNLAB_TEST_POSTGRES_ADDRESS=0.0.0.0 \
+  DNNLAB_TEST_POSTGRES_OPTIONS="-c tcp_keepalives_idle=2 -c tcp_keepalives_interval=1 -c tcp_keepalives_count=3" \
+  ip netns exec "$srv" "$src/scripts/postgres_test_server.sh" start "$tmp/pg")
+pgport=${pg##*:}
+pgport=${pgport%%/*}
+store_at() { echo "postgres://postgres@$1:$pgport/postgres"; }
+db=$(store_at 127.0.0.1)
 # heartbeat=4: the broker drops a silent connection after ~8 s; the lease
 # keeper extends every lease/4 = 1 s, often enough (src/queue/README.md).
 # prefetch=1: with the default 2 the first slots to consume take two of the
 # six trials each and a late host gets none.
 broker_at() { echo "amqp://guest:guest@$1:$port/%2f?heartbeat=4&prefetch=1"; }
-echo "netns_test: broker $url in $srv; workers reach it at 10.231.{1,2}.1:$port"
+echo "netns_test: broker $url, store $pg in $srv; workers reach them at 10.231.{1,2}.1:$port, :$pgport"
 
 sweep() { # NAME LIMIT_TRAIN EPOCHS
   cat <<YAML
@@ -135,14 +146,14 @@ search:
 YAML
 }
 
-q() { sqlite3 -cmd ".timeout 5000" "$tmp/t.db" "$1"; }
+q() { ip netns exec "$srv" psql -X -q -At -v ON_ERROR_STOP=1 "$db" -c "$1"; }
 
 # A 2-slot worker on each worker host, serving any running experiment; up
 # before the first sweep is published, so both hosts get trials.
-"$bin" status --store "$db" >/dev/null # the store's schema, made once
+ip netns exec "$srv" "$bin" status --store "$db" >/dev/null # the store's schema, made once
 for i in 1 2; do
   ip netns exec "dlc-w$i-$tag" "$bin" worker --slots 2 --id "w$i" --lease 4 \
-    --broker "$(broker_at "10.231.$i.1")" --store "$db" >"$tmp/w$i.log" 2>&1 &
+    --broker "$(broker_at "10.231.$i.1")" --store "$(store_at "10.231.$i.1")" >"$tmp/w$i.log" 2>&1 &
   pids+=($!)
 done
 
@@ -157,6 +168,8 @@ run_sweep() { # NAME LIMIT_TRAIN EPOCHS
 
 expect_each_trial_once() { # EXPERIMENT_ID
   local n
+  echo "netns_test: experiment $1's trials (id|status|attempt|worker|error):" >&2
+  q "SELECT id, status, attempt, worker, left(error, 160) FROM trials WHERE experiment_id = $1 ORDER BY id" >&2
   n=$(q "SELECT count(*) FROM trials WHERE experiment_id = $1")
   [[ $n == 6 ]] || fail "experiment $1 has $n trials, not 6"
   n=$(q "SELECT count(*) FROM trials WHERE experiment_id = $1 AND status = 'finished'")
@@ -184,7 +197,7 @@ run_sweep cutoff 4000 80
 victim= host=
 for _ in $(seq 1 1200); do
   row=$(q "SELECT t.id, substr(w.id, 1, 2) FROM trials t JOIN workers w ON w.current_trial = t.id
-           WHERE t.experiment_id = 2 AND t.status = 'running' AND w.id GLOB 'w[12]-*'
+           WHERE t.experiment_id = 2 AND t.status = 'running' AND w.id ~ '^w[12]-'
              AND EXISTS (SELECT 1 FROM epochs e WHERE e.trial_id = t.id) LIMIT 1" \
     2>/dev/null || true)
   if [[ -n $row ]]; then
@@ -194,13 +207,10 @@ for _ in $(seq 1 1200); do
   sleep 0.1
 done
 [[ -n $victim ]] || fail "no trial on a worker host reached an epoch"
-# The link down cuts the broker connection; the host's processes are also
-# frozen, since through the shared file system they would still reach the
-# SQLite store (a host cut off from everything; with postgres:// the link
-# alone does it).
+# The link down cuts the host off from the broker and the store; its
+# processes run on.
 ip -n "dlc-$host-$tag" link set eth0 down
-for p in $(ip netns pids "dlc-$host-$tag"); do kill -STOP "$p"; done
-echo "netns_test: host $host cut off (link down, processes frozen) while training trial $victim"
+echo "netns_test: host $host cut off (link down) while training trial $victim"
 wait "$coord" || fail "dnnlab run (sweep 2) exited $?"
 expect_each_trial_once 2
 row=$(q "SELECT attempt, worker FROM trials WHERE id = $victim")

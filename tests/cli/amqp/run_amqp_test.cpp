@@ -138,6 +138,25 @@ TEST_F(RunAmqp, WorkerKilledMidTrialIsRedeliveredByTheBrokerAndCountedOnce) {
 // its prefetch by) are not hoarded: a worker asks the broker for two of them
 // (prefetch 2: one trains, one waits), not for a batch as it does for
 // trials of a few ms, so both workers of `run -w 2` train a share of 6.
+// `heartbeat=1`: the broker closes a connection it has not heard from for
+// about 2 s. Each trial trains for several seconds, during which the worker's
+// own connection (the one its deliveries came on) must keep answering, or
+// the broker takes the trial back ("holder lost") and it runs again until
+// max_attempts. Every trial ends at attempt 1.
+TEST_F(RunAmqp, TrialsLongerThanTheHeartbeatKeepTheirDelivery) {
+  TempDir dir;
+  dir.write("sweep.yaml", sweep_yaml("amqp-heartbeat", 4000, 120));
+  const std::string db = "sqlite:" + (dir.path / "t.db").string();
+  Result r = run("run -q -w 2 --broker '" + url_ + "?heartbeat=1' --store " + db + " " +
+                 (dir.path / "sweep.yaml").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto s = store::open_result_store(db);
+  for (const auto& t : expect_each_trial_once(*s, s->experiments().at(0).id, 6)) {
+    EXPECT_EQ(t.attempt, 1) << "trial " << t.index << ": " << t.error;
+    EXPECT_GT(t.metrics.seconds, 2.0) << "trial " << t.index << " is too short to show it";
+  }
+}
+
 TEST_F(RunAmqp, LongTrialsAreNotHoardedByOneWorker) {
   TempDir dir;
   dir.write("sweep.yaml", sweep_yaml("amqp-long", 4000, 3));
