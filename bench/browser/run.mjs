@@ -34,6 +34,9 @@ const LOG = process.env.LOG ?? join(mkdtempSync(join(tmpdir(), 'browser-bench-')
 // tell the browser's share of a difference from the library's.
 // dnnlab-wasm is the core the join page loads (relaxed SIMD in Chromium),
 // dnnlab-wasm128 the plain SIMD128 build that engines without it get.
+// node-relaxed:dnnlab-wasm runs node with --experimental-wasm-relaxed-simd
+// (node 20's V8 has relaxed SIMD behind that flag), so the core loads its
+// relaxed build there too.
 const IMPLS = (process.env.IMPLS ?? 'dnnlab-wasm dnnlab-wasm128 dnnlab-native tfjs convnetjs' +
   (process.env.NODE === '1' ? ' node:dnnlab-wasm node:tfjs node:convnetjs' : '')).split(' ');
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }));
@@ -80,12 +83,14 @@ async function measureAll() {
             // The native benches name themselves impl=dnnlab; this table calls it dnnlab-native.
             line = out.split('\n').find((l) => l.startsWith('RESULT')).replace('impl=dnnlab ', 'impl=dnnlab-native ')
               .replace('config=cifar ', 'config=q ');
-          } else if (impl.startsWith('node:')) {
-            const lib = impl.slice(5).replace('dnnlab-wasm', 'dnnlab');
-            const out = execFileSync('node', ['--no-experimental-fetch', join(root, 'bench/js/one.mjs'), lib, c, String(SECS), CORE_DIR],
+          } else if (impl.startsWith('node:') || impl.startsWith('node-relaxed:')) {
+            const [host, name] = impl.split(':');
+            const lib = name.replace('dnnlab-wasm', 'dnnlab');
+            const flags = host === 'node-relaxed' ? ['--experimental-wasm-relaxed-simd'] : [];
+            const out = execFileSync('node', [...flags, '--no-experimental-fetch', join(root, 'bench/js/one.mjs'), lib, c, String(SECS), CORE_DIR],
               { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'],
                 env: { ...process.env, NODE_PATH: join(here, 'node_modules') } });
-            line = out.split('\n').find((l) => l.startsWith('RESULT')).replace(/impl=(\S+)/, 'impl=node:$1');
+            line = out.split('\n').find((l) => l.startsWith('RESULT')).replace(/impl=(\S+)/, `impl=${host}:$1`);
           } else {
             const job = { impl: { 'dnnlab-wasm': 'dnnlab', 'dnnlab-wasm128': 'dnnlab128' }[impl] ?? impl,
               config: c, seconds: SECS, warmup: 0.5, timeout: CNN.has(c) ? 900 : undefined };
@@ -200,6 +205,15 @@ function report() {
   for (const c of CONFIGS) {
     const w = 'node:dnnlab-wasm', cnn = CNN.has(c);
     console.log(`| ${c} | ${ratio(c, w, 'dnnlab-native', key)} | ${ratio(c, w, 'node:tfjs', key, cnn ? null : 3)} | ` +
+      `${ratio(c, w, 'node:convnetjs', key, cnn ? 50 : 30)} |`);
+  }
+  if (!rows.some((r) => r.impl === 'node-relaxed:dnnlab-wasm')) return;
+  console.log('\nnode --experimental-wasm-relaxed-simd (the relaxed build) in this run, CPU time:\n');
+  console.log('| config | node relaxed | node SIMD128 | relaxed / SIMD128 | node relaxed / ConvNetJS (target 30x MLPs, 50x CNN) |');
+  console.log('|---|---:|---:|---:|---:|');
+  for (const c of CONFIGS) {
+    const w = 'node-relaxed:dnnlab-wasm', cnn = CNN.has(c);
+    console.log(`| ${c} | ${cell(c, w, key)} | ${cell(c, 'node:dnnlab-wasm', key)} | ${ratio(c, w, 'node:dnnlab-wasm', key)} | ` +
       `${ratio(c, w, 'node:convnetjs', key, cnn ? 50 : 30)} |`);
   }
 }
