@@ -13,6 +13,12 @@
 #        PG_FSYNC=on  (off: the tests' throwaway setting; a store that acks
 #                      results it may lose is not the cluster the issue measures)
 #        PG_STATS=1   (pg_stat_statements: statements and calls per trial, after each cluster run)
+#        PERF=FILE    (perf record -a -g of each cluster run, to FILE.N; PERF_FREQ=499 Hz)
+#
+# After each cluster run, stderr gets the CPU it cost per trial: dnnlab (the
+# `run` process and its workers, user + system), the broker (the Erlang VM)
+# and PostgreSQL (postmaster, backends, background writers), from /proc,
+# and the broker's message counters per trial (published, confirmed, delivered, acked).
 #
 # Columns: "wall" is the whole `dnnlab run` (start-up, coordinator, workers,
 # final table); "steady" is trials / (last trial end - first trial start)
@@ -23,36 +29,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(cd "${1:-$root/build/release}" && pwd)/src/cli/dnnlab
 workers=${WORKERS:-2}
-pgbin=${DNNLAB_PG_BINDIR:-/usr/lib/postgresql/15/bin}
-tmp=$(mktemp -d)
-chmod 755 "$tmp"
-broker="$tmp/broker"
-pgdir="$tmp/pg"
-as_pg=()
-[[ $(id -u) == 0 ]] && as_pg=(runuser -u postgres --)
-
-cleanup() {
-  "$root/scripts/rabbitmq_test_server.sh" stop "$broker" --rm >/dev/null 2>&1 || true
-  [[ -f $pgdir/data/postmaster.pid ]] && "${as_pg[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -m immediate -w stop >/dev/null 2>&1
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-[[ -x $bin ]] || { echo "no dnnlab binary at $bin (build the dnnlab target)" >&2; exit 1; }
-[[ -x $pgbin/initdb ]] || { echo "PostgreSQL server binaries not found in $pgbin (scripts/bootstrap.sh installs postgresql)" >&2; exit 1; }
-
-amqp=$("$root/scripts/rabbitmq_test_server.sh" start "$broker")
+# shellcheck source=bench/cluster_servers.sh
+source "$root/bench/cluster_servers.sh"
+cluster_servers_start
 [[ -n ${PREFETCH:-} ]] && amqp="$amqp?prefetch=$PREFETCH"
-
-mkdir -p "$pgdir"
-[[ ${#as_pg[@]} -gt 0 ]] && chown postgres: "$pgdir"
-"${as_pg[@]}" "$pgbin/initdb" -D "$pgdir/data" -U postgres -A trust --no-sync -E UTF8 >"$pgdir/initdb.log" 2>&1
-pgport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-pgopts="-h 127.0.0.1 -p $pgport -k $pgdir -c fsync=${PG_FSYNC:-on}"
-[[ ${PG_STATS:-0} == 1 ]] && pgopts="$pgopts -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
-"${as_pg[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/server.log" -w -o "$pgopts" start >/dev/null
-pgurl="postgres://postgres@127.0.0.1:$pgport"
-psql_() { psql -X -q -At -v ON_ERROR_STOP=1 "$pgurl/$1" -c "$2"; }
 
 trivial() {  # $1 = number of trials
   cat >"$tmp/trivial.yaml" <<YAML
@@ -80,17 +60,23 @@ check() {  # $1 = expected trials, then "ended attempts steady" -> steady second
   echo "$steady"
 }
 
-loadavg() { cut -d' ' -f1 /proc/loadavg; }
-
 # run_cluster N -> "wall steady load_before load_after"
 run_cluster() {
-  local n=$1 db="b$1_$RANDOM" l0 wall steady
+  local n=$1 db="b$1_$RANDOM" l0 wall steady user sys cpu0 cpu1 q0
   psql_ postgres "CREATE DATABASE $db"
   [[ ${PG_STATS:-0} == 1 ]] && psql_ "$db" "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()" >/dev/null
   l0=$(loadavg)
-  (cd "$tmp" && /usr/bin/time -f "%e" -o "$tmp/time" \
+  cpu0=$(cpu_snapshot)
+  q0=$(amqp_counters)
+  local perf=()
+  [[ -n ${PERF:-} ]] && perf=(perf record -a -g -F "${PERF_FREQ:-499}" -o "$PERF.$n" --)
+  (cd "$tmp" && "${perf[@]}" /usr/bin/time -f "%e %U %S" -o "$tmp/time" \
     "$bin" run -q -w "$workers" --broker "$amqp" --store "$pgurl/$db" "$tmp/trivial.yaml" >/dev/null)
-  wall=$(cat "$tmp/time")
+  cpu1=$(cpu_snapshot)
+  amqp_report "$n" "$q0" "$(amqp_counters)" | sed "s/^/  cluster $n trials: /" >&2
+  read -r wall user sys <"$tmp/time"
+  cpu_report "$n" "$cpu0" "$cpu1" "$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" "$wall" |
+    sed "s/^/  cluster $n trials: /" >&2
   steady=$(check "$n" $(psql_ "$db" "SELECT count(*), max(attempt), max(finished_at) - min(started_at)
                                       FROM trials WHERE status = 'finished'" | tr '|' ' '))
   if [[ ${PG_STATS:-0} == 1 ]]; then
@@ -109,11 +95,13 @@ run_cluster() {
 
 # run_embedded N -> "wall steady"
 run_embedded() {
-  local n=$1 wall steady
+  local n=$1 wall steady user sys
   rm -f "$tmp/t.db"*
-  (cd "$tmp" && /usr/bin/time -f "%e" -o "$tmp/time" \
+  (cd "$tmp" && /usr/bin/time -f "%e %U %S" -o "$tmp/time" \
     "$bin" run -q -w "$workers" --store "sqlite:$tmp/t.db" "$tmp/trivial.yaml" >/dev/null)
-  wall=$(cat "$tmp/time")
+  read -r wall user sys <"$tmp/time"
+  awk -v n="$n" -v u="$user" -v s="$sys" -v w="$wall" 'BEGIN {
+    printf "  embedded %d trials: CPU ms/trial: dnnlab %.3f (wall %.3f ms/trial)\n", n, (u + s) * 1000 / n, w * 1000 / n }' >&2
   steady=$(check "$n" $(sqlite3 -separator ' ' "$tmp/t.db" \
     "SELECT count(*), max(attempt), max(finished_at) - min(started_at) FROM trials WHERE status = 'finished'"))
   echo "$wall $steady"

@@ -25,36 +25,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(cd "${1:-$root/build/release}" && pwd)/src/cli/dnnlab
 workers=${WORKERS:-2}
 rounds=${ROUNDS:-3}
-pgbin=${DNNLAB_PG_BINDIR:-/usr/lib/postgresql/15/bin}
 data=${DNNLAB_DATA_DIR:-/usr/share/datasets}/fashion-mnist
-tmp=$(mktemp -d)
-chmod 755 "$tmp"
-broker="$tmp/broker"
-pgdir="$tmp/pg"
-as_pg=()
-[[ $(id -u) == 0 ]] && as_pg=(runuser -u postgres --)
-
-cleanup() {
-  "$root/scripts/rabbitmq_test_server.sh" stop "$broker" --rm >/dev/null 2>&1 || true
-  [[ -f $pgdir/data/postmaster.pid ]] && "${as_pg[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -m immediate -w stop >/dev/null 2>&1
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-[[ -x $bin ]] || { echo "no dnnlab binary at $bin (build the dnnlab target)" >&2; exit 1; }
-[[ -x $pgbin/initdb ]] || { echo "PostgreSQL server binaries not found in $pgbin (scripts/bootstrap.sh installs postgresql)" >&2; exit 1; }
+# shellcheck source=bench/cluster_servers.sh
+source "$root/bench/cluster_servers.sh"
 [[ -d $data ]] || { echo "no Fashion-MNIST in $data" >&2; exit 1; }
 
-amqp=$("$root/scripts/rabbitmq_test_server.sh" start "$broker")
-
-mkdir -p "$pgdir"
-[[ ${#as_pg[@]} -gt 0 ]] && chown postgres: "$pgdir"
-"${as_pg[@]}" "$pgbin/initdb" -D "$pgdir/data" -U postgres -A trust --no-sync -E UTF8 >"$pgdir/initdb.log" 2>&1
-pgport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"${as_pg[@]}" "$pgbin/pg_ctl" -D "$pgdir/data" -l "$pgdir/server.log" -w \
-  -o "-h 127.0.0.1 -p $pgport -k $pgdir -c fsync=${PG_FSYNC:-on}" start >/dev/null
-pgurl="postgres://postgres@127.0.0.1:$pgport"
-psql_() { psql -X -q -At -v ON_ERROR_STOP=1 "$pgurl/$1" -c "$2"; }
+cluster_servers_start
 
 # 32 trials: depth x width x lr, 2 epochs on 30,000 images (about 2 s each).
 cat >"$tmp/fashion.yaml" <<YAML
@@ -90,7 +66,6 @@ check() {  # MODE FINISHED ATTEMPTS CONFIGS
   [[ $2 -eq $n && $3 -eq 1 && $4 -eq $n ]] ||
     { echo "$1: expected $n trials once, got $2 finished, max attempt $3, $4 distinct configs" >&2; exit 1; }
 }
-loadavg() { cut -d' ' -f1 /proc/loadavg; }
 
 run_cluster() {  # -> "wall load_before load_after"
   local db="f$1_$RANDOM" l0 wall

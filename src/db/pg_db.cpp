@@ -125,6 +125,18 @@ Connection::Connection(const std::string& url) : shown_(backend_url::redact(url)
   // Notices ("relation already exists, skipping") are not errors; keep them off stderr.
   PQsetNoticeProcessor(
       conn_.get(), [](void*, const char*) {}, nullptr);
+  configure_session();
+}
+
+// Every statement dnnlab sends touches a few rows by key or a small batch,
+// but the planner's estimate can still pass jit_above_cost: the event
+// sequencer's join with its one-row cursor, never analyzed, was estimated at
+// 1.5 M rows (cost 347,000), and the server compiled it with LLVM at every
+// call (43 ms instead of ~10; 0.3 ms of PostgreSQL time per trial in
+// bench/cluster_bench.sh). JIT never pays for statements this small.
+void Connection::configure_session() {
+  ResultPtr r(PQexec(conn_.get(), "SET jit = off"));
+  if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) fail(r.get(), "SET jit = off");
 }
 
 void Connection::reconnect() {
@@ -134,6 +146,7 @@ void Connection::reconnect() {
   if (PQstatus(conn_.get()) != CONNECTION_OK)
     throw Error("postgres '" + shown_ + "': cannot reconnect: " + PQerrorMessage(conn_.get()),
                 "08001");
+  configure_session();
 }
 
 void Connection::fail(const PGresult* r, std::string_view what) const {

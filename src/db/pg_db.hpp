@@ -143,6 +143,7 @@ class Connection {
  private:
   friend class Transaction;
   [[noreturn]] void fail(const PGresult* r, std::string_view what) const;
+  void configure_session();  // on every (re)connect
 
   ConnPtr conn_;
   std::string shown_;

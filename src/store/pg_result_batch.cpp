@@ -1,7 +1,8 @@
-// PgResultStore::record_results: a worker's flush of epochs and trial ends
-// in four round trips (BEGIN, one locking SELECT, one statement, COMMIT)
-// however many rows it holds, plus one per trial started, instead of about six per epoch and eight
-// per end when each is written alone. The decisions stay in C++ (the same rules as record_epoch /
+// PgResultStore::record_results: a worker's flush of epochs, trial ends and
+// starts in at most five round trips (BEGIN, one locking SELECT, one
+// statement for the epochs and ends, one for the starts, COMMIT) however many
+// rows it holds, instead of about six per epoch, eight per end and four per
+// start when each is written alone. The decisions stay in C++ (the same rules as record_epoch /
 // finish_trial, on the rows locked here); the writes go as arrays (`unnest($n::T[])`), so the
 // statement text, and its prepared plan, is the same for every batch.
 #include <chrono>
@@ -38,11 +39,17 @@ struct Columns {
   std::vector<std::string> c_status;
 
   std::vector<std::string> v_type, v_data;
+
+  std::vector<std::int64_t> s_id, s_attempt;
+  std::vector<std::string> s_worker, s_provenance;
 };
 
 // Every write of a batch in one statement: the data-modifying CTEs each run
 // once; events go to the inbox and count changes to the deltas, plain inserts
-// that wait on no other writer (trial_events.hpp).
+// that wait on no other writer (trial_events.hpp). The trials are found by
+// `id = ANY(…)` as well as by the join: with the join alone, and statistics
+// from when the table was small, the planner hashed the batch and read the
+// whole trials table for every batch (bench/cluster_bench.sh; auto_explain).
 constexpr std::string_view kWriteBatch = R"sql(
 WITH ep AS (
   INSERT INTO epochs (trial_id, attempt, epoch, train_loss, train_acc, val_loss, val_acc, seconds, lr)
@@ -58,7 +65,7 @@ WITH ep AS (
   FROM unnest($11::bigint[], $12::text[], $13::float8[], $14::float8[], $15::float8[],
               $16::float8[], $17::float8[], $18::bigint[], $19::float8[], $20::text[])
     AS i(id, status, train_loss, train_acc, val_loss, val_acc, test_acc, epochs_done, seconds, error)
-  WHERE t.id = i.id
+  WHERE t.id = i.id AND t.id = ANY($11::bigint[])
 ), counted AS (
   INSERT INTO trial_count_deltas (experiment_id, status, n)
   SELECT * FROM unnest($21::bigint[], $22::text[], $23::bigint[])
@@ -66,6 +73,29 @@ WITH ep AS (
 INSERT INTO event_inbox (time, type, data)
 SELECT $10, e.type, e.data
 FROM unnest($24::text[], $25::text[]) WITH ORDINALITY AS e(type, data, n) ORDER BY e.n
+)sql";
+
+// A batch's starts in one statement (as PgResultStore::start_locked does
+// for one): the trials reset to running, each worker's current trial, the
+// count changes and a trial.started event per start (not per retry).
+constexpr std::string_view kStartBatch = R"sql(
+WITH t AS (
+  UPDATE trials AS t SET status = 'running', attempt = s.attempt, worker = s.worker,
+    started_at = $5, finished_at = NULL, train_loss = NULL, train_acc = NULL, val_loss = NULL,
+    val_acc = NULL, test_acc = NULL, epochs_done = 0, seconds = 0, error = '',
+    provenance = s.provenance, provisional = false
+  FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[]) AS s(id, attempt, worker, provenance)
+  WHERE t.id = s.id AND t.id = ANY($1::bigint[])
+), w AS (
+  UPDATE workers SET current_trial = c.trial, last_seen = $5
+  FROM unnest($6::text[], $7::bigint[]) AS c(id, trial)
+  WHERE workers.id = c.id
+), c AS (
+  INSERT INTO trial_count_deltas (experiment_id, status, n)
+  SELECT * FROM unnest($8::bigint[], $9::text[], $10::bigint[])
+)
+INSERT INTO event_inbox (time, type, data)
+SELECT $5, 'trial.started', e.data FROM unnest($11::text[]) WITH ORDINALITY AS e(data, n) ORDER BY e.n
 )sql";
 
 void check_batch(const ResultBatch& batch) {
@@ -218,19 +248,63 @@ BatchOutcome PgResultStore::record_results(const ResultBatch& batch) {
       db_->query(kWriteBatch, p);
     }
     // Then starts (as mark_running, on the rows locked above, after the
-    // ends): one statement each, no transaction of their own, so a worker
-    // that leased 16 short trials commits once for all of them.
+    // ends), decided one by one and written in one statement: a worker that
+    // leased 16 short trials sends one statement and commits once for all.
+    // A trial started twice in the batch keeps its last start's values, as
+    // when each is written alone.
+    std::map<std::pair<std::int64_t, std::string>, std::int64_t> start_deltas;
+    std::map<std::int64_t, std::size_t> start_row;  // trial -> index in the s_ columns
+    std::map<std::string, std::int64_t> current;    // worker -> its last trial started
+    Columns st;
     for (std::size_t i = 0; i < batch.starts.size(); ++i) {
       const TrialStart& t = batch.starts[i];
       State& s = state.at(t.trial_id);
       const auto d = trial_events::decide_start(s.status, s.attempt, s.worker, t.attempt, t.worker);
       if (!d.allowed) continue;
       out.starts[i] = true;
-      start_locked(t.trial_id, t.attempt, t.worker, t.provenance, d.is_start, s.experiment, s.index,
-                   s.status);
+      if (s.status != "running") {
+        --start_deltas[{s.experiment, s.status}];
+        ++start_deltas[{s.experiment, "running"}];
+      }
+      auto [it, fresh] = start_row.try_emplace(t.trial_id, st.s_id.size());
+      if (fresh) {
+        st.s_id.push_back(t.trial_id);
+        st.s_attempt.emplace_back();
+        st.s_worker.emplace_back();
+        st.s_provenance.emplace_back();
+      }
+      st.s_attempt[it->second] = t.attempt;
+      st.s_worker[it->second] = t.worker;
+      st.s_provenance[it->second] = t.provenance.dump();
+      if (d.is_start) {
+        current[t.worker] = t.trial_id;
+        st.v_data.push_back(
+            trial_events::started(s.experiment, t.trial_id, s.index, t.worker, t.attempt).dump());
+      }
       s.status = "running";
       s.attempt = t.attempt;
       s.worker = t.worker;
+    }
+    if (!st.s_id.empty()) {
+      for (const auto& [k, n] : start_deltas)
+        if (n != 0) {
+          st.c_experiment.push_back(k.first);
+          st.c_status.push_back(k.second);
+          st.c_delta.push_back(n);
+        }
+      std::vector<std::string> w_id;
+      std::vector<std::int64_t> w_trial;
+      for (const auto& [w, trial] : current) {
+        w_id.push_back(w);
+        w_trial.push_back(trial);
+      }
+      pg::Params p;
+      p.add_array(st.s_id).add_array(st.s_attempt).add_array(st.s_worker);
+      p.add_array(st.s_provenance).add(now);
+      p.add_array(w_id).add_array(w_trial);
+      p.add_array(st.c_experiment).add_array(st.c_status).add_array(st.c_delta);
+      p.add_array(st.v_data);
+      db_->query(kStartBatch, p);
     }
     tx.commit();
     return out;

@@ -748,11 +748,14 @@ std::optional<TrialRecord> PgResultStore::best_trial(std::int64_t experiment_id,
     const std::string column(sort_column(metric, "metric"));
     pg::Params p;
     p.add(experiment_id);
+    // NULLS LAST (no NULL passes the filter anyway) is the order of
+    // trials_by_status_val_acc: the best is its first entry, where a plain
+    // DESC read and sorted every finished trial at every coordinator tick.
     pg::Result r = db_->query("SELECT " + std::string(kTrialColumns) +
                                   " FROM trials WHERE experiment_id = $1 AND status = 'finished' "
                                   "AND NOT provisional AND " +
                                   column + " IS NOT NULL ORDER BY " + column +
-                                  (maximize ? " DESC" : " ASC") + ", idx LIMIT 1",
+                                  (maximize ? " DESC" : " ASC") + " NULLS LAST, idx LIMIT 1",
                               p);
     if (r.rows() == 0) return std::nullopt;
     return read_trial(r, 0);

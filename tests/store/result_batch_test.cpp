@@ -172,6 +172,40 @@ TEST_P(ResultBatchTest, StartsAreDecidedAsMarkRunningWouldAfterTheEnds) {
   EXPECT_EQ(events_of("trial.started"), 4);
 }
 
+// One statement writes all of a batch's starts: a trial started twice in
+// it keeps its last start (as two mark_running calls leave it), each start
+// logs its event, and the worker's current trial is the last one it started.
+TEST_P(ResultBatchTest, ATrialStartedTwiceInABatchKeepsItsLastStart) {
+  auto ids = add(3);
+  WorkerRecord w;
+  w.id = "w1";
+  w.kind = WorkerKind::native;
+  store_->upsert_worker(w);
+  ResultBatch b;
+  b.starts = {{ids[0], 1, "w1", {{"host", "h1"}}},
+              {ids[1], 1, "w1", {}},
+              {ids[0], 2, "w1", {{"host", "h2"}}},  // a newer attempt: a new start
+              {ids[2], 1, "w1", {}}};
+  const BatchOutcome out = store_->record_results(b);
+  EXPECT_EQ(out.starts, (std::vector<bool>{true, true, true, true}));
+  auto t = store_->trial(ids[0]);
+  EXPECT_EQ(t->status, TrialStatus::running);
+  EXPECT_EQ(t->attempt, 2);
+  EXPECT_EQ(t->provenance["host"], "h2");
+  EXPECT_EQ(store_->trial(ids[1])->attempt, 1);
+  const TrialCounts n = store_->trial_counts(exp_);
+  EXPECT_EQ(n.queued, 0);
+  EXPECT_EQ(n.running, 3);
+  EXPECT_EQ(events_of("trial.started"), 4);
+  bool found = false;
+  for (const auto& r : store_->workers())
+    if (r.id == "w1") {
+      found = true;
+      EXPECT_EQ(r.current_trial, std::optional<std::int64_t>(ids[2]));
+    }
+  EXPECT_TRUE(found);
+}
+
 TEST_P(ResultBatchTest, BadItemsAreNamedAndNothingIsKept) {
   auto id = add(1)[0];
   ASSERT_TRUE(store_->mark_running(id, 1, "w"));
