@@ -156,6 +156,17 @@ for i in 1 2; do
     --broker "$(broker_at "10.231.$i.1")" --store "$(store_at "10.231.$i.1")" >"$tmp/w$i.log" 2>&1 &
   pids+=($!)
 done
+# Up means registered in the store (each slot does so before it looks for
+# work, and then lists the running experiments every second): trials of
+# ~2 s on a quiet machine would otherwise all be taken before a host that
+# was still connecting asks.
+for _ in $(seq 1 600); do
+  [[ $(q "SELECT count(*) FROM workers WHERE id IN ('w1-0', 'w1-1', 'w2-0', 'w2-1') AND NOT gone" \
+    2>/dev/null) == 4 ]] && break
+  sleep 0.1
+done
+[[ $(q "SELECT count(*) FROM workers WHERE id IN ('w1-0', 'w1-1', 'w2-0', 'w2-1') AND NOT gone") == 4 ]] ||
+  fail "the worker hosts' four slots did not register within 60 s"
 
 # Runs a sweep on the server host (coordinator + one local worker) to its end.
 run_sweep() { # NAME LIMIT_TRAIN EPOCHS
@@ -179,7 +190,7 @@ expect_each_trial_once() { # EXPERIMENT_ID
 }
 
 # --- 1. a sweep across the hosts -------------------------------------------
-run_sweep across 4000 24 # trials of ~3 s
+run_sweep across 4000 40 # trials of 3-4 s on a quiet machine
 wait "$coord" || fail "dnnlab run (sweep 1) exited $?"
 expect_each_trial_once 1
 for i in 1 2; do
