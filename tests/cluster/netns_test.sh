@@ -116,11 +116,14 @@ pgport=${pg##*:}
 pgport=${pgport%%/*}
 store_at() { echo "postgres://postgres@$1:$pgport/postgres"; }
 db=$(store_at 127.0.0.1)
-# heartbeat=4: the broker drops a silent connection after ~8 s; the lease
-# keeper extends every lease/4 = 1 s, often enough (src/queue/README.md).
-# prefetch=1: with the default 2 the first slots to consume take two of the
-# six trials each and a late host gets none.
-broker_at() { echo "amqp://guest:guest@$1:$port/%2f?heartbeat=4&prefetch=1"; }
+# heartbeat=4: the broker drops a connection silent for ~8 s; a worker's
+# own connection answers every 250 ms while it trains (keep_alive), its
+# lease keeper's every lease/4 = 1 s (src/queue/README.md).
+# prefetch=1&prefetch_max=1: one trial per slot, fixed. The worker's adaptive
+# prefetch would hold two trials of seconds per slot (one training, one
+# waiting), so the first slots to consume would take all six trials and a
+# later host none.
+broker_at() { echo "amqp://guest:guest@$1:$port/%2f?heartbeat=4&prefetch=1&prefetch_max=1"; }
 echo "netns_test: broker $url, store $pg in $srv; workers reach them at 10.231.{1,2}.1:$port, :$pgport"
 
 sweep() { # NAME LIMIT_TRAIN EPOCHS
