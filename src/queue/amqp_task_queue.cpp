@@ -571,28 +571,20 @@ std::optional<TaskLease> AmqpTaskQueue::lease(std::string_view queue_name,
 
 bool AmqpTaskQueue::extend(TaskLease& lease, double seconds) {
   require_seconds(seconds, "seconds");
-  if ((lease.task_id >> 32) != object_tag_ && (lease.task_id >> 32) != 0) {
-    // Another object's lease (the worker's lease keeper runs on its own
-    // connection): the broker keeps it as long as the holder's connection
-    // lives, and the holder's ack tells the truth. Nothing to move here.
+  if (another_objects(lease)) {
+    // The worker's lease keeper runs on its own connection: the broker keeps
+    // the lease as long as the holder's connection lives, and the holder's
+    // ack tells the truth. Nothing to move here.
     lease.deadline = now() + seconds;
     return true;
   }
-  if (!held_.count(lease.task_id)) return false;
-  try {
-    while (pump(0)) {  // answers heartbeats, notices a closed channel
-    }
-  } catch (const AmqpConnectionLost&) {
-    lost();
-    return false;
-  }
-  if (!held_.count(lease.task_id)) return false;
+  if (!held_.count(lease.task_id) || !keep_alive(lease)) return false;
   lease.deadline = now() + seconds;
   return true;
 }
 
 bool AmqpTaskQueue::keep_alive(const TaskLease& lease) {
-  if ((lease.task_id >> 32) != object_tag_) return true;  // not held on this connection
+  if (another_objects(lease)) return true;  // not held on this connection
   try {
     while (pump(0)) {  // sends a heartbeat when one is due, notices a closed channel
     }

@@ -133,6 +133,11 @@ class AmqpTaskQueue final : public TaskQueue {
   void connect_with_backoff();
   AmqpConnection& conn();
   void lost();
+  // A lease handed out by another AmqpTaskQueue (its handle's upper half is
+  // not this object's tag).
+  bool another_objects(const TaskLease& lease) const {
+    return (lease.task_id >> 32) != object_tag_ && (lease.task_id >> 32) != 0;
+  }
   void ensure_queue(const std::string& queue);
   void ensure_consumer(const std::string& queue);
   void ensure_control();

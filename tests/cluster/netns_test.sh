@@ -163,13 +163,15 @@ done
 # work, and then lists the running experiments every second): trials of
 # ~2 s on a quiet machine would otherwise all be taken before a host that
 # was still connecting asks.
-for _ in $(seq 1 600); do
+slots_up() {
   [[ $(q "SELECT count(*) FROM workers WHERE id IN ('w1-0', 'w1-1', 'w2-0', 'w2-1') AND NOT gone" \
-    2>/dev/null) == 4 ]] && break
+    2>/dev/null) == 4 ]]
+}
+for _ in $(seq 1 600); do
+  slots_up && break
   sleep 0.1
 done
-[[ $(q "SELECT count(*) FROM workers WHERE id IN ('w1-0', 'w1-1', 'w2-0', 'w2-1') AND NOT gone") == 4 ]] ||
-  fail "the worker hosts' four slots did not register within 60 s"
+slots_up || fail "the worker hosts' four slots did not register within 60 s"
 
 # Runs a sweep on the server host (coordinator + one local worker) to its end.
 run_sweep() { # NAME LIMIT_TRAIN EPOCHS

@@ -134,10 +134,6 @@ TEST_F(RunAmqp, WorkerKilledMidTrialIsRedeliveredByTheBrokerAndCountedOnce) {
   EXPECT_EQ(s->trial(victim_trial)->attempt, 2) << "the killed worker's trial ran again, once";
 }
 
-// Trials of a few hundred ms (far above the ~50 ms batch the worker sizes
-// its prefetch by) are not hoarded: a worker asks the broker for two of them
-// (prefetch 2: one trains, one waits), not for a batch as it does for
-// trials of a few ms, so both workers of `run -w 2` train a share of 6.
 // `heartbeat=1`: the broker closes a connection it has not heard from for
 // about 2 s. Each trial trains for several seconds, during which the worker's
 // own connection (the one its deliveries came on) must keep answering, or
@@ -157,6 +153,10 @@ TEST_F(RunAmqp, TrialsLongerThanTheHeartbeatKeepTheirDelivery) {
   }
 }
 
+// Trials of a few hundred ms (far above the ~50 ms batch the worker sizes
+// its prefetch by) are not hoarded: a worker asks the broker for two of them
+// (prefetch 2: one trains, one waits), not for a batch as it does for
+// trials of a few ms, so both workers of `run -w 2` train a share of 6.
 TEST_F(RunAmqp, LongTrialsAreNotHoardedByOneWorker) {
   TempDir dir;
   dir.write("sweep.yaml", sweep_yaml("amqp-long", 4000, 3));
