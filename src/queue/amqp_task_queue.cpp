@@ -138,7 +138,18 @@ AmqpTaskQueue::AmqpTaskQueue(std::string_view url, TaskQueueOptions options)
   connect_with_backoff();
 }
 
-AmqpTaskQueue::~AmqpTaskQueue() = default;
+// A closed connection returns its unacked deliveries to their queues, and a
+// quorum queue counts each return in x-delivery-count, an attempt: those
+// pushed here and never leased go back first, at the attempt they came
+// with. Leased ones stay: their holder's attempt ends with it.
+AmqpTaskQueue::~AmqpTaskQueue() {
+  if (!conn_ || !conn_->healthy() || !conn_->opened_here()) return;
+  try {
+    give_back_all_inboxes();
+  } catch (const std::exception&) {
+    // The broker is gone: it returns them itself, counted.
+  }
+}
 
 int AmqpTaskQueue::connections_opened() const {
   return connections_opened_;
@@ -309,6 +320,33 @@ void AmqpTaskQueue::give_back_inbox(const std::string& queue, const std::string&
   amqp_tx_commit(c.get(), AmqpConnection::kConsume);
   c.check_rpc("tx.commit (give back to '" + queue + "')");
   box.erase(std::remove_if(box.begin(), box.end(), mine), box.end());
+}
+
+void AmqpTaskQueue::give_back_all_inboxes() {
+  AmqpConnection& c = conn();
+  for (const std::string& queue : consuming_) {
+    std::vector<std::string> tags{consumer_tag(queue, 0)};
+    if (auto it = extra_.find(queue); it != extra_.end())
+      for (const Extra& e : it->second) tags.push_back(e.tag);
+    for (const std::string& tag : tags) {
+      amqp_basic_cancel(c.get(), AmqpConnection::kConsume, as_bytes(tag));
+      c.check_rpc("basic.cancel '" + queue + "'");
+    }
+  }
+  consuming_.clear();
+  extra_.clear();
+  // Pushes sent before a cancel-ok were queued by rabbitmq-c meanwhile.
+  while (pump(0)) {
+  }
+  bool any = false;
+  for (auto& [queue, box] : inbox_) {
+    for (const Delivery& d : box) republish(queue, d);
+    any = any || !box.empty();
+    box.clear();
+  }
+  if (!any) return;
+  amqp_tx_commit(c.get(), AmqpConnection::kConsume);
+  c.check_rpc("tx.commit (give back at close)");
 }
 
 void AmqpTaskQueue::ensure_control() {

@@ -158,6 +158,9 @@ class AmqpTaskQueue final : public TaskQueue {
   // Gives back the deliveries in `queue`'s inbox that came to `consumer`,
   // in one transaction.
   void give_back_inbox(const std::string& queue, const std::string& consumer);
+  // At the end: every consumer cancelled, and each inbox (pushed, never
+  // leased) given back as give_back_inbox() does.
+  void give_back_all_inboxes();
   // want_prefetch() on a consuming queue: consumers added or cancelled.
   void adjust_prefetch(const std::string& queue, int want);
   // Deliveries of consumer tag `consumer` leased or in the inbox.

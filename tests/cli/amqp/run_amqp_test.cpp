@@ -138,10 +138,12 @@ TEST_F(RunAmqp, WorkerKilledMidTrialIsRedeliveredByTheBrokerAndCountedOnce) {
 // about 2 s. Each trial trains for several seconds, during which the worker's
 // own connection (the one its deliveries came on) must keep answering, or
 // the broker takes the trial back ("holder lost") and it runs again until
-// max_attempts. Every trial ends at attempt 1.
+// max_attempts. Every trial ends at attempt 1. (400 epochs: 120 made trials
+// of 1.3-1.7 s on a faster machine than the one they were sized on, too
+// short to show anything; 400 is 4-6 s there.)
 TEST_F(RunAmqp, TrialsLongerThanTheHeartbeatKeepTheirDelivery) {
   TempDir dir;
-  dir.write("sweep.yaml", sweep_yaml("amqp-heartbeat", 4000, 120));
+  dir.write("sweep.yaml", sweep_yaml("amqp-heartbeat", 4000, 400));
   const std::string db = "sqlite:" + (dir.path / "t.db").string();
   Result r = run("run -q -w 2 --broker '" + url_ + "?heartbeat=1' --store " + db + " " +
                  (dir.path / "sweep.yaml").string());

@@ -223,5 +223,34 @@ TEST_F(AmqpPrefetch, ChangingItUnderLoadLosesNothing) {
   EXPECT_EQ(coordinator.waiting(queue), 0);
 }
 
+// A consumer that ends (its object destroyed: a worker stopping) gives
+// back what the broker pushed to it and it never leased, at the attempt it
+// came with; a closed connection would return it counted as an attempt.
+// What it leased and did not ack comes back as a failed attempt (2).
+TEST_F(AmqpPrefetch, ClosingGivesBackWhatWasPushedButNotLeased) {
+  const std::string queue = prefetch_queue("close");
+  AmqpTaskQueue coordinator(url_, {});
+  coordinator.publish_batch(queue, numbered_tasks(3));
+  std::string leased;
+  {
+    AmqpTaskQueue q(url_ + "?prefetch=3", {});
+    auto l = q.lease(queue, "w", 60);
+    ASSERT_TRUE(l);
+    leased = l->payload;
+    std::this_thread::sleep_for(200ms);  // the other two reach its inbox
+    EXPECT_EQ(coordinator.waiting(queue), 0) << "all three pushed to the consumer";
+  }
+  AmqpTaskQueue other(url_ + "?prefetch=3", {});
+  auto got = lease_all_of(other, queue, 3);
+  ASSERT_EQ(got.size(), 3u);
+  std::set<std::string> seen;
+  for (const auto& l : got) {
+    EXPECT_TRUE(seen.insert(l.payload).second) << l.payload << " twice";
+    EXPECT_EQ(l.attempt, l.payload == leased ? 2 : 1) << l.payload;
+  }
+  EXPECT_EQ(other.ack_batch(got), std::vector<bool>(3, true));
+  EXPECT_EQ(coordinator.waiting(queue), 0);
+}
+
 }  // namespace
 }  // namespace dnnlab::queue
