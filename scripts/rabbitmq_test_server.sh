@@ -48,7 +48,9 @@ case "$cmd" in
       [[ -n ${CI:-} ]] && exit 1
       exit 77
     fi
+    fresh=0
     if [[ ! -f $dir/ports ]]; then
+      fresh=1
       # Ports chosen once, so that a restart finds its clients again.
       {
         echo "node=dnnlab-test-$$-$RANDOM@localhost"
@@ -77,6 +79,15 @@ CONF
         exit 0
       fi
       if ! kill -0 "$(cat "$dir/server.pid")" 2>/dev/null; then
+        # A port chosen by free_port can be taken by another process before
+        # the node binds it (ctest starts several nodes at once): on a first
+        # start, choose new ports, at most three times.
+        if [[ $fresh == 1 && ${DNNLAB_RABBITMQ_START_TRY:-1} -lt 3 ]] &&
+          grep -q "already_used\|eaddrinuse" "$dir/server.out"; then
+          epmd -port "$epmd_port" -kill >/dev/null 2>&1 || true
+          rm -f "$dir/ports"
+          DNNLAB_RABBITMQ_START_TRY=$((${DNNLAB_RABBITMQ_START_TRY:-1} + 1)) exec "$0" start "$dir"
+        fi
         echo "rabbitmq_test_server: the node exited while starting:" >&2
         tail -20 "$dir/server.out" >&2
         exit 1
