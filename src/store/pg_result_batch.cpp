@@ -5,7 +5,6 @@
 // start when each is written alone. The decisions stay in C++ (the same rules as record_epoch /
 // finish_trial, on the rows locked here); the writes go as arrays (`unnest($n::T[])`), so the
 // statement text, and its prepared plan, is the same for every batch.
-#include <chrono>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -162,8 +161,7 @@ BatchOutcome PgResultStore::record_results(const ResultBatch& batch) {
       if (!state.count(id))
         throw std::invalid_argument("trial_id " + std::to_string(id) + " does not exist");
 
-    const double now =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const double now = unix_now();
     Columns c;
     // Epochs first (as record_epoch, one by one): a row per (trial, attempt,
     // epoch), the last value written winning, and an event per accepted write.

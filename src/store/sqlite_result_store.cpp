@@ -1,6 +1,7 @@
 // SqliteResultStore: experiments, trials, curves, workers and events as SQLite
-// tables. Trial writes carry (trial id, attempt) in their WHERE clause, which
-// is what makes them idempotent across redeliveries.
+// tables: the schema and the writes (reads in sqlite_result_reads.cpp). Trial
+// writes carry (trial id, attempt) in their WHERE clause, which is what makes
+// them idempotent across redeliveries.
 #include "store/sqlite_result_store.hpp"
 
 #include <array>
@@ -187,81 +188,6 @@ INSERT INTO trial_counts (experiment_id, status, n)
 )sql"},
 }};
 
-constexpr std::string_view kTrialColumns =
-    "id, experiment_id, idx, config, seed, status, attempt, worker, started_at, finished_at, "
-    "train_loss, train_acc, val_loss, val_acc, test_acc, epochs_done, seconds, error, provenance, "
-    "provisional";
-
-constexpr std::string_view kExperimentColumns =
-    "id, name, spec_text, spec_hash, spec_path, method, created_at, status, provenance, "
-    "published_index";
-
-ExperimentRecord read_experiment(const sqlite::Statement& s) {
-  ExperimentRecord e;
-  e.id = s.column_int(0);
-  e.name = s.column_text(1);
-  e.spec_text = s.column_text(2);
-  e.spec_hash = s.column_text(3);
-  e.spec_path = s.column_text(4);
-  e.method = s.column_text(5);
-  e.created_at = s.column_double(6);
-  e.status = parse_experiment_status(s.column_text(7));
-  e.provenance = parse_stored_json(s.column_text(8));
-  e.published_index = s.column_int(9);
-  return e;
-}
-
-TrialRecord read_trial(const sqlite::Statement& s) {
-  TrialRecord t;
-  t.id = s.column_int(0);
-  t.experiment_id = s.column_int(1);
-  t.index = s.column_int(2);
-  t.config_json = s.column_text(3);
-  t.seed = static_cast<std::uint64_t>(s.column_int(4));
-  t.status = parse_trial_status(s.column_text(5));
-  t.attempt = static_cast<int>(s.column_int(6));
-  t.worker = s.column_text(7);
-  t.started_at = s.column_opt_double(8);
-  t.finished_at = s.column_opt_double(9);
-  t.metrics.train_loss = s.column_opt_double(10);
-  t.metrics.train_acc = s.column_opt_double(11);
-  t.metrics.val_loss = s.column_opt_double(12);
-  t.metrics.val_acc = s.column_opt_double(13);
-  t.metrics.test_acc = s.column_opt_double(14);
-  t.metrics.epochs_done = s.column_int(15);
-  t.metrics.seconds = s.column_double(16);
-  t.error = s.column_text(17);
-  t.provenance = parse_stored_json(s.column_text(18));
-  t.provisional = s.column_int(19) != 0;
-  return t;
-}
-
-// Columns: epoch, train_loss, train_acc, val_loss, val_acc, seconds, lr from `first`.
-EpochMetrics read_epoch(const sqlite::Statement& s, int first) {
-  EpochMetrics m;
-  m.epoch = s.column_int(first);
-  m.train_loss = s.column_opt_double(first + 1);
-  m.train_acc = s.column_opt_double(first + 2);
-  m.val_loss = s.column_opt_double(first + 3);
-  m.val_acc = s.column_opt_double(first + 4);
-  m.seconds = s.column_double(first + 5);
-  m.lr = s.column_opt_double(first + 6);
-  return m;
-}
-
-WorkerRecord read_worker(const sqlite::Statement& s) {
-  WorkerRecord w;
-  w.id = s.column_text(0);
-  w.kind = parse_worker_kind(s.column_text(1));
-  w.host = s.column_text(2);
-  w.pid = s.column_int(3);
-  w.started_at = s.column_double(4);
-  w.last_seen = s.column_double(5);
-  w.current_trial = s.column_opt_int(6);
-  w.gone = s.column_int(7) != 0;
-  return w;
-}
-
 }  // namespace
 
 SqliteResultStore::SqliteResultStore(std::shared_ptr<sqlite::Database> db) : db_(std::move(db)) {
@@ -319,39 +245,12 @@ std::int64_t SqliteResultStore::create_experiment(const ExperimentRecord& e) {
   return db_->last_insert_rowid();
 }
 
-std::optional<ExperimentRecord> SqliteResultStore::experiment(std::int64_t id) {
-  check_id(id, "experiment_id");
-  auto s =
-      db_->prepare("SELECT " + std::string(kExperimentColumns) + " FROM experiments WHERE id = ?1");
-  s.bind_int(1, id);
-  if (!s.step()) return std::nullopt;
-  return read_experiment(s);
-}
-
-std::vector<ExperimentRecord> SqliteResultStore::experiments() {
-  auto s = db_->prepare("SELECT " + std::string(kExperimentColumns) +
-                        " FROM experiments ORDER BY id DESC");
-  std::vector<ExperimentRecord> out;
-  while (s.step()) out.push_back(read_experiment(s));
-  return out;
-}
-
 void SqliteResultStore::set_status(std::int64_t experiment_id, ExperimentStatus status) {
   check_id(experiment_id, "experiment_id");
   auto s = db_->prepare("UPDATE experiments SET status = ?2 WHERE id = ?1");
   s.bind_int(1, experiment_id).bind_text(2, to_string(status));
   s.run();
   if (db_->changes() == 0) require_experiment(experiment_id);
-}
-
-std::optional<ExperimentRecord> SqliteResultStore::find_experiment(std::string_view name,
-                                                                   std::string_view hash) {
-  auto s = db_->prepare("SELECT " + std::string(kExperimentColumns) +
-                        " FROM experiments WHERE name = ?1 AND spec_hash = ?2 "
-                        "ORDER BY id DESC LIMIT 1");
-  s.bind_text(1, name).bind_text(2, hash);
-  if (!s.step()) return std::nullopt;
-  return read_experiment(s);
 }
 
 bool SqliteResultStore::acquire_coordinator(std::int64_t experiment_id, std::string_view holder,
@@ -376,15 +275,6 @@ void SqliteResultStore::release_coordinator(std::int64_t experiment_id, std::str
   auto s = db_->prepare("DELETE FROM coordinator_leases WHERE experiment_id = ?1 AND holder = ?2");
   s.bind_int(1, experiment_id).bind_text(2, holder);
   s.run();
-}
-
-std::optional<std::string> SqliteResultStore::coordinator(std::int64_t experiment_id) {
-  check_id(experiment_id, "experiment_id");
-  auto s = db_->prepare(
-      "SELECT holder FROM coordinator_leases WHERE experiment_id = ?1 AND deadline >= ?2");
-  s.bind_int(1, experiment_id).bind_double(2, sqlite::unix_now());
-  if (!s.step()) return std::nullopt;
-  return s.column_text(0);
 }
 
 void SqliteResultStore::set_published(std::int64_t experiment_id, std::int64_t index) {
@@ -668,92 +558,6 @@ std::int64_t SqliteResultStore::cancel_trials(std::int64_t experiment_id) {
   return n;
 }
 
-std::vector<TrialRecord> SqliteResultStore::trials(std::int64_t experiment_id,
-                                                   const TrialQuery& q) {
-  check_id(experiment_id, "experiment_id");
-  const SortColumn& column = find_sort_column(q.sort_by, "sort_by");
-  if (q.limit < 0)
-    throw std::invalid_argument("limit must not be negative, got " + std::to_string(q.limit));
-  if (q.offset < 0)
-    throw std::invalid_argument("offset must not be negative, got " + std::to_string(q.offset));
-  std::string sql = "SELECT " + std::string(kTrialColumns) +
-                    " FROM trials WHERE experiment_id = ?1" +
-                    (q.status ? " AND status = ?2" : " AND ?2 IS NULL") +
-                    (q.worker ? " AND worker = ?5 " : " AND ?5 IS NULL ") + "ORDER BY " +
-                    order_by(column, q.descending) + ", idx ASC LIMIT ?3 OFFSET ?4";
-  auto s = db_->prepare(sql);
-  s.bind_int(1, experiment_id);
-  if (q.status)
-    s.bind_text(2, to_string(*q.status));
-  else
-    s.bind_null(2);
-  if (q.worker)
-    s.bind_text(5, *q.worker);
-  else
-    s.bind_null(5);
-  s.bind_int(3, q.limit == 0 ? -1 : q.limit).bind_int(4, q.offset);
-  std::vector<TrialRecord> out;
-  while (s.step()) out.push_back(read_trial(s));
-  return out;
-}
-
-std::optional<TrialRecord> SqliteResultStore::trial(std::int64_t trial_id) {
-  check_id(trial_id, "trial_id");
-  std::optional<TrialRecord> t;
-  {
-    auto s = db_->prepare("SELECT " + std::string(kTrialColumns) + " FROM trials WHERE id = ?1");
-    s.bind_int(1, trial_id);
-    if (!s.step()) return std::nullopt;
-    t = read_trial(s);
-  }
-  auto c = db_->prepare(
-      "SELECT epoch, train_loss, train_acc, val_loss, val_acc, seconds, lr FROM epochs "
-      "WHERE trial_id = ?1 AND attempt = ?2 ORDER BY epoch");
-  c.bind_int(1, trial_id).bind_int(2, t->attempt);
-  while (c.step()) t->curve.push_back(read_epoch(c, 0));
-  return t;
-}
-
-TrialCounts SqliteResultStore::trial_counts(std::int64_t experiment_id) {
-  check_id(experiment_id, "experiment_id");
-  auto s = db_->prepare("SELECT status, n FROM trial_counts WHERE experiment_id = ?1");
-  s.bind_int(1, experiment_id);
-  TrialCounts c;
-  while (s.step()) {
-    std::int64_t n = s.column_int(1);
-    c.of(parse_trial_status(s.column_text(0))) = n;
-  }
-  return c;
-}
-
-std::optional<TrialRecord> SqliteResultStore::best_trial(std::int64_t experiment_id,
-                                                         std::string_view metric, bool maximize) {
-  check_id(experiment_id, "experiment_id");
-  const std::string_view column = sort_column(metric, "metric");
-  auto s = db_->prepare(
-      "SELECT " + std::string(kTrialColumns) +
-      " FROM trials WHERE experiment_id = ?1 AND status = 'finished' AND provisional = 0 AND " +
-      std::string(column) + " IS NOT NULL ORDER BY " + std::string(column) +
-      (maximize ? " DESC" : " ASC") + ", idx LIMIT 1");
-  s.bind_int(1, experiment_id);
-  if (!s.step()) return std::nullopt;
-  return read_trial(s);
-}
-
-std::vector<TrialEpoch> SqliteResultStore::epochs_for(std::int64_t experiment_id,
-                                                      std::int64_t epoch) {
-  check_id(experiment_id, "experiment_id");
-  auto s = db_->prepare(
-      "SELECT t.id, t.idx, e.epoch, e.train_loss, e.train_acc, e.val_loss, e.val_acc, "
-      "e.seconds, e.lr FROM trials t JOIN epochs e "
-      "ON e.trial_id = t.id AND e.attempt = t.attempt AND e.epoch = ?2 "
-      "WHERE t.experiment_id = ?1 AND t.provisional = 0 ORDER BY t.idx");
-  s.bind_int(1, experiment_id).bind_int(2, epoch);
-  std::vector<TrialEpoch> out;
-  while (s.step()) out.push_back({s.column_int(0), s.column_int(1), read_epoch(s, 2)});
-  return out;
-}
-
 // ---- workers ----
 
 void SqliteResultStore::upsert_worker(const WorkerRecord& w) {
@@ -784,15 +588,6 @@ void SqliteResultStore::heartbeat(std::string_view worker_id,
   if (db_->changes() == 0)
     throw std::invalid_argument("worker_id '" + std::string(worker_id) +
                                 "' is not registered (upsert_worker first)");
-}
-
-std::vector<WorkerRecord> SqliteResultStore::workers() {
-  auto s = db_->prepare(
-      "SELECT id, kind, host, pid, started_at, last_seen, current_trial, gone FROM workers "
-      "ORDER BY started_at, id");
-  std::vector<WorkerRecord> out;
-  while (s.step()) out.push_back(read_worker(s));
-  return out;
 }
 
 void SqliteResultStore::mark_worker_gone(std::string_view worker_id) {
@@ -827,33 +622,6 @@ std::int64_t SqliteResultStore::forget_gone_workers(WorkerKind kind, double last
 std::int64_t SqliteResultStore::append_event(std::string_view type, const nlohmann::json& data) {
   check_not_empty(type, "event type");
   return write_event(sqlite::unix_now(), type, data);
-}
-
-std::vector<EventRecord> SqliteResultStore::events_since(std::int64_t after_id,
-                                                         std::int64_t limit) {
-  if (after_id < 0)
-    throw std::invalid_argument("after_id must not be negative, got " + std::to_string(after_id));
-  if (limit < 1 || limit > 10000)
-    throw std::invalid_argument("limit must be in 1..10000, got " + std::to_string(limit));
-  auto s =
-      db_->prepare("SELECT id, time, type, data FROM events WHERE id > ?1 ORDER BY id LIMIT ?2");
-  s.bind_int(1, after_id).bind_int(2, limit);
-  std::vector<EventRecord> out;
-  while (s.step())
-    out.push_back({s.column_int(0), s.column_double(1), s.column_text(2),
-                   parse_stored_json(s.column_text(3))});
-  return out;
-}
-
-std::vector<EventRecord> SqliteResultStore::events_of_type(std::string_view type) {
-  // A scan of the table (no index on type): called once when a service starts.
-  auto s = db_->prepare("SELECT id, time, type, data FROM events WHERE type = ?1 ORDER BY id");
-  s.bind_text(1, type);
-  std::vector<EventRecord> out;
-  while (s.step())
-    out.push_back({s.column_int(0), s.column_double(1), s.column_text(2),
-                   parse_stored_json(s.column_text(3))});
-  return out;
 }
 
 }  // namespace dnnlab::store

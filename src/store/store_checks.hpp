@@ -1,9 +1,11 @@
 // Backend-neutral pieces of the ResultStore backends: argument checks that
 // name the field, the whitelist of sort columns (the only strings spliced
-// into SQL) and their ORDER BY (valid SQL for SQLite and PostgreSQL alike).
+// into SQL) and their ORDER BY (valid SQL for SQLite and PostgreSQL alike),
+// the column lists both backends' row readers expect, and a clock.
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -39,6 +41,17 @@ constexpr std::array<SortColumn, 14> kSortColumns{{
     {"seconds", "seconds"},
 }};
 
+// The columns of a TrialRecord / ExperimentRecord in the order each
+// backend's read_trial / read_experiment reads them (one schema, two dialects).
+constexpr std::string_view kTrialColumns =
+    "id, experiment_id, idx, config, seed, status, attempt, worker, started_at, finished_at, "
+    "train_loss, train_acc, val_loss, val_acc, test_acc, epochs_done, seconds, error, provenance, "
+    "provisional";
+
+constexpr std::string_view kExperimentColumns =
+    "id, name, spec_text, spec_hash, spec_path, method, created_at, status, provenance, "
+    "published_index";
+
 inline const SortColumn& find_sort_column(std::string_view name, std::string_view field) {
   for (const SortColumn& c : kSortColumns)
     if (c.name == name) return c;
@@ -63,6 +76,16 @@ inline std::string order_by(const SortColumn& c, bool descending) {
   return col + dir + " NULLS LAST";
 }
 
+// Checks a TrialQuery (sort_by, then limit, then offset); its sort column.
+inline const SortColumn& check_trial_query(const TrialQuery& q) {
+  const SortColumn& column = find_sort_column(q.sort_by, "sort_by");
+  if (q.limit < 0)
+    throw std::invalid_argument("limit must not be negative, got " + std::to_string(q.limit));
+  if (q.offset < 0)
+    throw std::invalid_argument("offset must not be negative, got " + std::to_string(q.offset));
+  return column;
+}
+
 inline void check_id(std::int64_t id, const char* field) {
   if (id <= 0)
     throw std::invalid_argument(std::string(field) + " must be a positive id, got " +
@@ -80,6 +103,12 @@ inline void check_not_empty(std::string_view value, const char* field) {
 inline nlohmann::json parse_stored_json(const std::string& text) {
   auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   return j.is_discarded() ? nlohmann::json::object() : j;
+}
+
+// Seconds since the Unix epoch, as every stored timestamp (the embedded
+// backend reads the same clock through sqlite::unix_now).
+inline double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 inline bool is_terminal(TrialStatus s) {
