@@ -13,6 +13,11 @@
 # log in from there (tests/cluster/netns_test.sh: workers in other network
 # namespaces); the URL printed still names 127.0.0.1.
 #
+# DNNLAB_TEST_RABBITMQ_TLS_DIR=CERTS (at the first start; restarts keep it)
+# adds a TLS listener on 127.0.0.1 and a free port, with CERTS/ca.pem,
+# CERTS/server.pem and CERTS/server.key; its amqps:// URL goes to DIR/amqps_url.
+# Clients are not asked for certificates (verify_none).
+#
 # Exit 77 when rabbitmq-server is not installed (scripts/bootstrap.sh installs
 # it); under CI (env CI set) that is a failure, exit 1.
 set -euo pipefail
@@ -57,6 +62,10 @@ case "$cmd" in
         echo "amqp_port=$(free_port)"
         echo "dist_port=$(free_port)"
         echo "epmd_port=$(free_port)"
+        if [[ -n ${DNNLAB_TEST_RABBITMQ_TLS_DIR:-} ]]; then
+          echo "amqps_port=$(free_port)"
+          echo "tls_dir='$(cd "$DNNLAB_TEST_RABBITMQ_TLS_DIR" && pwd)'"
+        fi
       } >"$dir/ports"
     fi
     node_env
@@ -71,10 +80,23 @@ consumer_timeout = ${DNNLAB_TEST_RABBITMQ_CONSUMER_TIMEOUT_MS:-3600000}
 log.console = false
 log.file.level = warning
 CONF
+    if [[ -n ${tls_dir:-} ]]; then
+      cat >>"$dir/rabbitmq.conf" <<CONF
+listeners.ssl.default = 127.0.0.1:$amqps_port
+ssl_options.cacertfile = $tls_dir/ca.pem
+ssl_options.certfile = $tls_dir/server.pem
+ssl_options.keyfile = $tls_dir/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
+CONF
+    fi
     setsid "$bin/rabbitmq-server" >"$dir/server.out" 2>&1 </dev/null &
     echo $! >"$dir/server.pid"
     for _ in $(seq 1 120); do
       if "$bin/rabbitmqctl" -n "$node" -q await_startup --timeout 1 >/dev/null 2>&1; then
+        if [[ -n ${tls_dir:-} ]]; then
+          echo "amqps://guest:guest@127.0.0.1:$amqps_port/%2f" >"$dir/amqps_url"
+        fi
         echo "amqp://guest:guest@127.0.0.1:$amqp_port/%2f" | tee "$dir/url"
         exit 0
       fi
@@ -105,7 +127,7 @@ CONF
       "$bin/rabbitmqctl" -n "$node" -q stop >/dev/null 2>&1 || true
       for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
       kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
-      rm -f "$dir/server.pid" "$dir/url"
+      rm -f "$dir/server.pid" "$dir/url" "$dir/amqps_url"
     fi
     # Only our epmd: it listens on this node's own port.
     epmd -port "$epmd_port" -kill >/dev/null 2>&1 || true

@@ -3,6 +3,10 @@
 
 #include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +36,82 @@ timeval to_timeval(double seconds) {
 
 std::string bytes(amqp_bytes_t b) {
   return {static_cast<const char*>(b.bytes), b.len};
+}
+
+// The first reason OpenSSL gave while verifying the broker's chain on this
+// thread (a connection opens on its caller's thread), for the error message:
+// rabbitmq-c only says "peer cert verification failed".
+thread_local std::string tls_verify_error;
+
+int record_verify_error(int ok, X509_STORE_CTX* store) {
+  if (!ok && tls_verify_error.empty()) {
+    tls_verify_error = X509_verify_cert_error_string(X509_STORE_CTX_get_error(store));
+    if (X509* cert = X509_STORE_CTX_get_current_cert(store)) {
+      char subject[256];
+      X509_NAME_oneline(X509_get_subject_name(cert), subject, sizeof subject);
+      tls_verify_error += std::string(" (certificate ") + subject + ")";
+    }
+  }
+  return ok;
+}
+
+// rabbitmq-c 0.11 (Debian 12) matches the host only against the
+// certificate's DNS names and CN, so a certificate for an IP address (an IP
+// SAN, as RFC 6125 wants it) never matched; and without cacert it trusted
+// nothing, not even the system's CAs. So OpenSSL checks both here, inside the
+// chain verification whose result rabbitmq-c reads after the handshake: the
+// system's CAs unless cacert is given, and the host as an IP address or a DNS
+// name (no partial wildcards).
+void set_up_tls(amqp_socket_t* socket, const AmqpUrl& url) {
+  auto* ctx = static_cast<SSL_CTX*>(amqp_ssl_socket_get_context(socket));
+  if (url.cacert.empty()) {
+    if (SSL_CTX_set_default_verify_paths(ctx) != 1)
+      throw AmqpError("amqp: cannot load the system's CA certificates (give cacert=PATH)");
+  } else if (amqp_ssl_socket_set_cacert(socket, url.cacert.c_str()) != AMQP_STATUS_OK) {
+    throw std::invalid_argument("amqp URL parameter 'cacert': cannot read '" + url.cacert + "'");
+  }
+  amqp_ssl_socket_set_verify_peer(socket, 1);
+  amqp_ssl_socket_set_verify_hostname(socket, 0);  // OpenSSL's check below instead
+  std::string host = url.host;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  X509_VERIFY_PARAM* param = SSL_CTX_get0_param(ctx);
+  unsigned char addr[sizeof(in6_addr)];
+  const bool is_ip =
+      inet_pton(AF_INET, host.c_str(), addr) == 1 || inet_pton(AF_INET6, host.c_str(), addr) == 1;
+  X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  const int set = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str())
+                        : X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());
+  if (set != 1) throw std::invalid_argument("amqp URL host '" + host + "' is not a valid TLS name");
+  SSL_CTX_set_verify(ctx, SSL_CTX_get_verify_mode(ctx), record_verify_error);
+}
+
+// Why opening the socket failed, as the exception the caller's retry loop
+// expects: a certificate that does not verify, or a port that does not speak
+// TLS, will not get better by retrying (AmqpError); anything else might
+// (AmqpConnectionLost).
+[[noreturn]] void throw_open_failure(int status, const AmqpUrl& url) {
+  const std::string where = url.host + ":" + std::to_string(url.port);
+  if (url.tls && (status == AMQP_STATUS_SSL_PEER_VERIFY_FAILED ||
+                  status == AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED)) {
+    const std::string trusted =
+        url.cacert.empty() ? "the system's CA certificates" : "cacert '" + url.cacert + "'";
+    throw AmqpError("amqp: TLS certificate verification of " + where + " failed: " +
+                    (tls_verify_error.empty() ? amqp_error_string2(status) : tls_verify_error) +
+                    "; trusted: " + trusted);
+  }
+  if (url.tls && status == AMQP_STATUS_SSL_CONNECTION_FAILED) {
+    const unsigned long err = ERR_peek_last_error();
+    ERR_clear_error();
+    if (ERR_GET_LIB(err) == ERR_LIB_SSL && ERR_GET_REASON(err) == SSL_R_WRONG_VERSION_NUMBER)
+      throw AmqpError("amqp: TLS handshake with " + where +
+                      " failed: the port does not speak TLS (a plain AMQP port? amqps:// needs "
+                      "the broker's listeners.ssl port, 5671 by default)");
+    const char* reason = err ? ERR_reason_error_string(err) : nullptr;
+    throw AmqpConnectionLost("amqp: TLS handshake with " + where + " failed" +
+                             (reason ? std::string(": ") + reason : std::string()));
+  }
+  throw AmqpConnectionLost("amqp: cannot connect to " + where + ": " + amqp_error_string2(status));
 }
 
 }  // namespace
@@ -88,23 +168,17 @@ AmqpUrl AmqpUrl::parse(std::string_view url) {
 AmqpConnection::AmqpConnection(const AmqpUrl& url, double rpc_timeout_seconds)
     : state_(amqp_new_connection()), pid_(getpid()) {
   if (!state_) throw std::bad_alloc();
-  amqp_socket_t* socket = nullptr;
-  if (url.tls) {
-    socket = amqp_ssl_socket_new(get());
-    if (socket && !url.cacert.empty() &&
-        amqp_ssl_socket_set_cacert(socket, url.cacert.c_str()) != AMQP_STATUS_OK)
-      throw std::invalid_argument("amqp URL parameter 'cacert': cannot read '" + url.cacert + "'");
-  } else {
-    socket = amqp_tcp_socket_new(get());
-  }
+  amqp_socket_t* socket = url.tls ? amqp_ssl_socket_new(get()) : amqp_tcp_socket_new(get());
   if (!socket) throw AmqpConnectionLost("amqp: cannot create a socket");
+  if (url.tls) set_up_tls(socket, url);
   timeval tv = to_timeval(rpc_timeout_seconds);
   amqp_set_handshake_timeout(get(), &tv);
   amqp_set_rpc_timeout(get(), &tv);
+  tls_verify_error.clear();
+  ERR_clear_error();
   if (int s = amqp_socket_open_noblock(socket, url.host.c_str(), url.port, &tv);
       s != AMQP_STATUS_OK)
-    throw AmqpConnectionLost("amqp: cannot connect to " + url.host + ":" +
-                             std::to_string(url.port) + ": " + amqp_error_string2(s));
+    throw_open_failure(s, url);
   amqp_rpc_reply_t r = amqp_login(get(), url.vhost.c_str(), 0, 131072, url.heartbeat,
                                   AMQP_SASL_METHOD_PLAIN, url.user.c_str(), url.password.c_str());
   if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&

@@ -26,8 +26,10 @@ class AmqpConnectionLost : public std::runtime_error {
 };
 
 // The broker refused a request (a queue declared elsewhere with other
-// arguments, a missing vhost, wrong credentials): `what()` names the queue or
-// the URL (password redacted) and the broker's reply.
+// arguments, a missing vhost, wrong credentials), or amqps:// cannot trust it
+// (a certificate that does not verify, a port that does not speak TLS):
+// `what()` names the queue or the host (never the password) and the reason.
+// Not worth retrying.
 class AmqpError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -55,7 +57,9 @@ class AmqpConnection {
 
   // Opens the socket, logs in, opens both channels, sets prefetch on kConsume.
   // Throws AmqpConnectionLost (unreachable) or AmqpError (refused: login,
-  // vhost).
+  // vhost, TLS certificate or handshake). amqps:// trusts `cacert`, else the
+  // system's CAs, and wants the URL's host (DNS name or IP address) in the
+  // certificate.
   AmqpConnection(const AmqpUrl& url, double rpc_timeout_seconds);
   ~AmqpConnection();
   AmqpConnection(const AmqpConnection&) = delete;

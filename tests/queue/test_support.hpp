@@ -25,6 +25,7 @@ class TempDir {
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }
+  const std::filesystem::path& path() const { return path_; }
   std::string file(const std::string& name) const { return (path_ / name).string(); }
   std::string url(const std::string& name) const { return "sqlite:" + file(name); }
 

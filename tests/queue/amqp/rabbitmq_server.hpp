@@ -8,6 +8,8 @@
 //
 //   dnnlab::testing::RabbitMqServer own;   // a broker of one's own, to restart
 //   own.stop(); own.start();               // same port and data: durable queues survive
+//   dnnlab::testing::RabbitMqServer tls(certs);  // also TLS: certs/{ca,server}.pem, server.key
+//   tls.amqps_url();                             // amqps://guest:guest@127.0.0.1:PORT/%2f
 //   rabbitmq_ctl(shared_rabbitmq_dir(), "set_policy ...");   // rabbitmqctl on a node
 #pragma once
 
@@ -21,6 +23,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace dnnlab::testing {
 
@@ -34,7 +37,9 @@ class RabbitMqServer {
  public:
   // Starts a node in a fresh temporary directory. installed() is false when
   // rabbitmq-server is missing (the script's exit 77); other failures throw.
-  RabbitMqServer() {
+  // With `tls_dir`, the node also listens for TLS with the certificates there
+  // (DNNLAB_TEST_RABBITMQ_TLS_DIR in scripts/rabbitmq_test_server.sh).
+  explicit RabbitMqServer(std::string tls_dir = "") : tls_dir_(std::move(tls_dir)) {
     std::string tmpl = (std::filesystem::temp_directory_path() / "dnnlab-rmq-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     dir_ = tmpl;
@@ -51,6 +56,8 @@ class RabbitMqServer {
 
   bool installed() const { return installed_; }
   const std::string& url() const { return url_; }
+  // "" unless started with a tls_dir.
+  const std::string& amqps_url() const { return amqps_url_; }
 
   void start() {
     int rc = run("start", "");
@@ -61,20 +68,26 @@ class RabbitMqServer {
     if (rc != 0) throw std::runtime_error("rabbitmq_test_server.sh start failed (" + dir_ + ")");
     std::ifstream in(dir_ + "/url");
     std::getline(in, url_);
+    std::ifstream tls(dir_ + "/amqps_url");
+    if (tls) std::getline(tls, amqps_url_);
   }
   void stop() { run("stop", ""); }
   const std::string& dir() const { return dir_; }
 
  private:
   int run(const std::string& cmd, const std::string& extra) {
-    std::string line = "'" + rabbitmq_script().string() + "' " + cmd + " '" + dir_ + "'" + extra +
-                       " >/dev/null 2>>'" + dir_ + ".log'";
+    const std::string env =
+        tls_dir_.empty() ? "" : "DNNLAB_TEST_RABBITMQ_TLS_DIR='" + tls_dir_ + "' ";
+    std::string line = env + "'" + rabbitmq_script().string() + "' " + cmd + " '" + dir_ + "'" +
+                       extra + " >/dev/null 2>>'" + dir_ + ".log'";
     int status = std::system(line.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
   }
 
+  std::string tls_dir_;
   std::string dir_;
   std::string url_;
+  std::string amqps_url_;
   bool installed_ = true;
 };
 
