@@ -114,7 +114,13 @@ test('browsers join, train a sweep, survive a closed tab, and reload from cache'
     const ts = await trials(server, exp);
     return ts.length === 6 && ts.every((x) => x.status === 'finished') ? ts : null;
   }, 300_000);
-  const [sb, sc] = [await b.state(), await c.state()];
+  // A tab counts a trial when the server's "accepted" reaches it, a moment
+  // after the server has recorded the trial finished.
+  const both = async () => [await b.state(), await c.state()];
+  const [sb, sc] = await until('the tabs to count six trials', async () => {
+    const s = await both();
+    return s[0].trialsDone + s[1].trialsDone >= 6 ? s : null;
+  }, 10_000).catch(both);
   t.diagnostic(`tab B: ${sb.trialsDone} trials (${Math.round(sb.samplesPerSecond)} samples/s, ${sb.kernels}); tab C: ${sc.trialsDone} trials`);
   // Chromium has had relaxed SIMD since 114: the page picks that build.
   assert.equal(sb.kernels, 'wasm-relaxed-simd', 'tab B loaded the relaxed-SIMD core');
@@ -153,7 +159,11 @@ test('browsers join, train a sweep, survive a closed tab, and reload from cache'
     const ts = await trials(server, exp2);
     return ts.length === 6 && ts.every((x) => x.status === 'finished');
   }, 300_000);
-  assert.equal((await b.state()).trialsDone, 6, 'the reloaded tab did the second sweep');
+  const sb2 = await until('tab B to count six trials', async () => {
+    const s = await b.state();
+    return s.trialsDone >= 6 ? s : null;
+  }, 10_000).catch(() => b.state());
+  assert.equal(sb2.trialsDone, 6, 'the reloaded tab did the second sweep');
   const refetched = b.requests.filter((u) => /^\/(core|shards)\//.test(new URL(u).pathname));
   t.diagnostic(`requests after reload: ${b.requests.map((u) => new URL(u).pathname).join(' ')}`);
   assert.deepEqual(refetched, [], 'nothing under /core/ or /shards/ fetched after the reload');

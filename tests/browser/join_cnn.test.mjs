@@ -95,7 +95,13 @@ test('a join tab trains a CNN sweep; the server records it and agrees on re-runn
     seen = { trials: trials.map((x) => `${x.index}:${x.status}:${x.worker}`), tab: await page.evaluate(() => JSON.stringify(window.dnnlabJoin)) };
     return trials.length === 3 && trials.every((x) => x.status === 'finished') ? trials : null;
   }, 90_000).catch((e) => { throw new Error(`${e.message}: ${JSON.stringify(seen)}\n${server.log()}`); });
-  const state = await page.evaluate(() => ({ ...window.dnnlabJoin }));
+  // The tab counts a trial when the server's "accepted" reaches it, a moment
+  // after the server has recorded the trial finished (CI once read 2 here).
+  const tab = () => page.evaluate(() => ({ ...window.dnnlabJoin }));
+  const state = await until('the tab to count three trials', async () => {
+    const s = await tab();
+    return s.trialsDone >= 3 ? s : null;
+  }, 10_000).catch(tab);
   t.diagnostic(`${DATASET}: ${state.trialsDone} trials in the tab (${Math.round(state.samplesPerSecond)} samples/s, ${state.kernels})`);
   assert.equal(state.trialsDone, 3, 'the tab trained all three');
   for (const x of done) {

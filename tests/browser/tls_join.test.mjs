@@ -129,7 +129,13 @@ test('the join page over TLS is a secure context off localhost and trains over W
     const s = await page.evaluate(() => ({ ...window.dnnlabJoin }));
     throw new Error(`${e.message}\npage: ${JSON.stringify(s)}\nerrors: ${errors}\nserver:\n${server.log()}`);
   });
-  const state = await page.evaluate(() => ({ ...window.dnnlabJoin }));
+  // The page counts a trial when the server's "accepted" reaches it, a
+  // moment after the server has recorded the trial finished.
+  const tab = () => page.evaluate(() => ({ ...window.dnnlabJoin }));
+  const state = await until('the page to count three trials', async () => {
+    const s = await tab();
+    return s.trialsDone >= 3 ? s : null;
+  }, 10_000).catch(tab);
   t.diagnostic(`over https: ${state.trialsDone} trials, ${state.shardsVerified} shard(s) sha256-checked, kernels ${state.kernels}`);
   assert.equal(state.trialsDone, 3, 'the page trained the three trials');
   assert.equal(state.state, 'connected');
