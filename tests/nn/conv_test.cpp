@@ -61,6 +61,12 @@ const ConvShape kConvShapes[] = {
     {5, 7, 13, 13, 17, 3, 3, 1, 1, 1, 1},   //
     {2, 16, 9, 7, 5, 3, 3, 1, 1, 1, 1},     // backward data as a forward conv (C >= MR)
     {1, 14, 6, 5, 300, 3, 3, 1, 1, 0, 1},   // 300 filters: its flipped fan-in 2700 > KC
+    // Winograd (stride 1, 3x3 / 5x5, C and K >= 8): F(2x2, 5x5) and F(4x4, 3x3)
+    {2, 32, 16, 16, 32, 5, 5, 1, 1, 2, 2},  // CIFAR-10-quick's conv2
+    {3, 20, 7, 7, 24, 3, 3, 1, 1, 1, 1},    // 7x7 in 4x4 tiles; C, K not whole vectors
+    {1, 9, 11, 6, 10, 5, 5, 1, 1, 0, 1},    // pad 0 and 1, odd sizes, batch 1
+    {2, 8, 5, 9, 8, 3, 3, 1, 1, 2, 0},      // pad 2 (> r/2) and 0
+    {1, 40, 34, 30, 12, 3, 3, 1, 1, 1, 1},  // 72 tiles: more than one tile block
 };
 
 // {n, c, h, w, kh, kw, sh, sw, ph, pw}
