@@ -40,7 +40,7 @@ node_env() {
     RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log" \
     RABBITMQ_NODENAME="$node" RABBITMQ_NODE_IP_ADDRESS="${DNNLAB_TEST_RABBITMQ_ADDRESS:-127.0.0.1}" \
     RABBITMQ_NODE_PORT="$amqp_port" RABBITMQ_DIST_PORT="$dist_port" \
-    ERL_EPMD_PORT="$epmd_port" ERL_EPMD_ADDRESS=127.0.0.1 \
+    ERL_EPMD_PORT="$epmd_port" ERL_EPMD_ADDRESS=127.0.0.1 ERL_CRASH_DUMP="$dir/erl_crash.dump" \
     RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf" \
     RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins" \
     RABBITMQ_PID_FILE="$dir/node.pid" RABBITMQ_CONF_ENV_FILE=/dev/null

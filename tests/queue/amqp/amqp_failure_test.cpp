@@ -59,6 +59,17 @@ void kill_and_reap(pid_t pid) {
   waitpid(pid, &status, 0);
 }
 
+// The broker requeues a dead holder's message once it notices the closed TCP
+// connection, which is asynchronous: on a loaded machine the next lease can
+// come first. Waits (up to 20 s) until `want` messages are ready again.
+bool wait_ready(AmqpTaskQueue& q, const std::string& queue, std::int64_t want) {
+  for (int i = 0; i < 400; ++i) {
+    if (q.waiting(queue) >= want) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 class AmqpFailure : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -80,8 +91,8 @@ TEST_F(AmqpFailure, KilledWorkerTaskIsRedeliveredExactlyOnce) {
   EXPECT_EQ(other->payload, "trial-2");
   EXPECT_TRUE(q.ack(*other));
   kill_and_reap(pid);  // its TCP connection closes: the broker requeues trial-1
-  std::optional<TaskLease> again;
-  for (int i = 0; i < 50 && !again; ++i) again = q.lease(queue, "survivor", 60);
+  ASSERT_TRUE(wait_ready(q, queue, 1)) << "trial-1 was not requeued within 20 s";
+  auto again = q.lease(queue, "survivor", 60);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->payload, "trial-1");
   EXPECT_EQ(again->attempt, 2) << "x-delivery-count of the quorum queue";
@@ -100,6 +111,7 @@ TEST_F(AmqpFailure, HoldersKilledMaxAttemptsTimesDeadLetterTheTask) {
     auto [pid, attempt] = lease_in_child_then_hang(url_, queue, 2);
     EXPECT_EQ(attempt, want);
     kill_and_reap(pid);
+    ASSERT_TRUE(wait_ready(q, queue, 1)) << "not requeued after holder " << want << " died";
   }
   // The third delivery is past max_attempts: it goes to the dead letters.
   EXPECT_FALSE(q.lease(queue, "w", 60));
