@@ -119,9 +119,18 @@ void print_best_table(store::ResultStore& s, int64_t exp, const std::string& met
   auto params = param_names(s, exp);
   auto trials = all_trials(s, exp, metric, maximize);
   std::vector<store::TrialRecord> ended;
+  std::int64_t unverified = 0;
   for (auto& t : trials)
-    if (t.status == store::TrialStatus::finished || t.status == store::TrialStatus::pruned)
-      ended.push_back(t);
+    if (t.status == store::TrialStatus::finished || t.status == store::TrialStatus::pruned) {
+      // A browser result no native re-run has checked is never ranked (docs/security.md).
+      if (t.provisional)
+        ++unverified;
+      else
+        ended.push_back(t);
+    }
+  if (unverified)
+    std::printf("(%lld unverified browser results left out of the ranking)\n",
+                static_cast<long long>(unverified));
   const bool by_depth = std::find(params.begin(), params.end(), "depth") != params.end();
   if (!by_depth) {
     if (static_cast<int>(ended.size()) > top) ended.resize(top);

@@ -188,6 +188,37 @@ Command add_serve(CLI::App& app) {
                 "Seconds without tickets after too many abandoned ones")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  c->add_option("--max-abandons-per-address", g.max_abandons_per_address,
+                "Tickets the browsers of one address may abandon in a row (across identities) "
+                "before the address's cooldown")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--max-pending-verifications-per-address", g.max_pending_verifications_per_address,
+                "Native re-runs queued for the browsers of one address (across identities)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--max-unconfirmed-failures-per-address", g.max_unconfirmed_failures_per_address,
+                "Unconfirmed browser failures from one address before its failures are "
+                "refused instead of re-run")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  c->add_option("--max-verify-queue", g.max_verify_queue,
+                "Native re-runs queued in all; past it results that need one are refused")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--verify-top-k", g.verify_top_k,
+                "A browser result that would be among the best K counted trials is re-run "
+                "before it counts, whatever the client's trust")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  c->add_option("--progress-per-second", g.progress_per_second,
+                "Epoch reports per second one browser ticket may send (after a burst of "
+                "--progress-burst)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--progress-burst", g.progress_burst, "Epoch reports one ticket may send at once")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   c->add_option("--gone-worker-ttl", g.gone_worker_ttl_seconds,
                 "Seconds the row of a browser worker that left is kept")
       ->check(CLI::PositiveNumber)

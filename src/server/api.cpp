@@ -240,7 +240,9 @@ json trial_json(const store::TrialRecord& t, bool with_curve) {
             {"test_acc", opt(m.test_acc)},
             {"epochs_done", m.epochs_done},
             {"seconds", m.seconds},
-            {"error", t.error}};
+            {"error", t.error},
+            // A browser result no native re-run has agreed with yet: shown, never ranked.
+            {"provisional", t.provisional}};
   if (with_curve) {
     j["provenance"] = t.provenance;
     json curve = json::array();
@@ -366,7 +368,7 @@ void append_trial_json(std::string& out, const store::TrialRecord& t) {
   append_double(out, m.seconds);
   out += ",\"error\":";
   append_string(out, t.error);
-  out += "}";
+  out += t.provisional ? ",\"provisional\":true}" : ",\"provisional\":false}";
 }
 
 Api::Api(store::ResultStore& store, ExperimentRunner& runner, const HttpMetrics& metrics,

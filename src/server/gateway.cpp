@@ -1,8 +1,8 @@
 // The browser gateway (protocol v1, docs/protocol.md): one client per
 // connection, its messages checked and answered here. The rules live in
-// their own files: the wire format (gateway_wire), tickets (gateway_tickets),
-// trust and quarantine (gateway_trust), native re-runs (gateway_verifier),
-// the core and data shards (gateway_assets).
+// their own files: the wire format (gateway_wire), tickets and their spec
+// (gateway_tickets), trust and quarantine (gateway_trust), native re-runs
+// (gateway_verifier), the core and data shards (gateway_assets).
 #include "server/gateway.hpp"
 
 #include <cmath>
@@ -12,93 +12,19 @@
 #include <map>
 #include <set>
 
-#include "nn/registry.hpp"
 #include "server/gateway_assets.hpp"
 #include "server/gateway_tickets.hpp"
 #include "server/gateway_trust.hpp"
 #include "server/gateway_verifier.hpp"
 #include "server/gateway_wire.hpp"
 #include "server/token.hpp"
+#include "sweep/scheduler.hpp"
 #include "worker/worker_loop.hpp"
 
 namespace dnnlab::server {
 
 using nlohmann::json;
 using namespace wire;
-
-json core_spec_json(const nn::RunSpec& spec, const std::vector<std::int64_t>& input, int classes) {
-  json layers = json::array();
-  for (const auto& l : spec.model.layers) {
-    json j{{"type", l.type}};
-    if (!l.name.empty()) j["name"] = l.name;
-    if (!l.inputs.empty()) j["inputs"] = l.inputs;
-    // Every attribute the registry describes, as src/wasm/spec_json.cpp reads it.
-    if (const nn::LayerInfo* info = nn::find_layer(l.type))
-      for (const nn::AttrInfo& a : info->attrs) {
-        const std::string key(a.name);
-        if (a.kind == nn::AttrKind::kEnum) {
-          if (!nn::is_default(a, l)) j[key] = l.attrs.str(key);
-        } else if (a.kind == nn::AttrKind::kBool) {
-          j[key] = l.attrs.get(key, a.def) != 0;
-        } else if (a.kind == nn::AttrKind::kInt) {
-          j[key] = static_cast<std::int64_t>(l.attrs.get(key, a.def));
-        } else {
-          j[key] = l.attrs.get(key, a.def);
-        }
-      }
-    layers.push_back(std::move(j));
-  }
-  const auto& t = spec.train;
-  const auto& o = t.optimizer;
-  json opt{{"type", o.type}, {"lr", o.lr}, {"weight_decay", o.weight_decay}};
-  if (o.type == "sgd") {
-    opt["momentum"] = o.momentum;
-    opt["nesterov"] = o.nesterov;
-  } else if (o.type == "adagrad") {
-    opt["eps"] = o.eps;
-    opt["lr_decay"] = o.lr_decay;
-    opt["initial_accumulator"] = o.initial_accumulator;
-  } else if (o.type == "rmsprop") {
-    opt["eps"] = o.eps;
-    opt["alpha"] = o.alpha;
-    opt["momentum"] = o.momentum;
-    opt["centered"] = o.centered;
-  } else {
-    opt["beta1"] = o.beta1;
-    opt["beta2"] = o.beta2;
-    opt["eps"] = o.eps;
-  }
-  const auto& s = t.schedule;
-  json sched{{"type", s.type}, {"warmup_epochs", s.warmup_epochs}};
-  if (s.type == "step") {
-    sched["step_epochs"] = s.step_epochs;
-    sched["gamma"] = s.gamma;
-  } else if (s.type == "cosine") {
-    sched["min_lr"] = s.min_lr;
-  }
-  json out{{"input", spec.model.input.empty() ? input : spec.model.input},
-           {"classes", classes},
-           {"init", spec.model.init},
-           {"loss", spec.model.loss},
-           {"optimizer", std::move(opt)},
-           {"schedule", std::move(sched)},
-           {"batch_size", t.batch_size},
-           {"seed", std::to_string(t.seed)},  // as text: JSON.parse rounds above 2^53
-           {"epochs", t.epochs}};
-  // Named parts as src/wasm/spec_json.cpp reads them: [{name, layers}] in order.
-  if (spec.model.parts.empty()) {
-    out["layers"] = std::move(layers);
-  } else {
-    json parts = json::array();
-    for (const nn::PartSpec& p : spec.model.parts) {
-      json pl = json::array();
-      for (std::size_t i = p.begin; i < p.end; ++i) pl.push_back(std::move(layers[i]));
-      parts.push_back({{"name", p.name}, {"layers", std::move(pl)}});
-    }
-    out["parts"] = std::move(parts);
-  }
-  return out;
-}
 
 namespace {
 
@@ -251,8 +177,44 @@ struct Gateway::Impl {
   void abandon(Client& c) {
     if (!c.ticket) return;
     tickets.give_back(*c.ticket);
-    trust.abandoned(c.identity, now());
+    trust.abandoned(c.identity, c.address, now());
     c.ticket.reset();
+  }
+
+  // Whether one more native re-run for this client may be queued: its
+  // identity's, its address's and the verifier's bounds.
+  bool may_verify(const Client& c) {
+    return trust.pending_verifications(c.identity) <
+               trust.pending_cap(c.identity, opt.max_pending_verifications) &&
+           trust.address_pending(c.address) < opt.max_pending_verifications_per_address &&
+           static_cast<int>(verifier.pending()) < opt.max_verify_queue;
+  }
+
+  // Whether a result with these final metrics would be among the
+  // experiment's best verify_top_k counted trials by its search metric:
+  // then it changes what a user sees first, and is re-run before it counts.
+  bool would_rank(const Ticket& t, const store::TrialMetrics& m) {
+    const sweep::SearchSpec& search = tickets.experiment(t.experiment_id).sweep->search;
+    const std::optional<double> v = store::metric(m, search.metric);
+    if (!v) return false;  // nothing to rank it by
+    const bool maximize = search.maximize();
+    store::TrialQuery q;
+    q.sort_by = search.metric;
+    q.descending = maximize;
+    q.limit = opt.verify_top_k + 32;
+    int better = 0;
+    for (;; q.offset += q.limit) {
+      auto page = store.trials(t.experiment_id, q);
+      for (const auto& o : page) {
+        if (o.provisional || o.id == t.trial_id ||
+            (o.status != store::TrialStatus::finished && o.status != store::TrialStatus::pruned))
+          continue;
+        const std::optional<double> ov = store::metric(o.metrics, search.metric);
+        if (!ov || !(maximize ? *ov > *v : *ov < *v)) return better < opt.verify_top_k;
+        if (++better >= opt.verify_top_k) return false;
+      }
+      if (static_cast<std::int64_t>(page.size()) < q.limit) return true;
+    }
   }
 
   GatewayReply idle(double retry, const char* reason) {
@@ -265,10 +227,15 @@ struct Gateway::Impl {
 
   GatewayReply request(Client& c) {
     if (c.ticket) violate("bad_message", "request: ticket \"" + c.ticket->id + "\" is still held");
-    if (double wait = trust.cooldown_left(c.identity, now()); wait > 0)
+    if (double wait = trust.cooldown_left(c.identity, c.address, now()); wait > 0)
       return idle(std::ceil(wait), "too many abandoned tickets");
+    // An untrusted client's every result is re-run: it waits while that
+    // cannot be queued. A trusted one's results are mostly not, and one that
+    // must be while the bounds are full is refused when it comes.
     if (trust.pending_verifications(c.identity) >=
-        trust.pending_cap(c.identity, opt.max_pending_verifications))
+            trust.pending_cap(c.identity, opt.max_pending_verifications) ||
+        trust.address_pending(c.address) >= opt.max_pending_verifications_per_address ||
+        (!trust.trusted(c.identity) && !may_verify(c)))
       return idle(5, "waiting for verification");
     int by_client = 0, by_address = 0;
     for (const auto& [_, o] : clients) {
@@ -279,11 +246,12 @@ struct Gateway::Impl {
     if (by_client >= opt.max_tickets_per_client) return idle(5, "ticket limit per client");
     if (by_address >= opt.max_tickets_per_address) return idle(5, "ticket limit per address");
     bool preparing = false;
-    c.holder.provisional = !trust.trusted(c.identity);
     auto t = tickets.next(c.holder, preparing);
     if (!t) return preparing ? idle(1, "preparing data") : idle(1, nullptr);
     c.ticket = std::move(t->first);
-    c.ticket->issued_at = now();
+    c.ticket->issued_at = c.ticket->heard_at = c.ticket->progress_filled_at = now();
+    c.ticket->renewed_at = unix_now();
+    c.ticket->progress_tokens = opt.progress_burst;
     GatewayReply r;
     r.frames.push_back(frame(std::move(t->second)));
     store.heartbeat(c.holder.worker_id, c.ticket->trial_id);
@@ -300,6 +268,16 @@ struct Gateway::Impl {
     if (epoch != t.epochs_done + 1)
       violate("bad_message", "progress: expected epoch " + std::to_string(t.epochs_done + 1));
     if (t.stopped) violate("bad_message", "progress: the verdict was to stop");
+    // Each progress is a stored epoch and an event: a bounded rate per ticket.
+    t.progress_tokens =
+        std::min<double>(opt.progress_burst, t.progress_tokens + (now() - t.progress_filled_at) *
+                                                                     opt.progress_per_second);
+    t.progress_filled_at = now();
+    if (t.progress_tokens < 1)
+      violate("rate_limited", "progress: more than " + json(opt.progress_per_second).dump() +
+                                  " epochs a second on one ticket");
+    t.progress_tokens -= 1;
+    t.heard_at = now();
     store::EpochMetrics m;
     m.epoch = t.epochs_done + 1;
     m.train_loss = in_range(msg, "progress", "train_loss", 0, kInf);
@@ -331,15 +309,19 @@ struct Gateway::Impl {
     }
     store.heartbeat(c.holder.worker_id, t.trial_id);
     t.epochs_done = static_cast<int>(m.epoch);
-    t.last_val_acc = m.val_acc;
+    t.last_epoch = m;
+    t.seconds += m.seconds;
+    t.renewed_at = unix_now();
     ExperimentCache& ec = tickets.experiment(t.experiment_id);
-    // An untrusted client's numbers must not move the experiment's
-    // scheduler: its verdict comes from a scratch one.
-    std::unique_ptr<sweep::Scheduler> scratch;
-    if (!trust.trusted(c.identity)) scratch = sweep::make_scheduler(*ec.sweep);
-    const bool go =
-        worker::continue_after_epoch(store, *ec.sweep, scratch ? *scratch : *ec.scheduler,
-                                     t.experiment_id, t.trial_id, t.index, m.epoch, t.epochs, m);
+    // No client's numbers move the experiment's scheduler before a native
+    // re-run agreed with them, whatever its trust: the verdict comes from a
+    // scratch scheduler fed with the counted epochs (epochs_for leaves out
+    // provisional trials, and every browser trial is provisional until
+    // verified) and this one, which it forgets again. So an abandoned
+    // ticket's epochs decide nothing, and no cached decision outlives it.
+    std::unique_ptr<sweep::Scheduler> scratch = sweep::make_scheduler(*ec.sweep);
+    const bool go = worker::continue_after_epoch(store, *ec.sweep, *scratch, t.experiment_id,
+                                                 t.trial_id, t.index, m.epoch, t.epochs, m);
     if (!go) t.stopped = true;
     verdict(go, go ? nullptr : "pruned");
     return r;
@@ -361,7 +343,18 @@ struct Gateway::Impl {
                                                   {"epochs_done", t.epochs_done},
                                                   {"error", error}});
       VerifyJob job{t.trial_id, t.attempt, c.holder.worker_id, c.identity, t.epochs_done};
+      job.address = c.address;
       tickets.give_back(t);
+      // A failure costs a re-run: within the bounds, or refused (the trial
+      // is back in the queue either way) and charged as an abandon.
+      const bool distrusted =
+          trust.address_unconfirmed(c.address, 0) > opt.max_unconfirmed_failures_per_address;
+      if (distrusted || !may_verify(c)) {
+        trust.abandoned(c.identity, c.address, now());
+        return accepted(c, false,
+                        distrusted ? "failures from this address were not confirmed"
+                                   : "verification queue full");
+      }
       submit(std::move(job));
       return accepted(c, false);
     }
@@ -374,15 +367,20 @@ struct Gateway::Impl {
     if (!mj.is_object()) violate("bad_message", "result: 'metrics' must be an object");
     PendingResult p;
     p.status = status == "pruned" ? store::TrialStatus::pruned : store::TrialStatus::finished;
-    p.metrics.train_loss = in_range(mj, "result.metrics", "train_loss", 0, kInf);
-    p.metrics.train_acc = in_range(mj, "result.metrics", "train_acc", 0, 1);
+    // What is stored and ranked is what the verifier compares: the final
+    // metrics are the last accepted epoch's (the curve), its time the sum of
+    // the epochs'; only the test accuracy is the client's own number, and
+    // the re-run compares it too. The client's copies are range-checked and
+    // must match the curve.
+    in_range(mj, "result.metrics", "train_loss", 0, kInf);
+    in_range(mj, "result.metrics", "train_acc", 0, 1);
     if (t.has_val) {
-      p.metrics.val_loss = in_range(mj, "result.metrics", "val_loss", 0, kInf);
-      p.metrics.val_acc = in_range(mj, "result.metrics", "val_acc", 0, 1);
+      in_range(mj, "result.metrics", "val_loss", 0, kInf);
+      in_range(mj, "result.metrics", "val_acc", 0, 1);
     }
     p.metrics.test_acc = in_range(mj, "result.metrics", "test_acc", 0, 1);
     if (mj.contains("test_loss")) in_range(mj, "result.metrics", "test_loss", 0, kInf);
-    p.metrics.seconds = in_range(mj, "result.metrics", "seconds", 0, kInf);
+    in_range(mj, "result.metrics", "seconds", 0, kInf);
     const double done = number(mj, "result.metrics", "epochs_done");
     if (done != t.epochs_done)
       violate("bad_message", "result: epochs_done " + json(done).dump() + " but " +
@@ -390,9 +388,18 @@ struct Gateway::Impl {
     if (status == "finished" && t.epochs_done != t.epochs)
       violate("bad_message", "result: finished after " + std::to_string(t.epochs_done) + " of " +
                                  std::to_string(t.epochs) + " epochs");
-    if (t.last_val_acc && p.metrics.val_acc && *p.metrics.val_acc != *t.last_val_acc)
-      violate("bad_message", "result: val_acc differs from the last epoch's");
+    if (!t.last_epoch) violate("bad_message", "result: no epoch was reported");
+    const store::EpochMetrics& last = *t.last_epoch;
+    for (const char* name : {"train_loss", "train_acc", "val_loss", "val_acc"})
+      if (auto v = store::metric(last, name); v && mj.contains(name) && mj[name] != *v)
+        violate("bad_message", std::string("result: ") + name + " differs from the last epoch's");
+    p.metrics.train_loss = last.train_loss;
+    p.metrics.train_acc = last.train_acc;
+    p.metrics.val_loss = last.val_loss;
+    p.metrics.val_acc = last.val_acc;
+    p.metrics.seconds = t.seconds;
     p.metrics.epochs_done = t.epochs_done;
+    t.heard_at = now();
     t.pending = p;
     return {};  // the weights frame comes next
   }
@@ -430,27 +437,47 @@ struct Gateway::Impl {
                                   " at offset " + std::to_string(4 + h + 4 * i) + ")");
     }
     const PendingResult res = *t.pending;
-    // Decided now, with the server's secret: the client could not know.
-    const bool verify = trust.choose_for_verification(c.identity, t.trial_id, t.attempt);
+    // Re-run before it counts, whoever sent it: an untrusted client's; one
+    // that would be among the best (a new best, a top-K place); a pruned one
+    // (its stop was a scheduler's decision on the client's numbers). Of the
+    // rest, a trusted client's, a share drawn now with the server's secret
+    // (the client cannot know which). Until a re-run agrees, a result is
+    // provisional (DESIGN.md, "Trust"): shown, never ranked, and never fed
+    // to a scheduler or sampler; one not drawn stays so.
+    const bool must = !trust.trusted(c.identity) || t.stopped || would_rank(t, res.metrics);
+    const bool verify = must || trust.choose_for_verification(c.identity, t.trial_id, t.attempt);
+    if (verify && !may_verify(c)) {
+      // Refused, not queued: the verifier's bounds are full.
+      tickets.give_back(t);
+      store.append_event("trial.refused", {{"trial", t.trial_id},
+                                           {"attempt", t.attempt},
+                                           {"worker", c.holder.worker_id},
+                                           {"reason", "verification queue full"}});
+      return accepted(c, false, "verification queue full");
+    }
     bool counted = false;
-    // A result to be verified is provisional until it is (DESIGN.md, "Trust").
     queue.write_together([&] {
-      store.set_provisional(t.trial_id, t.attempt, verify);
+      store.set_provisional(t.trial_id, t.attempt, true);
       counted = store.finish_trial(t.trial_id, t.attempt, res.status, res.metrics);
       queue.ack(t.lease);
     });
     if (counted) {
-      trust.completed(c.identity);
-      tickets.experiment(t.experiment_id).scheduler->on_finish(t.index);
-      if (verify) submit({t.trial_id, t.attempt, c.holder.worker_id, c.identity, std::nullopt});
+      trust.completed(c.identity, c.address);
+      if (verify) {
+        VerifyJob job{t.trial_id, t.attempt, c.holder.worker_id, c.identity, std::nullopt};
+        job.fresh = t.fresh;
+        job.address = c.address;
+        submit(std::move(job));
+      }
     }
     return accepted(c, counted);
   }
 
-  GatewayReply accepted(Client& c, bool counted) {
+  GatewayReply accepted(Client& c, bool counted, const char* reason = nullptr) {
     GatewayReply r;
-    r.frames.push_back(
-        frame({{"type", "accepted"}, {"ticket", c.ticket->id}, {"counted", counted}}));
+    json j{{"type", "accepted"}, {"ticket", c.ticket->id}, {"counted", counted}};
+    if (reason) j["reason"] = reason;
+    r.frames.push_back(frame(std::move(j)));
     c.ticket.reset();
     store.heartbeat(c.holder.worker_id, std::nullopt);
     return r;
@@ -459,9 +486,11 @@ struct Gateway::Impl {
   GatewayReply heartbeat(Client& c, const json& msg) {
     if (auto it = msg.find("ticket"); it != msg.end() && !it->is_null()) {
       Ticket& t = held(c, msg, "heartbeat");
+      t.heard_at = now();
       // Past its lifetime it is not extended (poll() takes it back).
-      if (!expired(t) && !queue.extend(t.lease, opt.lease_seconds)) {
-        // Lost (it expired): the next progress gets a 'lost' verdict.
+      if (!expired(t)) {
+        // Lost (it expired) when false: the next progress gets a 'lost' verdict.
+        if (queue.extend(t.lease, opt.lease_seconds)) t.renewed_at = unix_now();
       }
     }
     store.heartbeat(c.holder.worker_id,
@@ -474,24 +503,34 @@ struct Gateway::Impl {
   // ---- verification ----
   void submit(VerifyJob job) {
     ++trust.pending_verifications(job.client_key);
+    ++trust.address_pending(job.address);
     verifier.submit(std::move(job));
   }
 
   void decided(const VerifyOutcome& o, std::vector<std::pair<ClientId, GatewayReply>>& out) {
     int& pending = trust.pending_verifications(o.job.client_key);
     pending = std::max(0, pending - 1);
+    int& by_address = trust.address_pending(o.job.address);
+    by_address = std::max(0, by_address - 1);
     if (o.job.failed_after) {
       if (o.agree) {
         tickets.fail_for_good(o.job.trial_id, o.job.worker_id,
                               "failed in a browser and in a native re-run: " + o.detail);
-      } else if (trust.unconfirmed_failure(o.job.client_key) > opt.max_unconfirmed_failures) {
-        quarantine(o.job.client_key, o.job.worker_id, o.job.trial_id,
-                   "failures a native re-run did not confirm (" + o.detail + ")", out);
+      } else {
+        trust.address_unconfirmed(o.job.address, 1);
+        if (trust.unconfirmed_failure(o.job.client_key) > opt.max_unconfirmed_failures)
+          quarantine(o.job.client_key, o.job.worker_id, o.job.trial_id,
+                     "failures a native re-run did not confirm (" + o.detail + ")", out);
       }
       return;
     }
+    if (o.agree && trust.biased(o.job.client_key, o.bias)) {
+      quarantine(o.job.client_key, o.job.worker_id, o.job.trial_id,
+                 "results consistently better than native re-runs, within the tolerance", out);
+      return;
+    }
     if (o.agree) {
-      trust.agreed(o.job.client_key);
+      trust.agreed(o.job.client_key, o.job.fresh);
       store.set_provisional(o.job.trial_id, o.job.attempt, false);  // it counts now
       return;
     }
@@ -605,6 +644,20 @@ struct Gateway::Impl {
                          error_reply({kPolicy, "ticket_expired",
                                       "ticket \"" + tid + "\" outlived its lifetime of " +
                                           json(opt.ticket_lifetime_seconds).dump() + " seconds"}));
+      } else if (c.ticket && t - c.ticket->heard_at > opt.lease_seconds) {
+        // Silent past its lease: the gateway gives the ticket back itself
+        // (costing the identity and its address, not one of the trial's
+        // attempts) instead of letting the queue's lease run out, which
+        // would spend an attempt: strangers alone must never fail a trial.
+        const std::string tid = c.ticket->id;
+        c.closing = true;
+        abandon(c);
+        out.emplace_back(id, error_reply({kPolicy, "ticket_silent",
+                                          "ticket \"" + tid + "\": nothing heard for " +
+                                              json(opt.lease_seconds).dump() + " seconds"}));
+      } else if (c.ticket && unix_now() - c.ticket->renewed_at > opt.lease_seconds / 4) {
+        // The queue's lease is the gateway's to keep while the client is heard from.
+        if (queue.extend(c.ticket->lease, opt.lease_seconds)) c.ticket->renewed_at = unix_now();
       }
     }
     if (t - swept_at < 60) return;
@@ -613,6 +666,7 @@ struct Gateway::Impl {
       it = !it->second.empty() && it->second.back() >= t - 60 ? std::next(it)
                                                               : hellos_by_address.erase(it);
     store.forget_gone_workers(store::WorkerKind::browser, t - opt.gone_worker_ttl_seconds);
+    trust.forget_idle(t);
   }
 };
 

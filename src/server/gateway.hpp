@@ -70,6 +70,27 @@ struct GatewayOptions {
   // `abandon_cooldown_seconds`.
   int max_abandons = 3;
   double abandon_cooldown_seconds = 600;
+  // The same, counted per remote address across its identities (identities
+  // are free: a hello without a credential makes one).
+  int max_abandons_per_address = 12;
+  // Re-runs queued for all identities of one address; over it they get
+  // `idle` and a result that would need one is refused (given back).
+  int max_pending_verifications_per_address = 8;
+  // Failures of one address's identities that re-runs did not confirm; past
+  // it, that address's `failed` results are refused, not re-run.
+  int max_unconfirmed_failures_per_address = 4;
+  // Re-runs queued in all: past it, untrusted clients get `idle` and results
+  // that need a re-run are refused (given back), never queued.
+  int max_verify_queue = 64;
+  // A result that would be among the experiment's best `verify_top_k` trials
+  // (by the search metric, among counted ones) is re-run before it counts,
+  // whoever sent it; so is every pruned one (its stop was a scheduler's
+  // decision taken on the client's numbers).
+  int verify_top_k = 10;
+  // Progress frames per ticket: a burst of `progress_burst`, refilled at
+  // `progress_per_second` (each one is a stored epoch and an event).
+  double progress_per_second = 20;
+  int progress_burst = 100;
   // Rows of browser workers that left are deleted after this long.
   double gone_worker_ttl_seconds = 24 * 3600;
   // Unix seconds; tests replace it.

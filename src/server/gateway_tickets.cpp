@@ -4,11 +4,87 @@
 #include "db/task_codec.hpp"
 #include "experiment/coordinator.hpp"
 #include "nn/model.hpp"
+#include "nn/registry.hpp"
 #include "server/gateway_wire.hpp"
 
 namespace dnnlab::server {
 
 using nlohmann::json;
+
+// The ticket's spec, in the format src/wasm/spec_json.cpp reads.
+json core_spec_json(const nn::RunSpec& spec, const std::vector<std::int64_t>& input, int classes) {
+  json layers = json::array();
+  for (const auto& l : spec.model.layers) {
+    json j{{"type", l.type}};
+    if (!l.name.empty()) j["name"] = l.name;
+    if (!l.inputs.empty()) j["inputs"] = l.inputs;
+    // Every attribute the registry describes, as src/wasm/spec_json.cpp reads it.
+    if (const nn::LayerInfo* info = nn::find_layer(l.type))
+      for (const nn::AttrInfo& a : info->attrs) {
+        const std::string key(a.name);
+        if (a.kind == nn::AttrKind::kEnum) {
+          if (!nn::is_default(a, l)) j[key] = l.attrs.str(key);
+        } else if (a.kind == nn::AttrKind::kBool) {
+          j[key] = l.attrs.get(key, a.def) != 0;
+        } else if (a.kind == nn::AttrKind::kInt) {
+          j[key] = static_cast<std::int64_t>(l.attrs.get(key, a.def));
+        } else {
+          j[key] = l.attrs.get(key, a.def);
+        }
+      }
+    layers.push_back(std::move(j));
+  }
+  const auto& t = spec.train;
+  const auto& o = t.optimizer;
+  json opt{{"type", o.type}, {"lr", o.lr}, {"weight_decay", o.weight_decay}};
+  if (o.type == "sgd") {
+    opt["momentum"] = o.momentum;
+    opt["nesterov"] = o.nesterov;
+  } else if (o.type == "adagrad") {
+    opt["eps"] = o.eps;
+    opt["lr_decay"] = o.lr_decay;
+    opt["initial_accumulator"] = o.initial_accumulator;
+  } else if (o.type == "rmsprop") {
+    opt["eps"] = o.eps;
+    opt["alpha"] = o.alpha;
+    opt["momentum"] = o.momentum;
+    opt["centered"] = o.centered;
+  } else {
+    opt["beta1"] = o.beta1;
+    opt["beta2"] = o.beta2;
+    opt["eps"] = o.eps;
+  }
+  const auto& s = t.schedule;
+  json sched{{"type", s.type}, {"warmup_epochs", s.warmup_epochs}};
+  if (s.type == "step") {
+    sched["step_epochs"] = s.step_epochs;
+    sched["gamma"] = s.gamma;
+  } else if (s.type == "cosine") {
+    sched["min_lr"] = s.min_lr;
+  }
+  json out{{"input", spec.model.input.empty() ? input : spec.model.input},
+           {"classes", classes},
+           {"init", spec.model.init},
+           {"loss", spec.model.loss},
+           {"optimizer", std::move(opt)},
+           {"schedule", std::move(sched)},
+           {"batch_size", t.batch_size},
+           {"seed", std::to_string(t.seed)},  // as text: JSON.parse rounds above 2^53
+           {"epochs", t.epochs}};
+  // Named parts as src/wasm/spec_json.cpp reads them: [{name, layers}] in order.
+  if (spec.model.parts.empty()) {
+    out["layers"] = std::move(layers);
+  } else {
+    json parts = json::array();
+    for (const nn::PartSpec& p : spec.model.parts) {
+      json pl = json::array();
+      for (std::size_t i = p.begin; i < p.end; ++i) pl.push_back(std::move(layers[i]));
+      parts.push_back({{"name", p.name}, {"layers", std::move(pl)}});
+    }
+    out["parts"] = std::move(parts);
+  }
+  return out;
+}
 
 ExperimentCache& TicketDesk::experiment(std::int64_t id) {
   auto it = experiments_.find(id);
@@ -17,7 +93,16 @@ ExperimentCache& TicketDesk::experiment(std::int64_t id) {
   if (!e) throw std::invalid_argument("experiment " + std::to_string(id) + " does not exist");
   ExperimentCache c;
   c.sweep = std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(e->spec_text, e->spec_path));
-  c.scheduler = sweep::make_scheduler(*c.sweep);
+  // (One whose trials never started published nothing.)
+  store::TrialQuery started;
+  started.sort_by = "attempt";
+  started.descending = true;
+  started.limit = 1;
+  for (const auto& other : store_.experiments())
+    if (!c.replayed && other.id != id && other.spec_hash == e->spec_hash) {
+      auto ts = store_.trials(other.id, started);
+      c.replayed = !ts.empty() && ts[0].attempt > 0;
+    }
   return experiments_.emplace(id, std::move(c)).first->second;
 }
 
@@ -113,8 +198,9 @@ std::optional<std::pair<Ticket, json>> TicketDesk::issue(const TicketHolder& hol
     queue_.ack(lease);
     return std::nullopt;
   }
-  // Its epochs must not move ASHA/median before the client is trusted.
-  if (holder.provisional) store_.set_provisional(trial->id, attempt, true);
+  // A browser's epochs never move ASHA/median before a native re-run agreed
+  // with them, whoever sent them (DESIGN.md, "Trust").
+  store_.set_provisional(trial->id, attempt, true);
   Ticket t;
   t.id = "t-" + std::to_string(trial->id) + "-" + std::to_string(attempt);
   t.lease = lease;
@@ -126,6 +212,7 @@ std::optional<std::pair<Ticket, json>> TicketDesk::issue(const TicketHolder& hol
   t.shard = sh;
   t.epochs = run.train.epochs;
   t.has_val = run.data.validation > 0;
+  t.fresh = attempt == 1 && !experiment(exp_id).replayed;
   json j{{"type", "ticket"},
          {"ticket", t.id},
          {"trial",

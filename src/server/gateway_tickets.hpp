@@ -17,7 +17,6 @@
 #include "server/gateway_assets.hpp"
 #include "store/result_store.hpp"
 #include "sweep/sampler.hpp"
-#include "sweep/scheduler.hpp"
 #include "sweep/sweep_spec.hpp"
 
 namespace dnnlab::server {
@@ -35,18 +34,30 @@ struct Ticket {
   int attempt = 0;
   std::int64_t trial_id = 0, experiment_id = 0, index = 0;
   std::int64_t num_params = 0;
-  std::shared_ptr<const Shard> shard;  // its data, served while the ticket is held
-  int epochs = 0;                      // planned
-  bool has_val = true;                 // the run holds out validation data
-  int epochs_done = 0;                 // progress frames accepted
-  bool stopped = false;                // the verdict said stop (pruned)
-  std::optional<double> last_val_acc;
+  std::shared_ptr<const Shard> shard;             // its data, served while the ticket is held
+  int epochs = 0;                                 // planned
+  bool has_val = true;                            // the run holds out validation data
+  int epochs_done = 0;                            // progress frames accepted
+  bool stopped = false;                           // the verdict said stop (pruned)
+  std::optional<store::EpochMetrics> last_epoch;  // the last progress accepted
+  double seconds = 0;                             // the accepted epochs' seconds, summed
   std::optional<PendingResult> pending;
+  // The client was last heard of (any message on the ticket; gateway clock),
+  // and the gateway last renewed the queue lease (unix seconds).
+  double heard_at = 0, renewed_at = 0;
+  // Progress frames it may still send now (a token bucket) and when it was filled.
+  double progress_tokens = 0, progress_filled_at = 0;
+  // Its work cannot be copied from public curves: the trial's first attempt,
+  // in an experiment whose sweep was not run before (gateway_trust.hpp).
+  bool fresh = false;
 };
 
 struct ExperimentCache {
   std::unique_ptr<sweep::SweepSpec> sweep;
-  std::unique_ptr<sweep::Scheduler> scheduler;
+  // Another experiment ran the same sweep text (some trial of it started):
+  // its trials' curves (the same seeds) are public, so results here earn no
+  // trust.
+  bool replayed = false;
   // The data its first trial trains on (nearly always every trial's): its
   // shard is built before any of its trials is leased to a browser.
   std::optional<nn::DataSpec> data;
@@ -57,7 +68,6 @@ struct TicketHolder {
   std::string worker_id;
   std::string kernels = "wasm-simd128";  // the core build it runs
   std::optional<bool> fma;               // relaxed build: is its madd fused there
-  bool provisional = false;              // untrusted: its trials are provisional from the start
 };
 
 class TicketDesk {

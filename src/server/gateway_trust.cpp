@@ -43,7 +43,8 @@ TrustBook::TrustBook(store::ResultStore& store, const GatewayOptions& opt)
       quarantined_.insert(e.data["client"].get<std::string>());
   // So does a record of agreement (identities signed with the same secret).
   for (const auto& e : store.events_of_type("trial.verified"))
-    if (e.data.value("agree", false) && e.data.contains("client") && e.data["client"].is_string())
+    if (e.data.value("agree", false) && e.data.value("fresh", true) && e.data.contains("client") &&
+        e.data["client"].is_string())
       ++records_[e.data["client"].get<std::string>()].agreed;
 }
 
@@ -111,19 +112,51 @@ bool TrustBook::choose_for_verification(const std::string& id, std::int64_t tria
   return u < p;
 }
 
-void TrustBook::abandoned(const std::string& id, double now) {
+void TrustBook::abandoned(const std::string& id, const std::string& address, double now) {
   Record& r = records_[id];
   ++r.abandons;
   r.last_abandon = now;
+  AddressRecord& a = addresses_[address];
+  ++a.abandons;
+  a.last_abandon = now;
 }
 
-double TrustBook::cooldown_left(const std::string& id, double now) {
-  auto it = records_.find(id);
-  if (it == records_.end() || it->second.abandons < opt_.max_abandons) return 0;
-  const double left = it->second.last_abandon + opt_.abandon_cooldown_seconds - now;
-  if (left > 0) return left;
-  it->second.abandons = 0;  // served its time
-  return 0;
+double TrustBook::cooldown_left(const std::string& id, const std::string& address, double now) {
+  double left = 0;
+  if (auto it = records_.find(id);
+      it != records_.end() && it->second.abandons >= opt_.max_abandons) {
+    left = it->second.last_abandon + opt_.abandon_cooldown_seconds - now;
+    if (left <= 0) it->second.abandons = 0;  // served its time
+  }
+  if (auto it = addresses_.find(address);
+      it != addresses_.end() && it->second.abandons >= opt_.max_abandons_per_address) {
+    const double a = it->second.last_abandon + opt_.abandon_cooldown_seconds - now;
+    if (a <= 0) it->second.abandons = 0;
+    left = std::max(left, a);
+  }
+  return std::max(0.0, left);
+}
+
+bool TrustBook::biased(const std::string& id, const std::map<std::string, double>& z) {
+  bool over = false;
+  Record& r = records_[id];
+  for (const auto& [metric, value] : z) {
+    // One-sided CUSUM (Page 1954): S = max(0, S + z - k); an honest client's
+    // deviations have no sign to them, so S keeps returning to 0.
+    double& s = r.bias[metric];
+    s = std::max(0.0, s + value - kBiasAllowance);
+    over |= s >= kBiasThreshold;
+  }
+  return over;
+}
+
+void TrustBook::forget_idle(double now) {
+  for (auto it = addresses_.begin(); it != addresses_.end();) {
+    const AddressRecord& a = it->second;
+    const bool charged = a.pending > 0 || a.unconfirmed > 0 ||
+                         (a.abandons > 0 && now - a.last_abandon < opt_.abandon_cooldown_seconds);
+    it = charged ? std::next(it) : addresses_.erase(it);
+  }
 }
 
 }  // namespace dnnlab::server

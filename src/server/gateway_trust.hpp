@@ -7,9 +7,15 @@
 // - adaptive replication as in BOINC: an identity's results are all re-run
 //   natively until `trust_after` agreed, then a fraction halving with each
 //   result down to `verify_fraction`, drawn with the secret after the
-//   result arrived;
+//   result arrived; only agreements on fresh work (a trial's first attempt
+//   of an experiment whose sweep was not run before) earn it, since a curve
+//   that is already public can be replayed without training;
+// - a bias test over the agreements: a client whose numbers are, result
+//   after result, better than the native re-run's by less than the tolerance
+//   is caught by a one-sided CUSUM per metric (docs/security.md);
 // - the record of what a client cost: re-runs pending, failures a re-run did
-//   not confirm, tickets abandoned in a row.
+//   not confirm, tickets abandoned in a row; the same charges per remote
+//   address, across the identities it made.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -52,7 +58,19 @@ class TrustBook {
   // probability max(verify_fraction, 2^-(k+1)); with trust_after 0, just
   // verify_fraction. Call once per result.
   bool choose_for_verification(const std::string& id, std::int64_t trial_id, int attempt);
-  void agreed(const std::string& id) { ++records_[id].agreed; }
+  // A native re-run agreed. `fresh`: the work could not have been copied
+  // (see above): only then does it count towards trust.
+  void agreed(const std::string& id, bool fresh) {
+    if (fresh) ++records_[id].agreed;
+  }
+  // The bias test: `z` holds, per metric, the mean deviation of the client's
+  // values from the native ones in the client's favour, in units of the
+  // verifier's tolerance (in [-1, 1] for an agreeing result). True when the
+  // identity's CUSUM of some metric reached kBiasThreshold: it is to be
+  // quarantined.
+  static constexpr double kBiasAllowance = 0.3;  // k: the drift an honest client may show
+  static constexpr double kBiasThreshold = 2.0;  // h
+  bool biased(const std::string& id, const std::map<std::string, double>& z);
   // How many results this identity may have awaiting verification: for an
   // untrusted one, the agreements it still lacks (at least 1), so that its
   // next results wait until the record is decided instead of all being
@@ -64,11 +82,28 @@ class TrustBook {
   int& pending_verifications(const std::string& id) { return records_[id].pending; }
   // A failure the native re-run did not confirm; returns how many so far.
   int unconfirmed_failure(const std::string& id) { return ++records_[id].unconfirmed; }
-  // Abandoned tickets in a row (a counted result resets them).
-  void abandoned(const std::string& id, double now);
-  void completed(const std::string& id) { records_[id].abandons = 0; }
-  // Seconds until this identity may take tickets again (0: now).
-  double cooldown_left(const std::string& id, double now);
+  // Abandoned tickets in a row (a counted result resets them), charged to
+  // the identity and to its address.
+  void abandoned(const std::string& id, const std::string& address, double now);
+  void completed(const std::string& id, const std::string& address) {
+    records_[id].abandons = 0;
+    addresses_[address].abandons = 0;
+  }
+  // Seconds until this identity, or any identity from this address, may take
+  // tickets again (0: now).
+  double cooldown_left(const std::string& id, const std::string& address, double now);
+
+  // ---- per address, across identities ----
+  int& address_pending(const std::string& address) { return addresses_[address].pending; }
+  // Failures of the address's identities that a re-run did not confirm:
+  // adds `more`, returns how many so far.
+  int address_unconfirmed(const std::string& address, int more) {
+    return addresses_[address].unconfirmed += more;
+  }
+  // Drops the records that hold nothing (called now and then): a record is
+  // kept only while it has something pending or a charge on it.
+  void forget_idle(double now);
+  std::size_t records() const { return records_.size() + addresses_.size(); }
 
  private:
   struct Record {
@@ -78,11 +113,19 @@ class TrustBook {
     int abandons = 0;       // tickets abandoned in a row
     int since_trusted = 0;  // results drawn for verification since trusted (this process)
     double last_abandon = 0;
+    std::map<std::string, double> bias;  // metric -> CUSUM of favourable deviations
+  };
+  struct AddressRecord {
+    int pending = 0;      // re-runs of its identities' results not yet decided
+    int unconfirmed = 0;  // failures of its identities a re-run did not confirm
+    int abandons = 0;     // tickets abandoned in a row by its identities
+    double last_abandon = 0;
   };
   store::ResultStore& store_;
   const GatewayOptions& opt_;
   std::set<std::string> quarantined_;
   std::map<std::string, Record> records_;
+  std::map<std::string, AddressRecord> addresses_;
 };
 
 }  // namespace dnnlab::server

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -25,6 +26,10 @@ struct VerifyJob {
   // fails too (within one more epoch). The trial has been given back, so
   // its attempt may have moved on.
   std::optional<int> failed_after;
+  // The result could not have been copied from public curves (gateway_trust.hpp):
+  // an agreement on it earns trust.
+  bool fresh = true;
+  std::string address;  // the client's remote address, charged for the re-run
 };
 
 struct VerifyOutcome {
@@ -34,6 +39,10 @@ struct VerifyOutcome {
   // CPU the verifier thread spent on this re-run (loading data included):
   // the cost of verification, in the trial.verified event as cpu_seconds.
   double cpu_seconds = 0;
+  // Per metric, the mean deviation of the client's values from the native
+  // ones in the client's favour (higher accuracy, lower loss), in units of
+  // the tolerance: the bias test's input (TrustBook::biased).
+  std::map<std::string, double> bias;
 };
 
 class Verifier {
@@ -52,7 +61,9 @@ class Verifier {
   std::size_t pending() const;  // queued, running or not yet taken
 
   // Re-runs the trial natively for as many epochs as the client reported
-  // and compares epoch by epoch (1e-3 relative on losses, absolute on accuracies).
+  // and compares epoch by epoch (1% relative on losses; accuracies within
+  // 3 samples, at least 0.1%), then the final test accuracy: every number
+  // that is stored and ranked (the final metrics are the last epoch's).
   static VerifyOutcome compare(const VerifyJob& job, const store::TrialRecord& trial,
                                const nn::RunSpec& run, const data::Dataset& ds);
   // Re-runs a trial a client reported failed: agreed when it fails natively too.

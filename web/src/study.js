@@ -181,7 +181,8 @@ export class Study {
   }
 
   drawBest(trials) {
-    const pts = trials.map((t) => [toMillis(t.finished_at) / 1000, t[this.metric]])
+    // Unverified browser results (provisional) are shown, never ranked.
+    const pts = trials.filter((t) => !t.provisional).map((t) => [toMillis(t.finished_at) / 1000, t[this.metric]])
       .filter(([x, y]) => Number.isFinite(x) && typeof y === 'number').sort((p, q) => p[0] - q[0]);
     if (!pts.length) { this.best.setNote('no finished trials with finished_at yet'); return; }
     let best = pts[0][1];

@@ -25,7 +25,9 @@ export class TrialTable {
     this.rows = [];
     this.columns = [
       { key: 'index', label: '#', get: (t) => t.index, cls: 'num' },
-      { key: 'status', label: 'status', get: (t) => t.status, render: (t) => statusBadge(t.status) },
+      { key: 'status', label: 'status', get: (t) => t.status, render: (t) => (t.provisional
+        ? h('span', { title: 'a browser result no native re-run has checked: shown, never ranked' }, statusBadge(t.status), ' ', h('span', { class: 'muted small' }, 'unverified'))
+        : statusBadge(t.status)) },
       ...parameters.map((p) => ({ key: paramSortKey(p), label: p, get: (t) => t.params?.[p], fmt: paramText, cls: 'param' })),
       ...METRIC_COLS.map(([k, label]) => ({ key: k, label: k === metric ? `${label} ★` : label, get: (t) => t[k], cls: 'num' })),
       { key: 'worker', label: 'worker', get: (t) => t.worker, cls: 'mono', unsortable: true },
