@@ -8,15 +8,18 @@
 //   cmake --build build-rel --target verify_bench
 //   ./build-rel/bench/verify_bench --clients 4 --trials 160
 //       [--verify-fraction F] [--trust-after N] [--max-pending N] [--limit-train N]
+//       [--verify-top-k K] [--metric val_acc|val_loss] [--order rising|shuffled]
 //
 // Reports, overall and at steady state (each client's results after its
 // first `--trust-after`): results, results re-run, verify CPU s, trial CPU s,
 // and their ratio. The verifier's CPU per re-run is its thread's CPU time
 // (data loading included), logged in each trial.verified event.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -32,11 +35,15 @@ using dnnlab::server::testing::HonestBrowser;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-std::string sweep_text(int trials, int limit_train) {
-  // One lr per trial, spread over a range where the MLP trains.
+std::string sweep_text(int trials, int limit_train, const std::string& metric, bool shuffle) {
+  // One lr per trial, spread over a range where the MLP trains; in rising
+  // order (results tend to improve as they come: the worst case for the
+  // top-K rule) or shuffled (as a random search would meet them).
+  std::vector<double> lr(trials);
+  for (int i = 0; i < trials; ++i) lr[i] = 0.01 + 0.19 * i / std::max(1, trials - 1);
+  if (shuffle) std::shuffle(lr.begin(), lr.end(), std::mt19937(42));
   std::string lrs;
-  for (int i = 0; i < trials; ++i)
-    lrs += (i ? ", " : "") + std::to_string(0.01 + 0.19 * i / std::max(1, trials - 1));
+  for (int i = 0; i < trials; ++i) lrs += (i ? ", " : "") + std::to_string(lr[i]);
   return "name: verify-bench\n"
          "template:\n"
          "  data: {dataset: synthetic, limit_train: " +
@@ -53,7 +60,9 @@ std::string sweep_text(int trials, int limit_train) {
          "    optimizer: {type: sgd, lr: ${lr}, momentum: 0.9}\n"
          "search:\n"
          "  method: grid\n"
-         "  metric: val_acc\n"
+         "  metric: " +
+         metric +
+         "\n"
          "  parameters:\n"
          "    lr: [" +
          lrs +
@@ -79,7 +88,9 @@ struct Totals {
 int main(int argc, char** argv) {
   int clients = 4, trials = 160, limit_train = 1024;
   double verify_fraction = -1;
-  int trust_after = -1, max_pending = -1;
+  int trust_after = -1, max_pending = -1, top_k = -1;
+  std::string metric = "val_acc";
+  bool shuffle = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--clients")
@@ -94,6 +105,12 @@ int main(int argc, char** argv) {
       trust_after = std::atoi(argv[i + 1]);
     else if (a == "--max-pending")
       max_pending = std::atoi(argv[i + 1]);
+    else if (a == "--verify-top-k")
+      top_k = std::atoi(argv[i + 1]);
+    else if (a == "--metric")
+      metric = argv[i + 1];
+    else if (a == "--order")
+      shuffle = std::string(argv[i + 1]) == "shuffled";
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;
@@ -108,6 +125,7 @@ int main(int argc, char** argv) {
     o.store_url = "sqlite:" + (dir / "dnnlab.db").string();
     o.listen = "127.0.0.1:0";
     if (verify_fraction >= 0) o.verify_fraction = verify_fraction;
+    if (top_k >= 0) o.gateway.verify_top_k = top_k;
     if (trust_after >= 0) o.gateway.trust_after = trust_after;
     if (max_pending >= 0) o.gateway.max_pending_verifications = max_pending;
     boost::asio::io_context io;
@@ -117,7 +135,9 @@ int main(int argc, char** argv) {
 
     auto posted = dnnlab::server::http_request(
         srv.url(), "POST", "/api/experiments",
-        json{{"spec", sweep_text(trials, limit_train)}, {"name", "verify-bench.yaml"}}.dump(),
+        json{{"spec", sweep_text(trials, limit_train, metric, shuffle)},
+             {"name", "verify-bench.yaml"}}
+            .dump(),
         srv.token());
     if (posted.status != 202) throw std::runtime_error("submit: " + posted.body);
     const std::int64_t exp = json::parse(posted.body)["id"];
