@@ -19,6 +19,7 @@
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
 #include "cli/sweep_cmds.hpp"
+#include "db/backend_url.hpp"
 #include "experiment/backends.hpp"
 #include "experiment/coordinator.hpp"
 #include "server/server.hpp"
@@ -166,7 +167,7 @@ int run_sweep(RunOptions o) {
   const bool tty = isatty(STDERR_FILENO);
   if (!o.quiet)
     std::cerr << "experiment " << exp << " (" << sw.name << "): " << sw.search.method << " search, "
-              << o.workers << " workers, store " << o.store_url << "\n";
+              << o.workers << " workers, store " << backend_url::redact(o.store_url) << "\n";
 
   std::unique_ptr<DashboardThread> dashboard;
   if (!o.no_server) {

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "db/backend_url.hpp"
 #include "server/server.hpp"
 
 namespace dnnlab::cli {
@@ -77,8 +78,9 @@ int run_serve(ServeOptions& o) {
     if (!ec) srv.stop();
   });
   // The dashboard URL carries the read token (private reads), never the write token.
-  std::cout << "dnnlab serving " << srv.dashboard_url() << " (store " << o.server.store_url
-            << ")\n";
+  // The store URL without its password (docs/security.md, "Secrets on the terminal").
+  std::cout << "dnnlab serving " << srv.dashboard_url() << " (store "
+            << backend_url::redact(o.server.store_url) << ")\n";
   if (srv.token_is_new())
     std::cout << "write token (kept in " << srv.token_file() << "): " << srv.token() << "\n";
   if (srv.read_token_is_new())

@@ -376,7 +376,10 @@ Api::Api(store::ResultStore& store, ExperimentRunner& runner, const HttpMetrics&
     : store_(store), runner_(runner), metrics_(metrics), config_(std::move(config)) {}
 
 bool Api::may_read(std::string_view authorization, std::string_view query_token) const {
-  if (config_.public_reads) return true;
+  return config_.public_reads || holds_token(authorization, query_token);
+}
+
+bool Api::holds_token(std::string_view authorization, std::string_view query_token) const {
   for (const std::string* t : {&config_.token, &config_.read_token}) {
     if (t->empty()) continue;
     if (bearer_matches(authorization, *t)) return true;
@@ -529,14 +532,17 @@ ApiResponse Api::route(const ApiRequest& r, std::string_view path, std::string_v
                          ? "the bearer token is wrong"
                          : "the Authorization header must be 'Bearer <token>'",
                      "Authorization"};
-  } else if (chosen->access == Route::Access::read) {
+  }
+  bool token_holder = chosen->access == Route::Access::write;
+  if (chosen->access == Route::Access::read) {
     auto t = query.find("token");
-    if (!may_read(r.authorization, t == query.end() ? "" : t->second))
+    token_holder = holds_token(r.authorization, t == query.end() ? "" : t->second);
+    if (!token_holder && !config_.public_reads)
       throw ApiError{401, "reads need the token on this server", "Authorization"};
   }
   if (chosen->query != "*") only_keys(query, chosen->query);
   const std::int64_t id = id_text ? parse_id(*id_text) : 0;
-  return (this->*chosen->handler)(Call{r, path, id, query});
+  return (this->*chosen->handler)(Call{r, path, id, query, token_holder});
 }
 
 ApiResponse Api::no_such_route(const Call& c) {
@@ -781,17 +787,21 @@ ApiResponse Api::get_trial(const Call& c) {
   return json_response(200, trial_json(*t, true));
 }
 
-ApiResponse Api::workers(const Call&) {
+// A volunteer's address (a browser worker's host) is shown to token holders
+// only: public readers get the rows without "host".
+ApiResponse Api::workers(const Call& c) {
   json list = json::array();
-  for (const auto& w : store_.workers())
-    list.push_back({{"id", w.id},
-                    {"kind", store::to_string(w.kind)},
-                    {"host", w.host},
-                    {"pid", w.pid},
-                    {"started_at", w.started_at},
-                    {"last_seen", w.last_seen},
-                    {"current_trial", w.current_trial ? json(*w.current_trial) : json(nullptr)},
-                    {"gone", w.gone}});
+  for (const auto& w : store_.workers()) {
+    json row = {{"id", w.id},
+                {"kind", store::to_string(w.kind)},
+                {"pid", w.pid},
+                {"started_at", w.started_at},
+                {"last_seen", w.last_seen},
+                {"current_trial", w.current_trial ? json(*w.current_trial) : json(nullptr)},
+                {"gone", w.gone}};
+    if (c.token_holder) row["host"] = w.host;
+    list.push_back(std::move(row));
+  }
   return json_response(200, {{"workers", std::move(list)}});
 }
 
@@ -826,8 +836,15 @@ bool Api::anything_running() {
   return false;
 }
 
-json Api::event_json(const store::EventRecord& e) {
-  return {{"id", e.id}, {"time", e.time}, {"type", e.type}, {"data", e.data}};
+bool Api::event_has_private_fields(const store::EventRecord& e) {
+  return e.type == "worker.joined" && e.data.is_object() && e.data.contains("agent");
+}
+
+json Api::event_json(const store::EventRecord& e, bool private_fields) {
+  json out = {{"id", e.id}, {"time", e.time}, {"type", e.type}, {"data", e.data}};
+  // A browser's User-Agent, as its address on /api/workers, is for token holders.
+  if (!private_fields && event_has_private_fields(e)) out["data"].erase("agent");
+  return out;
 }
 
 ApiResponse Api::events(const Call& c) {
@@ -841,7 +858,7 @@ ApiResponse Api::events(const Call& c) {
   std::int64_t last = after;
   for (const auto& e : store_.events_since(after, limit)) {
     last = e.id;
-    list.push_back(event_json(e));
+    list.push_back(event_json(e, c.token_holder));
   }
   return json_response(200, {{"events", std::move(list)}, {"last_id", last}});
 }
@@ -851,6 +868,7 @@ ApiResponse Api::events_socket(const Call& c) {
   ApiResponse resp;
   resp.status = 101;
   resp.upgrade = Upgrade::events;
+  resp.private_fields = c.token_holder;
   if (auto it = c.query.find("after"); it != c.query.end())
     resp.events_after = parse_int(it->second, "after", 0, std::numeric_limits<std::int64_t>::max());
   return resp;

@@ -39,6 +39,9 @@ struct ApiResponse {
   bool immutable = false;
   Upgrade upgrade = Upgrade::none;  // status 101: the session upgrades
   std::int64_t events_after = -1;   // Upgrade::events: replay after this id (-1: from now)
+  // Upgrade::events: the reader holds a token, so it is sent what only token
+  // holders see (Api::event_json's private fields).
+  bool private_fields = false;
   // Set for reads that may run on a reader thread with that thread's own
   // store (the trial list): the session calls it and sends what it returns.
   std::function<ApiResponse(store::ResultStore&)> deferred;
@@ -84,13 +87,18 @@ class Api {
   // takes. GET routes answer HEAD too; other methods get 405 with Allow.
   ApiResponse handle(const ApiRequest& request);
 
-  // Shared with the WebSocket stream.
-  static nlohmann::json event_json(const store::EventRecord& e);
+  // Shared with the WebSocket stream. Without private_fields (a public
+  // reader) a browser's User-Agent is left out of worker.joined.
+  static nlohmann::json event_json(const store::EventRecord& e, bool private_fields);
+  // True when event_json(e, false) differs from event_json(e, true).
+  static bool event_has_private_fields(const store::EventRecord& e);
   // The synthetic "throughput" event's data.
   nlohmann::json throughput();
   bool anything_running();
   // True when the request may read (public reads, or the token matches).
   bool may_read(std::string_view authorization, std::string_view query_token) const;
+  // True when the request carries the write or the read token (Bearer or ?token=).
+  bool holds_token(std::string_view authorization, std::string_view query_token) const;
 
  private:
   struct ExperimentMeta {
@@ -106,6 +114,7 @@ class Api {
     std::string_view path;
     std::int64_t id;  // the {id} part; 0 when the route has none
     const std::map<std::string, std::string>& query;
+    bool token_holder = false;  // the write or the read token came with it
   };
   struct Route;
   static const std::vector<Route>& routes();

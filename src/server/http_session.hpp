@@ -81,7 +81,7 @@ class HttpSession final : public OpenSession,
   void read() {
     parser_.emplace();
     parser_->body_limit(impl_->opt.max_body);
-    parser_->header_limit(16 * 1024);
+    parser_->header_limit(kMaxRequestHeaderBytes);
     beast::get_lowest_layer(stream_).expires_after(kIdleTimeout);
     http::async_read(stream_, buffer_, *parser_,
                      [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
@@ -109,6 +109,14 @@ class HttpSession final : public OpenSession,
     if (ec) return close();  // timeout, reset: nobody to answer
 
     auto req = parser_->release();
+    // Framing two parsers could read differently (a proxy in front taking
+    // "chunked, gzip" as one body, Beast as none) is refused outright.
+    std::vector<std::string_view> codings;
+    for (auto [it, end] = req.equal_range(http::field::transfer_encoding); it != end; ++it)
+      codings.emplace_back(it->value().data(), it->value().size());
+    if (auto problem = framing_problem(codings, req.count(http::field::content_length) > 0);
+        !problem.empty())
+      return reply_error_and_close(http::status::bad_request, problem, "Transfer-Encoding");
     // A page on another name that resolves here (DNS rebinding) names
     // itself in Host; a loopback server answers only to its own names.
     const std::string_view host(req[http::field::host].data(), req[http::field::host].size());
@@ -139,13 +147,24 @@ class HttpSession final : public OpenSession,
                                          std::string(origin.substr(0, 200)) +
                                          "' refused (see --allow-origin)",
                                      "Origin");
+      // Event streams live long: they may hold half the connections, the
+      // rest stay for requests and /join.
+      if (r.upgrade == Upgrade::events &&
+          impl_->event_sessions.size() >= max_event_streams(impl_->opt)) {
+        return reply_error_and_close(
+            http::status::service_unavailable,
+            "too many event streams: " + std::to_string(impl_->event_sessions.size()) +
+                " are open, half of --max-connections",
+            "connections", 5);
+      }
       impl_->metrics.observe(a.method, r.route, 101, 0.0);
       beast::get_lowest_layer(stream_).expires_never();
+      Upgraded up{std::move(slot_), std::move(req), std::move(buffer_)};
       if (r.upgrade == Upgrade::join)
-        start_join_session(std::move(stream_), impl_, std::move(slot_), std::move(req));
+        start_join_session(std::move(stream_), impl_, std::move(up));
       else
-        start_event_session(std::move(stream_), impl_, std::move(slot_), r.events_after,
-                            std::move(req));
+        start_event_session(std::move(stream_), impl_, std::move(up), r.events_after,
+                            r.private_fields);
       return;
     }
     Reply reply{req.version(), req.keep_alive(), req.method() == http::verb::head,
@@ -261,12 +280,13 @@ class HttpSession final : public OpenSession,
   // Answers, stops sending, then reads and drops what the client still sends
   // (briefly) so it sees the answer rather than a reset.
   void reply_error_and_close(http::status status, const std::string& message,
-                             const std::string& field) {
+                             const std::string& field, unsigned retry_after = 0) {
     impl_->metrics.observe("?", "unparsed", static_cast<unsigned>(status), 0.0);
     auto res = std::make_shared<http::response<http::string_body>>(status, 11);
     res->set(http::field::server, "dnnlab");
     res->set(http::field::content_type, "application/json");
     res->set(http::field::connection, "close");
+    if (retry_after) res->set(http::field::retry_after, std::to_string(retry_after));
     res->body() = json{{"error", message}, {"field", field}}.dump();
     res->prepare_payload();
     beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(5));

@@ -42,6 +42,22 @@ bool split_host(std::string_view host, std::string& name, std::string_view& port
 
 }  // namespace
 
+std::string framing_problem(const std::vector<std::string_view>& transfer_encodings,
+                            bool has_content_length) {
+  if (transfer_encodings.empty()) return {};
+  if (transfer_encodings.size() > 1)
+    return "Transfer-Encoding appears " + std::to_string(transfer_encodings.size()) +
+           " times; only one 'Transfer-Encoding: chunked' is accepted";
+  std::string_view v = transfer_encodings.front();
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  if (lower(v) != "chunked")
+    return "Transfer-Encoding '" + std::string(v.substr(0, 100)) +
+           "' is not accepted; only 'chunked' is";
+  if (has_content_length) return "Transfer-Encoding and Content-Length together are not accepted";
+  return {};
+}
+
 bool is_loopback_address(std::string_view address) {
   std::string a(address);
   if (a.size() > 2 && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);

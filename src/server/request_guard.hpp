@@ -43,6 +43,15 @@ class RequestGuard {
   std::vector<std::string> names_;  // lower case, without port
 };
 
+// Why a request's framing is refused (answered 400), or "" when it is
+// fine: Transfer-Encoding, when present, must be one header holding exactly
+// "chunked" (any case), and never beside Content-Length. Anything else
+// ("gzip, chunked", "chunked, gzip", "identity", the header twice) is a body
+// a proxy in front and this server could delimit differently (request
+// smuggling), and no client of dnnlab needs it.
+std::string framing_problem(const std::vector<std::string_view>& transfer_encodings,
+                            bool has_content_length);
+
 // True for 127.0.0.0/8, ::1 and ::ffff:127.x.
 bool is_loopback_address(std::string_view address);
 

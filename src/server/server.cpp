@@ -32,6 +32,10 @@ std::pair<std::string, unsigned short> parse_listen(const std::string& listen,
   return {host, static_cast<unsigned short>(port)};
 }
 
+std::size_t max_event_streams(const ServerOptions& o) {
+  return std::max<std::size_t>(1, o.max_connections / 2);
+}
+
 ConnectionSlot::ConnectionSlot(std::shared_ptr<Server::Impl> i, std::string address)
     : impl(std::move(i)), ip(std::move(address)) {
   ++impl->connections;
@@ -158,11 +162,12 @@ std::int64_t Server::Impl::newest_event_id() {
   }
 }
 
-void Server::Impl::broadcast(const std::string& frame, std::int64_t id) {
+void Server::Impl::broadcast(const std::string& frame, const std::string& public_frame,
+                             std::int64_t id) {
   std::vector<std::shared_ptr<EventSink>> live;
   for (auto& [p, w] : event_sessions)
     if (auto s = w.lock()) live.push_back(std::move(s));
-  for (auto& s : live) s->deliver(frame, id);
+  for (auto& s : live) s->deliver(s->private_fields() ? frame : public_frame, id);
 }
 
 void Server::Impl::on_event_poll() {
@@ -173,7 +178,11 @@ void Server::Impl::on_event_poll() {
       auto events = store->events_since(last_event_id, 1000);
       for (const auto& e : events) {
         last_event_id = e.id;
-        if (!event_sessions.empty()) broadcast(Api::event_json(e).dump(), e.id);
+        if (event_sessions.empty()) continue;
+        std::string frame = Api::event_json(e, true).dump();
+        broadcast(frame,
+                  Api::event_has_private_fields(e) ? Api::event_json(e, false).dump() : frame,
+                  e.id);
       }
       if (events.size() < 1000) break;
     }
@@ -185,13 +194,15 @@ void Server::Impl::on_event_poll() {
     auto now = Clock::now();
     if (now - last_throughput >= std::chrono::seconds(1)) {
       last_throughput = now;
-      if (!event_sessions.empty() && api->anything_running())
-        broadcast(json{{"id", nullptr},
-                       {"time", unix_now()},
-                       {"type", "throughput"},
-                       {"data", api->throughput()}}
-                      .dump(),
-                  0);
+      if (!event_sessions.empty() && api->anything_running()) {
+        const std::string frame = json{
+            {"id", nullptr},
+            {"time", unix_now()},
+            {"type", "throughput"},
+            {"data",
+             api->throughput()}}.dump();
+        broadcast(frame, frame, 0);
+      }
     }
   } catch (const std::exception& e) {
     log_error("event poll", e.what());

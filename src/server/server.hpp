@@ -18,6 +18,7 @@
 // token_file. Every malformed request gets a JSON 4xx; none stops the server.
 #pragma once
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -62,6 +63,11 @@ struct ServerOptions {
   // slower than that is closed and its queue freed. The event backlog is not
   // counted: it is read from the store a page at a time as the socket drains.
   std::size_t max_send_queue = 8u << 20;
+  // An /api/events stream that sends nothing (no pong, no frame) for this
+  // long is closed; the server pings it at half of it, and browsers answer
+  // pings by themselves. (Left at Beast's 300 s, 1,024 silent streams from
+  // 18 addresses locked every new client out for five minutes.)
+  double event_idle_seconds = 60;
   // Origins (scheme://host[:port]) whose pages may open /api/events and /join
   // besides the server's own; requests without Origin (non-browsers) pass.
   std::vector<std::string> allow_origins;
@@ -123,6 +129,17 @@ class Server {
  private:
   std::shared_ptr<Impl> impl_;
 };
+
+// Limits without a flag (docs/security.md, "Limits"; tests/server/docs_defaults_test.cpp
+// checks the page against them).
+inline constexpr std::size_t kMaxRequestHeaderBytes = 16 * 1024;  // more: 431
+inline constexpr std::chrono::seconds kIdleTimeout{60};        // an idle HTTP keep-alive connection
+inline constexpr std::size_t kMaxEventFrameBytes = 64 * 1024;  // a frame a dashboard sends: 1009
+
+// How many /api/events streams may be open at once: half of max_connections
+// (at least 1), so that streams, which live long, leave the other half to
+// HTTP requests and /join; more get 503.
+std::size_t max_event_streams(const ServerOptions& o);
 
 // "host:port" -> parts; throws std::invalid_argument naming `field`.
 std::pair<std::string, unsigned short> parse_listen(const std::string& listen,

@@ -54,7 +54,6 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 template <class Stream>
 constexpr bool kIsTls = std::is_same_v<Stream, TlsStream>;
 
-inline constexpr auto kIdleTimeout = std::chrono::seconds(60);
 inline constexpr auto kTickPeriod = std::chrono::milliseconds(200);
 // The event poll and the coordinators' tick after the store was unreachable
 // for ServerOptions::store_wait_seconds: the io thread waited that long, so
@@ -86,6 +85,8 @@ struct OpenSession {
 };
 struct EventSink : OpenSession {
   virtual void deliver(const std::string& frame, std::int64_t id) = 0;
+  // Whether the reader holds a token (Api::event_json's private fields).
+  virtual bool private_fields() const = 0;
 };
 struct JoinSink {
   virtual ~JoinSink() = default;
@@ -112,16 +113,22 @@ void start_http_session(PlainStream stream, std::shared_ptr<Server::Impl> impl,
                         std::shared_ptr<ConnectionSlot> slot);
 void start_http_session(TlsStream stream, std::shared_ptr<Server::Impl> impl,
                         std::shared_ptr<ConnectionSlot> slot);
-// The WebSocket upgrades of an HTTP session: the stream, its slot and the
-// upgrade request move to the new session.
-void start_join_session(PlainStream&& stream, std::shared_ptr<Server::Impl> impl,
-                        std::shared_ptr<ConnectionSlot> slot, Request req);
-void start_join_session(TlsStream&& stream, std::shared_ptr<Server::Impl> impl,
-                        std::shared_ptr<ConnectionSlot> slot, Request req);
-void start_event_session(PlainStream&& stream, std::shared_ptr<Server::Impl> impl,
-                         std::shared_ptr<ConnectionSlot> slot, std::int64_t after, Request req);
-void start_event_session(TlsStream&& stream, std::shared_ptr<Server::Impl> impl,
-                         std::shared_ptr<ConnectionSlot> slot, std::int64_t after, Request req);
+// The WebSocket upgrades of an HTTP session: the stream, its slot, the
+// upgrade request and the bytes read past it (a client's first frames may
+// come in the same segment as the request) move to the new session.
+struct Upgraded {
+  std::shared_ptr<ConnectionSlot> slot;
+  Request req;
+  beast::flat_buffer read_ahead;
+};
+void start_join_session(PlainStream&& stream, std::shared_ptr<Server::Impl> impl, Upgraded up);
+void start_join_session(TlsStream&& stream, std::shared_ptr<Server::Impl> impl, Upgraded up);
+// after >= 0: replay the events after that id first; private_fields: the
+// reader holds a token.
+void start_event_session(PlainStream&& stream, std::shared_ptr<Server::Impl> impl, Upgraded up,
+                         std::int64_t after, bool private_fields);
+void start_event_session(TlsStream&& stream, std::shared_ptr<Server::Impl> impl, Upgraded up,
+                         std::int64_t after, bool private_fields);
 
 struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Impl(asio::io_context& io, ServerOptions o)
@@ -138,7 +145,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   void refuse(tcp::socket socket, const std::string& why);
   void on_tick();
   void on_event_poll();
-  void broadcast(const std::string& frame, std::int64_t id);
+  // `public_frame` goes to readers without a token (the same text, mostly).
+  void broadcast(const std::string& frame, const std::string& public_frame, std::int64_t id);
   std::int64_t newest_event_id();
 
   asio::io_context& io;

@@ -4,18 +4,19 @@
 
 namespace dnnlab::server {
 
-void start_join_session(PlainStream&& stream, std::shared_ptr<Server::Impl> impl,
-                        std::shared_ptr<ConnectionSlot> slot, Request req) {
-  auto s = std::make_shared<JoinSession<PlainStream>>(std::move(stream), std::move(impl));
-  s->hold(std::move(slot));
-  s->run(std::move(req));
+void start_join_session(PlainStream&& stream, std::shared_ptr<Server::Impl> impl, Upgraded up) {
+  auto s = std::make_shared<JoinSession<PlainStream>>(std::move(stream), std::move(up.read_ahead),
+                                                      std::move(impl));
+  s->hold(std::move(up.slot));
+  s->run(std::move(up.req));
 }
 
-void start_event_session(PlainStream&& stream, std::shared_ptr<Server::Impl> impl,
-                         std::shared_ptr<ConnectionSlot> slot, std::int64_t after, Request req) {
-  auto s = std::make_shared<EventSession<PlainStream>>(std::move(stream), std::move(impl), after);
-  s->hold(std::move(slot));
-  s->run(std::move(req));
+void start_event_session(PlainStream&& stream, std::shared_ptr<Server::Impl> impl, Upgraded up,
+                         std::int64_t after, bool private_fields) {
+  auto s = std::make_shared<EventSession<PlainStream>>(std::move(stream), std::move(up.read_ahead),
+                                                       std::move(impl), after, private_fields);
+  s->hold(std::move(up.slot));
+  s->run(std::move(up.req));
 }
 
 }  // namespace dnnlab::server

@@ -4,7 +4,11 @@
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
+#include <sys/stat.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -40,18 +44,50 @@ void check_readable(const std::string& flag, const std::string& file) {
     throw std::invalid_argument(flag + " " + file + ": no such file");
   if (!std::ifstream(file)) throw std::invalid_argument(flag + " " + file + ": cannot be read");
 }
+
+// A private key others can read is refused, as token files are: whoever
+// reads it can pose as this server.
+void check_private(const std::string& flag, const std::string& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0)
+    throw std::invalid_argument(flag + " " + file + ": cannot stat: " + std::strerror(errno));
+  if (st.st_mode & 077) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    throw std::invalid_argument(flag + " " + file + " has mode " + mode +
+                                ": group and others must have no access to a private key "
+                                "(chmod 600 " +
+                                file + ")");
+  }
+}
+
+// Mozilla's "intermediate" profile (v5.7) without DHE (no DH parameters are
+// loaded): TLS 1.2 only with ECDHE and AEAD ciphers, no CBC or SHA-1 MACs.
+// TLS 1.3's suites are all AEAD; the same three, said outright.
+constexpr const char* kTls12Ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+constexpr const char* kTls13Suites =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
 }  // namespace
 
 std::unique_ptr<ssl::context> load_tls_context(const std::string& cert_file,
                                                const std::string& key_file) {
   check_readable("--tls-cert", cert_file);
   check_readable("--tls-key", key_file);
+  check_private("--tls-key", key_file);
   auto ctx = std::make_unique<ssl::context>(ssl::context::tls_server);
   ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                    ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
                    ssl::context::single_dh_use);
   // The options above leave the floor to the build; say it outright.
   SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  if (SSL_CTX_set_cipher_list(ctx->native_handle(), kTls12Ciphers) != 1 ||
+      SSL_CTX_set_ciphersuites(ctx->native_handle(), kTls13Suites) != 1) {
+    ERR_clear_error();
+    throw std::runtime_error("this OpenSSL offers none of the TLS 1.2/1.3 AEAD cipher suites");
+  }
   boost::system::error_code ec;
   ERR_clear_error();
   ctx->use_certificate_chain_file(cert_file, ec);

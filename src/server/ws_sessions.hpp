@@ -5,6 +5,59 @@
 
 namespace dnnlab::server {
 
+// The stream under a WebSocket session: it first yields the bytes the HTTP
+// parser read past the upgrade request, then reads its socket. A client may
+// send its first frame (a hello, {"after": ID}) in the same segment as the
+// handshake; without this those bytes were dropped and the hello unanswered.
+template <class Next>
+class ReadAheadStream {
+ public:
+  using next_layer_type = Next;
+  using executor_type = typename Next::executor_type;
+
+  ReadAheadStream(Next&& next, beast::flat_buffer ahead)
+      : next_(std::move(next)), ahead_(std::move(ahead)) {}
+
+  executor_type get_executor() noexcept { return next_.get_executor(); }
+  Next& next_layer() noexcept { return next_; }
+  const Next& next_layer() const noexcept { return next_; }
+
+  template <class MutableBuffers, class Token>
+  auto async_read_some(const MutableBuffers& buffers, Token&& token) {
+    if (ahead_.size() == 0) return next_.async_read_some(buffers, std::forward<Token>(token));
+    return asio::async_initiate<Token, void(beast::error_code, std::size_t)>(
+        [this](auto handler, const MutableBuffers& b) {
+          const std::size_t n = asio::buffer_copy(b, ahead_.data());
+          ahead_.consume(n);
+          // Completes later, never inside the initiating call (asio's rule).
+          asio::post(next_.get_executor(),
+                     beast::bind_front_handler(std::move(handler), beast::error_code{}, n));
+        },
+        token, buffers);
+  }
+
+  template <class ConstBuffers, class Token>
+  auto async_write_some(const ConstBuffers& buffers, Token&& token) {
+    return next_.async_write_some(buffers, std::forward<Token>(token));
+  }
+
+ private:
+  Next next_;
+  beast::flat_buffer ahead_;
+};
+
+// The WebSocket closing handshake's teardown is the wrapped stream's.
+template <class Next>
+void teardown(beast::role_type role, ReadAheadStream<Next>& s, beast::error_code& ec) {
+  using beast::websocket::teardown;
+  teardown(role, s.next_layer(), ec);
+}
+template <class Next, class Handler>
+void async_teardown(beast::role_type role, ReadAheadStream<Next>& s, Handler&& handler) {
+  using beast::websocket::async_teardown;
+  async_teardown(role, s.next_layer(), std::forward<Handler>(handler));
+}
+
 // One WebSocket client of /api/events: store events (and throughput) as text
 // frames. A client catching up (?after= or {"after": ID}) is fed from the
 // store a page at a time as its socket drains; live events are queued, up to
@@ -14,8 +67,12 @@ class EventSession final : public EventSink,
                            public std::enable_shared_from_this<EventSession<Stream>> {
  public:
   // after >= 0: replay the events after that id first (the URL's ?after=).
-  EventSession(Stream stream, std::shared_ptr<Server::Impl> impl, std::int64_t after)
-      : ws_(std::move(stream)), impl_(std::move(impl)), cursor_(impl_->last_event_id) {
+  EventSession(Stream stream, beast::flat_buffer read_ahead, std::shared_ptr<Server::Impl> impl,
+               std::int64_t after, bool private_fields)
+      : ws_(std::move(stream), std::move(read_ahead)),
+        impl_(std::move(impl)),
+        cursor_(impl_->last_event_id),
+        private_fields_(private_fields) {
     if (after >= 0) {
       cursor_ = after;
       catching_up_ = true;
@@ -26,10 +83,16 @@ class EventSession final : public EventSink,
 
   void run(http::request<http::string_body> req) {
     impl_->event_sessions[this] = this->weak_from_this();
-    ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
+    // A ping at half the idle time; a stream that sends nothing back (no
+    // pong) for the whole of it is closed and its slot freed.
+    auto timeout = websocket::stream_base::timeout::suggested(beast::role_type::server);
+    timeout.idle_timeout = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(impl_->opt.event_idle_seconds));
+    timeout.keep_alive_pings = true;
+    ws_.set_option(timeout);
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, "dnnlab"); }));
-    ws_.read_message_max(64 * 1024);
+    ws_.read_message_max(kMaxEventFrameBytes);
     ws_.async_accept(req, [self = this->shared_from_this()](beast::error_code ec) {
       if (ec) return self->finish();
       self->open_ = true;
@@ -61,6 +124,8 @@ class EventSession final : public EventSink,
     beast::get_lowest_layer(ws_).socket().close(ec);
     finish();
   }
+
+  bool private_fields() const override { return private_fields_; }
 
   ~EventSession() { finish(); }
 
@@ -117,7 +182,7 @@ class EventSession final : public EventSink,
   void next_page() {
     auto events = impl_->store->events_since(cursor_, kEventPage);
     for (const auto& e : events) {
-      std::string frame = Api::event_json(e).dump();
+      std::string frame = Api::event_json(e, private_fields_).dump();
       queued_bytes_ += frame.size();
       out_.push_back(std::move(frame));
       cursor_ = e.id;
@@ -148,13 +213,14 @@ class EventSession final : public EventSink,
                     });
   }
 
-  websocket::stream<Stream> ws_;
+  websocket::stream<ReadAheadStream<Stream>> ws_;
   std::shared_ptr<Server::Impl> impl_;
   std::shared_ptr<ConnectionSlot> slot_;
   beast::flat_buffer in_;
   std::deque<std::string> out_;
   std::size_t queued_bytes_ = 0;
   std::int64_t cursor_;  // the newest event id queued (or skipped as already sent)
+  bool private_fields_;  // the reader holds a token
   bool catching_up_ = false;
   bool open_ = false, writing_ = false, closed_ = false;
 };
@@ -164,8 +230,8 @@ template <class Stream>
 class JoinSession final : public JoinSink,
                           public std::enable_shared_from_this<JoinSession<Stream>> {
  public:
-  JoinSession(Stream stream, std::shared_ptr<Server::Impl> impl)
-      : ws_(std::move(stream)), impl_(std::move(impl)) {}
+  JoinSession(Stream stream, beast::flat_buffer read_ahead, std::shared_ptr<Server::Impl> impl)
+      : ws_(std::move(stream), std::move(read_ahead)), impl_(std::move(impl)) {}
 
   void hold(std::shared_ptr<ConnectionSlot> slot) { slot_ = std::move(slot); }
 
@@ -275,7 +341,7 @@ class JoinSession final : public JoinSink,
     });
   }
 
-  websocket::stream<Stream> ws_;
+  websocket::stream<ReadAheadStream<Stream>> ws_;
   std::shared_ptr<Server::Impl> impl_;
   std::shared_ptr<ConnectionSlot> slot_;
   std::size_t queued_bytes_ = 0;

@@ -282,6 +282,8 @@ TEST(Tls, BadCertificateOrKeyStopsTheStartNamingTheFile) {
   {
     std::ofstream(dir.file("garbage.key")) << "-----BEGIN PRIVATE KEY-----\nnot base64 at all\n";
     std::ofstream(dir.file("garbage.crt")) << "hello\n";
+    std::filesystem::permissions(dir.file("garbage.key"), std::filesystem::perms::owner_read |
+                                                              std::filesystem::perms::owner_write);
   }
   ServerOptions o = tls_options(dir);
 
@@ -311,6 +313,61 @@ TEST(Tls, BadCertificateOrKeyStopsTheStartNamingTheFile) {
   EXPECT_NE(start_error(half).find("--tls-key"), std::string::npos);
 
   EXPECT_EQ(start_error(o), "(started)");
+}
+
+// Issue 24: a private key that group or others may read is refused, as a
+// token file is, naming the flag, the file, its mode and the fix.
+TEST(Tls, KeyReadableByOthersStopsTheStart) {
+  TempDir dir;
+  NEED_CERT(dir, "srv");
+  namespace fs = std::filesystem;
+  const ServerOptions o = tls_options(dir);
+  for (auto [mode, text] : {std::pair{fs::perms(0640), "0640"}, std::pair{fs::perms(0604), "0604"},
+                            std::pair{fs::perms(0660), "0660"}}) {
+    fs::permissions(o.tls_key, mode);
+    const std::string e = start_error(o);
+    EXPECT_NE(e.find("--tls-key " + o.tls_key + " has mode " + text), std::string::npos) << e;
+    EXPECT_NE(e.find("chmod 600"), std::string::npos) << e;
+  }
+  fs::permissions(o.tls_key, fs::perms(0400));
+  EXPECT_EQ(start_error(o), "(started)");
+}
+
+// A TLS 1.2 handshake offering only `ciphers`; empty when it succeeded.
+std::string handshake_with(unsigned short port, const std::string& ciphers) {
+  asio::io_context io;
+  ssl::context ctx(ssl::context::tls_client);
+  SSL_CTX_set_security_level(ctx.native_handle(), 0);  // let the client offer anything
+  SSL_CTX_set_max_proto_version(ctx.native_handle(), TLS1_2_VERSION);
+  if (SSL_CTX_set_cipher_list(ctx.native_handle(), ciphers.c_str()) != 1)
+    return "this OpenSSL knows none of " + ciphers;
+  ctx.set_verify_mode(ssl::verify_none);
+  beast::ssl_stream<beast::tcp_stream> c(io, ctx);
+  beast::get_lowest_layer(c).expires_after(std::chrono::seconds(10));
+  beast::get_lowest_layer(c).connect({asio::ip::make_address("127.0.0.1"), port});
+  beast::error_code ec;
+  c.handshake(ssl::stream_base::client, ec);
+  return ec ? ec.message() : std::string();
+}
+
+// Issue 24: CBC suites with SHA-1 MACs (and RSA key exchange) were offered;
+// only Mozilla's "intermediate" TLS 1.2 suites are now: ECDHE with AES-GCM
+// or ChaCha20-Poly1305. TLS 1.3 is served with its defaults.
+TEST(Tls, OnlyIntermediateCipherSuitesAreOffered) {
+  TempDir dir;
+  NEED_CERT(dir, "srv");  // an ECDSA (P-256) certificate
+  RunningServer s(tls_options(dir));
+  for (const char* old :
+       {"ECDHE-ECDSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA", "ECDHE-ECDSA-AES128-SHA256",
+        "ECDHE-ECDSA-AES256-SHA384", "ECDHE-RSA-AES128-SHA:AES256-SHA:AES128-SHA"})
+    EXPECT_FALSE(handshake_with(s.port(), old).empty()) << old << " was accepted";
+  for (const char* modern : {"ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384",
+                             "ECDHE-ECDSA-CHACHA20-POLY1305"})
+    EXPECT_EQ(handshake_with(s.port(), modern), "") << modern;
+  // TLS 1.3 (the client's defaults).
+  TlsClient c(s.port(), dir.file("srv.crt"));
+  EXPECT_EQ(std::string(SSL_get_version(c.stream.native_handle())), "TLSv1.3");
+  EXPECT_EQ(c.get("/api/stats").result_int(), 200u);
 }
 
 }  // namespace

@@ -88,7 +88,10 @@ export function workersPage() {
       return h('tr', { 'data-id': w.id },
         h('td', { class: 'mono' }, String(w.id)),
         h('td', {}, h('span', { class: `kind kind-${w.kind}` }, w.kind || '—')),
-        h('td', {}, `${w.host ?? '—'}${w.pid ? `:${w.pid}` : ''}`),
+        // host is given to token holders only (docs/security.md).
+        w.host === undefined
+          ? h('td', { class: 'muted', title: 'shown with the write or read token' }, '—')
+          : h('td', {}, `${w.host}${w.pid ? `:${w.pid}` : ''}`),
         h('td', {}, statusBadge(status)),
         h('td', { title: dateTime(w.last_seen) }, relTime(w.last_seen, now)),
         h('td', { class: 'mono' }, w.current_trial ? String(w.current_trial) : '—'),
