@@ -10,6 +10,7 @@
 #include "cli/progress.hpp"
 #include "cli/sweep_cmds.hpp"
 #include "data/dataset.hpp"
+#include "db/backend_url.hpp"
 #include "experiment/coordinator.hpp"
 #include "sweep/sampler.hpp"
 #include "worker/training_run.hpp"
@@ -297,7 +298,8 @@ int rerun(const RerunOptions& o) {
   auto s = store::open_result_store(o.store_url);
   auto t = s->trial(o.trial);
   if (!t)
-    throw UsageError("no trial with id " + std::to_string(o.trial) + " in " + o.store_url +
+    throw UsageError("no trial with id " + std::to_string(o.trial) + " in " +
+                     backend_url::redact(o.store_url) +
                      " (`dnnlab results EXPERIMENT` lists them)");
   if ((t->status != store::TrialStatus::finished && t->status != store::TrialStatus::pruned) ||
       t->metrics.epochs_done < 1)

@@ -25,6 +25,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/sweep_cmds.hpp"
+#include "db/backend_url.hpp"
 #include "worker/worker_loop.hpp"
 
 extern char** environ;
@@ -163,7 +164,7 @@ Command add_worker(CLI::App& app) {
     // nothing done and exit 0: say so instead.
     if (o->experiment > 0 && !store::open_result_store(o->store_url)->experiment(o->experiment))
       throw UsageError("--experiment: no experiment with id " + std::to_string(o->experiment) +
-                       " in " + o->store_url + " (see `dnnlab status`)");
+                       " in " + backend_url::redact(o->store_url) + " (see `dnnlab status`)");
     struct sigaction sa {};
     sa.sa_handler = on_worker_signal;
     sigaction(SIGINT, &sa, nullptr);

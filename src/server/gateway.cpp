@@ -191,8 +191,9 @@ struct Gateway::Impl {
   }
 
   // Whether a result with these final metrics would be among the
-  // experiment's best verify_top_k counted trials by its search metric:
-  // then it changes what a user sees first, and is re-run before it counts.
+  // experiment's best verify_top_k counted trials by its search metric (a
+  // new best, a top-K place): then it changes what a user sees first, and is
+  // re-run before it counts.
   bool would_rank(const Ticket& t, const store::TrialMetrics& m) {
     const sweep::SearchSpec& search = tickets.experiment(t.experiment_id).sweep->search;
     const std::optional<double> v = store::metric(m, search.metric);
@@ -202,15 +203,18 @@ struct Gateway::Impl {
     q.sort_by = search.metric;
     q.descending = maximize;
     q.limit = opt.verify_top_k + 32;
-    int better = 0;
+    int better = 0;  // counted trials at least as good
     for (;; q.offset += q.limit) {
       auto page = store.trials(t.experiment_id, q);
       for (const auto& o : page) {
         if (o.provisional || o.id == t.trial_id ||
             (o.status != store::TrialStatus::finished && o.status != store::TrialStatus::pruned))
           continue;
+        // Ties go to the counted trials (they are ranked; this one would be
+        // shown beside them, never above): on a saturated metric (val_acc
+        // 1.0) the top K fills with ties and the rest need no re-run.
         const std::optional<double> ov = store::metric(o.metrics, search.metric);
-        if (!ov || !(maximize ? *ov > *v : *ov < *v)) return better < opt.verify_top_k;
+        if (!ov || !(maximize ? *ov >= *v : *ov <= *v)) return better < opt.verify_top_k;
         if (++better >= opt.verify_top_k) return false;
       }
       if (static_cast<std::int64_t>(page.size()) < q.limit) return true;
