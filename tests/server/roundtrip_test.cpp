@@ -43,6 +43,30 @@ TEST(RoundTrip, InvalidSweepIs400WithItsLocation) {
 }
 
 #ifdef DNNLAB_SERVER_WITH_COORDINATOR
+// Issue 24: a self-referencing alias segfaulted the server that parsed the
+// submitted sweep (a stranger with the write token could kill it). Now each
+// is a 400 naming where, and the server goes on.
+TEST(RoundTrip, CyclicOrExplodingYamlIs400AndTheServerGoesOn) {
+  TempDir dir;
+  ServerOptions o;
+  o.store_url = "sqlite:" + dir.file("dnnlab.db");
+  RunningServer s(o);
+  std::string laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'k'; ++c)
+    laughs += std::string(1, c) + ": &" + c + " [*" + char(c - 1) + ", *" + char(c - 1) + ", *" +
+              char(c - 1) + ", *" + char(c - 1) + ", *" + char(c - 1) + "]\n";
+  for (const std::string& spec :
+       {std::string("name: x\ntemplate: &t {model: *t}\n"), std::string("a: &x [*x]\n"),
+        std::string(100000, '[') + std::string(100000, ']') + "\n", laughs}) {
+    auto r = s.post("/api/experiments", json{{"spec", spec}, {"name", "bad.yaml"}}.dump(),
+                    s.token());
+    EXPECT_EQ(r.status, 400u) << r.body;
+    EXPECT_NE(r.body.find("bad.yaml:"), std::string::npos) << r.body;
+  }
+  EXPECT_EQ(s.get("/api/experiments").status, 200u);
+  EXPECT_TRUE(parse(s.get("/api/experiments"))["experiments"].empty());
+}
+
 TEST(RoundTrip, SubmitRunResults) {
   TempDir dir;
   ServerOptions o;
