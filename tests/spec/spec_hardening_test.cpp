@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "nn/model.hpp"
 #include "spec/run_spec.hpp"
 
 namespace dnnlab::spec {
@@ -102,6 +103,70 @@ TEST(YamlLimits, ModestNestingAndReuseStillRead) {
           kTrain,
       "reuse.yaml");
   EXPECT_EQ(reuse.model.layers.size(), 3u);
+}
+
+// ---- validation against the shape training feeds --------------------------
+
+// Training feeds Fashion-MNIST as [1, 28, 28] (data::load); validation used
+// to check against [784].
+TEST(DatasetShape, IsTheShapeTrainingFeeds) {
+  nn::Shape sample;
+  int64_t classes = 0;
+  ASSERT_TRUE(dataset_shape("fashion-mnist", &sample, &classes));
+  EXPECT_EQ(sample, (nn::Shape{1, 28, 28}));
+  EXPECT_EQ(classes, 10);
+  ASSERT_TRUE(dataset_shape("synthetic", &sample, &classes));
+  EXPECT_EQ(sample, (nn::Shape{784}));
+}
+
+TEST(DatasetShape, ConvWithoutAnInputShapeIsAccepted) {
+  RunSpec run = parse_run_spec(fashion("    - {conv2d: 4, padding: 1}\n    - relu\n"
+                                       "    - max_pool2d: 2\n    - dense: 10\n"),
+                               "conv.yaml");
+  EXPECT_TRUE(run.model.input.empty());
+  nn::Model m = nn::Model::build(run.model, nn::Shape{1, 28, 28}, 10, 1);
+  EXPECT_EQ(m.num_params(), (4 * 9 + 4) + (4 * 14 * 14 * 10 + 10));
+}
+
+TEST(DatasetShape, ConcatThatTrainingRefusesIsRefusedByValidation) {
+  // [784] ++ [16] validated; training's [1, 28, 28] ++ [16] cannot join.
+  const std::string what = spec_error(
+      fashion("    - dense: 16\n      name: h\n    - concat: null\n      inputs: [input, h]\n"
+              "    - dense: 10\n"),
+      "concat.yaml");
+  EXPECT_EQ(what.rfind("concat.yaml:7:", 0), 0u) << what;
+  EXPECT_NE(what.find("'model.layers[1]'"), std::string::npos) << what;
+  // With the input read flat, it joins: validation and training agree.
+  RunSpec flat = parse_run_spec(
+      "name: h\ndata: {dataset: fashion-mnist, validation: 100}\nmodel:\n  input: [784]\n"
+      "  layers:\n    - dense: 16\n      name: h\n    - concat: null\n      inputs: [input, h]\n"
+      "    - dense: 10\n" +
+          kTrain,
+      "flat.yaml");
+  EXPECT_EQ(nn::Model::build(flat.model, nn::model_input(flat.model, nn::Shape{1, 28, 28}), 10, 1)
+                .output_shape(),
+            (nn::Shape{10}));
+}
+
+TEST(DatasetShape, BatchNormValidatesAsTheModelTrainingBuilds) {
+  // On [784] a first batchnorm has 784 channels; on [1, 28, 28] it has one.
+  const std::string text = fashion("    - batchnorm\n    - dense: 10\n");
+  RunSpec run = parse_run_spec(text, "bn.yaml");
+  nn::Shape sample;
+  ASSERT_TRUE(dataset_shape(run.data.dataset, &sample, nullptr));
+  nn::Model validated = nn::Model::build(run.model, nn::model_input(run.model, sample), 10, 1);
+  nn::Model trained = nn::Model::build(run.model, nn::Shape{1, 28, 28}, 10, 1);
+  EXPECT_EQ(validated.num_params(), trained.num_params());
+  EXPECT_EQ(validated.num_params(), 2 + (784 * 10 + 10));
+}
+
+TEST(DatasetShape, InputOfTheWrongSizeNamesTheDataShape) {
+  const std::string what = spec_error(
+      "name: h\ndata: {dataset: fashion-mnist}\nmodel:\n  input: [1, 28, 27]\n  layers:\n"
+      "    - dense: 10\n" +
+      kTrain);
+  EXPECT_NE(what.find("'model.input'"), std::string::npos) << what;
+  EXPECT_NE(what.find("[1,28,28]"), std::string::npos) << what;
 }
 
 }  // namespace
