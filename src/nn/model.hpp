@@ -42,6 +42,17 @@ namespace dnnlab::nn {
 // SpecError naming `model.input` when the value counts differ.
 Shape model_input(const ModelSpec& spec, const Shape& data_shape);
 
+// Why `name` cannot name a layer, or "" when it can. Unnamed layers are
+// known by their index ("3") and their parameters as "3.dense.weight", and a
+// named layer's as "<name>.weight": a name is a word of letters, digits, '_'
+// and '-' that does not start with a digit (so '1.dense' cannot collide with
+// a generated name), and not `input`.
+std::string layer_name_problem(std::string_view name);
+
+// How many layers back a relative input ("@-N", N >= 1 in decimal digits
+// only) reaches; 0 when `ref` is not of that form ("@-1abc", "@-", "@x").
+int64_t relative_input(std::string_view ref);
+
 class Model {
  public:
   // Builds and initializes the model. `input` is one sample's shape;

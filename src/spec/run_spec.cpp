@@ -299,8 +299,12 @@ constexpr Field<Document> kTopFields[] = {
     {"name",
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, Document& d) {
        d.run.name = r.string(v, p);
-       if (d.run.name.size() > 200 || d.run.name.find_first_of("\n\r\t") != std::string::npos)
-         r.fail(v, p, "a name is one line of at most 200 characters");
+       // The name is the stem of the run's output files (<name>.safetensors).
+       if (d.run.name.size() > 200 || d.run.name.find_first_of("\n\r\t/\\") != std::string::npos ||
+           d.run.name == "." || d.run.name == "..")
+         r.fail(v, p,
+                "a name is one line of at most 200 characters, without '/' or '\\' and other than "
+                "'.' or '..' (it names the output files)");
      },
      [](const Document& d) { return detail::yaml_string(d.run.name); }},
     {"data", [](const YamlReader& r, const YAML::Node& v, const std::string& p,

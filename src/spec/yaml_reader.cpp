@@ -194,7 +194,8 @@ float YamlReader::real(const YAML::Node& n, const std::string& path, const Range
   if (!n.IsScalar() || is_quoted(n)) fail(n, path, "expected a number, got " + describe_node(n));
   if (!parse_exact(numeric_text(n.Scalar()), &v) || !std::isfinite(v))
     fail(n, path, "expected a finite number, got " + describe_node(n));
-  if (!range.contains(v)) fail(n, path, "must be " + range.describe() + ", got " + n.Scalar());
+  if (!range.contains_float(v))
+    fail(n, path, "must be " + range.describe() + ", got " + n.Scalar());
   return v;
 }
 

@@ -33,6 +33,16 @@ struct Range {
   bool contains(double v) const {
     return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
   }
+  // For a value read as a float: a closed bound is compared as the float
+  // nearest to it, which is what its own text reads as, so `dropout: 0.999`
+  // meets the bound 0.999 (as doubles, 0.999f is above 0.999).
+  bool contains_float(float v) const {
+    return (lo_open ? v > lo : v >= as_float(lo)) && (hi_open ? v < hi : v <= as_float(hi));
+  }
+  // A bound as the float nearest to it (beyond float's range: itself).
+  static double as_float(double b) {
+    return b >= -3.4e38 && b <= 3.4e38 ? static_cast<double>(static_cast<float>(b)) : b;
+  }
   std::string describe() const;  // "> 0", "in [0, 1)", ">= 1"
 };
 

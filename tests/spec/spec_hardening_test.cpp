@@ -169,5 +169,83 @@ TEST(DatasetShape, InputOfTheWrongSizeNamesTheDataShape) {
   EXPECT_NE(what.find("[1,28,28]"), std::string::npos) << what;
 }
 
+// ---- bounds, names, references ---------------------------------------------
+
+TEST(FloatBounds, InclusiveBoundsAcceptTheirOwnValue) {
+  // dropout's rate is in [0, 0.999] and batchnorm's eps in [1e-12, 1]: read
+  // as floats, 0.999 and 1e-12 used to compare above / below the doubles.
+  EXPECT_EQ(spec_error(fashion("    - dropout: 0.999\n    - dense: 10\n")), "accepted");
+  EXPECT_EQ(spec_error(fashion("    - {batchnorm: null, eps: 1e-12}\n    - dense: 10\n")),
+            "accepted");
+  EXPECT_EQ(spec_error(fashion("    - {batchnorm: null, eps: 1}\n    - dense: 10\n")), "accepted");
+  // Past the bound is still refused, and open bounds stay open.
+  EXPECT_NE(spec_error(fashion("    - dropout: 0.9991\n    - dense: 10\n")).find("in [0, 0.999]"),
+            std::string::npos);
+  EXPECT_NE(spec_error(fashion("    - {batchnorm: null, eps: 0.9e-12}\n    - dense: 10\n"))
+                .find("'model.layers[0].eps'"),
+            std::string::npos);
+  const std::string momentum =
+      spec_error("model:\n  layers: [{dense: 10}]\ntrain: {optimizer: {type: sgd, momentum: 1}}\n");
+  EXPECT_NE(momentum.find("train.optimizer.momentum"), std::string::npos) << momentum;
+}
+
+TEST(LayerNames, NameThatCollidesWithGeneratedNamesIsRefused) {
+  // Layer 1 (a dense) is "1" and its weight "1.dense.weight": a layer named
+  // "1.dense" gave a second "1.dense.weight", refused only when the weights
+  // were written after training.
+  for (const char* name : {"1.dense", "1", "a.b", "x y"}) {
+    const std::string what =
+        spec_error(fashion("    - dense: 16\n    - dense: 16\n    - dense: 10\n"
+                           "      name: \"" +
+                           std::string(name) + "\"\n"),
+                   "names.yaml");
+    EXPECT_EQ(what.rfind("names.yaml:8:", 0), 0u) << name << ": " << what;
+    EXPECT_NE(what.find("'model.layers[2].name'"), std::string::npos) << name << ": " << what;
+  }
+  EXPECT_EQ(spec_error(fashion("    - dense: 16\n      name: hidden_1\n    - dense: 10\n")),
+            "accepted");
+}
+
+TEST(LayerNames, RelativeInputMustBeAllDigits) {
+  for (const char* ref : {"@-1abc", "@-", "@x", "@-0", "@--1", "@-1.5"}) {
+    const std::string what =
+        spec_error(fashion("    - dense: 16\n    - dense: 16\n      inputs: \"" + std::string(ref) +
+                           "\"\n    - dense: 10\n"),
+                   "ref.yaml");
+    EXPECT_EQ(what.rfind("ref.yaml:7:", 0), 0u) << ref << ": " << what;
+    EXPECT_NE(what.find("'model.layers[1].inputs'"), std::string::npos) << ref << ": " << what;
+    EXPECT_NE(what.find("not a relative input"), std::string::npos) << ref << ": " << what;
+  }
+  EXPECT_EQ(spec_error(fashion("    - dense: 16\n    - dense: 16\n      inputs: \"@-2\"\n"
+                               "    - dense: 10\n")),
+            "accepted");
+}
+
+TEST(LayerNames, TheNnCoreRefusesThemToo) {
+  // Specs from the wasm and gateway codecs reach Model::build without the
+  // YAML reader.
+  nn::ModelSpec m;
+  nn::LayerSpec a;
+  a.type = "dense";
+  a.attrs.num["units"] = 10;
+  a.inputs = {"@-1abc"};
+  m.layers = {a};
+  EXPECT_THROW(nn::Model::validate(m, nn::Shape{4}, 10), SpecError);
+  m.layers[0].inputs.clear();
+  m.layers[0].name = "0.dense";
+  EXPECT_THROW(nn::Model::validate(m, nn::Shape{4}, 10), SpecError);
+  m.layers[0].name = "out";
+  EXPECT_NO_THROW(nn::Model::validate(m, nn::Shape{4}, 10));
+}
+
+TEST(RunName, NameThatLeavesTheOutputDirectoryIsRefused) {
+  for (const char* name : {"../escaped", "a/b", "..", "c\\\\d"}) {
+    const std::string what = spec_error("name: \"" + std::string(name) + "\"\n" +
+                                        fashion("    - dense: 10\n").substr(8));
+    EXPECT_NE(what.find("'name'"), std::string::npos) << name << ": " << what;
+    EXPECT_NE(what.find("names the output files"), std::string::npos) << name << ": " << what;
+  }
+}
+
 }  // namespace
 }  // namespace dnnlab::spec
