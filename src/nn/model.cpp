@@ -385,6 +385,32 @@ void Model::validate(const ModelSpec& spec, const Shape& input, int64_t num_clas
   build_impl(spec, input, num_classes, 0, false, "");
 }
 
+MemoryEstimate Model::estimate_memory(const ModelSpec& spec, const Shape& input,
+                                      const TrainSpec& train) {
+  const std::unique_ptr<Impl> impl = build_impl(spec, input, 0, 0, false, "");
+  std::vector<NodeFootprint> nodes;
+  for (const Impl::Node& n : impl->nodes) {
+    const Layer& layer = *n.layer;
+    const std::string_view type = layer.type();
+    NodeFootprint f;
+    f.out_per_sample = layer.out_shape().numel();
+    f.params = layer.param_count();
+    if (type == "batchnorm") f.state = f.params;  // a running mean and variance per channel
+    if (type == "dropout" || type == "max_pool2d") f.scratch_per_sample = f.out_per_sample;
+    if (type == "dense") f.scratch_fixed = f.params;  // W^T for the sparse paths
+    if (type == "conv2d") {
+      // One image's unrolled patches, forward and backward.
+      const auto& c = static_cast<const Conv2D&>(layer).config();
+      const Shape& in =
+          n.in[0] == kInputNode ? impl->input : impl->nodes[n.in[0]].layer->out_shape();
+      f.scratch_fixed = 2 * in[0] * c.kernel_h * c.kernel_w * layer.out_shape().numel() /
+                        std::max<int64_t>(1, c.filters);
+    }
+    nodes.push_back(f);
+  }
+  return nn::estimate_memory(nodes, impl->input.numel(), train.batch_size, train.optimizer);
+}
+
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;

@@ -30,6 +30,7 @@
 
 #include "nn/layer.hpp"
 #include "nn/loss.hpp"
+#include "nn/memory.hpp"
 #include "nn/optim.hpp"
 
 namespace dnnlab::nn {
@@ -68,6 +69,10 @@ class Model {
                           int64_t num_classes, uint64_t seed);
   // The same checks as build() without keeping the model.
   static void validate(const ModelSpec& spec, const Shape& input, int64_t num_classes);
+  // What training the model needs in memory (see memory.hpp), from its shapes
+  // only: nothing of the model's size is allocated. Throws as validate().
+  static MemoryEstimate estimate_memory(const ModelSpec& spec, const Shape& input,
+                                        const TrainSpec& train);
 
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
