@@ -273,8 +273,10 @@ SampleShape sample_shape(const LoadOptions& opt) {
   const std::string dir = resolve_dir(opt.name, opt.dir);
   const std::string path = find_file(dir, kFiles[0]);
   if (path.empty()) throw DataError(dir, -1, std::string("no ") + kFiles[0] + "[.gz] in it");
-  const std::vector<int64_t> dims = peek_idx_dims(path);
-  if (dims.empty()) throw DataError(path, 0, "not an IDX file (its header cannot be read)");
+  std::vector<int64_t> dims = peek_idx_dims(path);
+  // Unreadable: the full reader names what is wrong and where (a corrupt
+  // gzip stream, a bad header byte); it fails within the first bytes.
+  if (dims.empty()) dims = read_idx(path).dims;
   if (dims.size() != 3 || dims[1] != kImageSide || dims[2] != kImageSide) {
     std::string got;
     for (size_t i = 1; i < dims.size(); ++i) got += (i > 1 ? "x" : "") + std::to_string(dims[i]);
