@@ -1,6 +1,6 @@
 // Sweep files that used to crash whoever parsed them (issue 24): `dnnlab
 // run`, and `dnnlab serve` on POST /api/experiments, both go through
-// parse_sweep.
+// parse_sweep. And the largest trial's memory, which `dnnlab run` checks.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -48,6 +48,21 @@ TEST(SweepYamlLimits, DeepNestingAndBillionLaughsAreRefused) {
   const std::string laughs = sweep_error(bomb, "laughs.yaml");
   EXPECT_NE(laughs.find("once its aliases are expanded"), std::string::npos) << laughs;
   EXPECT_EQ(laughs.rfind("laughs.yaml:5:", 0), 0u) << laughs;
+}
+
+TEST(SweepMemory, LargestTrialIsTheWidestModelAtTheLargestBatch) {
+  const SweepSpec s = parse_sweep(
+      "name: m\ntemplate:\n  data: {dataset: synthetic, validation: 10}\n"
+      "  model: {layers: [{dense: ${w}}, {dense: 10}]}\n"
+      "  train: {epochs: 1, batch_size: ${b}}\n"
+      "search:\n  method: grid\n  parameters:\n    w: [8, 1000, 16]\n    b: [32, 4096]\n",
+      "m.yaml");
+  const LargestTrial t = largest_trial(s);
+  EXPECT_EQ(t.params["w"], 1000);
+  EXPECT_EQ(t.batch_size, 4096);
+  // 4096 rows of input, dense 1000 and dense 10 outputs and their gradients.
+  EXPECT_GE(t.memory.activations, int64_t{4} * 4096 * (784 + 2 * 1000 + 2 * 10));
+  EXPECT_EQ(t.memory.weights, int64_t{4} * (784 * 1000 + 1000 + 1000 * 10 + 10));
 }
 
 }  // namespace
