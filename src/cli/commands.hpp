@@ -40,6 +40,10 @@ int64_t default_max_memory(int64_t slots);
 // The bytes a --max-memory text stands for, or default_max_memory(slots)
 // when it is empty.
 int64_t max_memory_bytes(const std::string& flag_value, int64_t slots);
+// Where that limit came from, for messages: " per worker (--max-memory)",
+// " (this machine's memory)", " (this machine's memory shared by 4 workers)".
+std::string memory_limit_source(const std::string& flag_value, int64_t slots,
+                                const std::string& slot_word);
 
 // dir/<name><suffix> for an output file named after a run or experiment,
 // refusing names that would leave dir ("../x", "a/b"): UsageError naming

@@ -102,6 +102,13 @@ int64_t max_memory_bytes(const std::string& flag_value, int64_t slots) {
   return *parse_memory_size(flag_value);  // checked by memory_size()
 }
 
+std::string memory_limit_source(const std::string& flag_value, int64_t slots,
+                                const std::string& slot_word) {
+  if (!flag_value.empty()) return " per " + slot_word + " (--max-memory)";
+  if (slots <= 1) return " (this machine's memory)";
+  return " (this machine's memory shared by " + std::to_string(slots) + " " + slot_word + "s)";
+}
+
 std::filesystem::path output_file(const std::filesystem::path& dir, const std::string& name,
                                   const std::string& suffix, const std::string& what) {
   const std::string file = name + suffix;

@@ -62,14 +62,12 @@ void check_memory(const sweep::SweepSpec& sw, const RunOptions& o) {
   const int64_t limit = max_memory_bytes(o.max_memory, o.workers);
   if (t.memory.total() <= limit) return;
   const std::string params = sweep::describe_params(t.params);
-  throw UsageError(
-      "the sweep's largest trial" + (params.empty() ? "" : " (" + params + ")") +
-      " needs an estimated " + nn::format_bytes(t.memory.total()) + " (" +
-      t.memory.describe(t.batch_size) + "), more than the limit of " + nn::format_bytes(limit) +
-      (o.max_memory.empty()
-           ? " (this machine's memory shared by " + std::to_string(o.workers) + " workers)"
-           : " per worker (--max-memory)") +
-      "; narrow the search, use fewer --workers, or raise --max-memory");
+  throw UsageError("the sweep's largest trial" + (params.empty() ? "" : " (" + params + ")") +
+                   " needs an estimated " + nn::format_bytes(t.memory.total()) + " (" +
+                   t.memory.describe(t.batch_size) + "), more than the limit of " +
+                   nn::format_bytes(limit) +
+                   memory_limit_source(o.max_memory, o.workers, "worker") +
+                   "; narrow the search, use fewer --workers, or raise --max-memory");
 }
 
 // Failed trials by reason (the first line of their error), most common first.

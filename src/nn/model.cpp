@@ -403,8 +403,10 @@ MemoryEstimate Model::estimate_memory(const ModelSpec& spec, const Shape& input,
       const auto& c = static_cast<const Conv2D&>(layer).config();
       const Shape& in =
           n.in[0] == kInputNode ? impl->input : impl->nodes[n.in[0]].layer->out_shape();
-      f.scratch_fixed = 2 * in[0] * c.kernel_h * c.kernel_w * layer.out_shape().numel() /
-                        std::max<int64_t>(1, c.filters);
+      const double cols =
+          2.0 * static_cast<double>(in[0]) * c.kernel_h * c.kernel_w *
+          static_cast<double>(layer.out_shape().numel() / std::max<int64_t>(1, c.filters));
+      f.scratch_fixed = cols < 1e18 ? static_cast<int64_t>(cols) : int64_t{1000000000000000000};
     }
     nodes.push_back(f);
   }

@@ -1,4 +1,4 @@
-// `dnnlab train` and `dnnlab run` on the inputs of issue 24: cyclic YAML,
+// `dnnlab train`, `run` and `worker` on the inputs of issue 24: cyclic YAML,
 // models too large for memory, outputs outside --out, unknown kernels, and a
 // sweep whose trials all fail. The checks that must come before any data is
 // read run against a data directory whose files are IDX headers with no
@@ -7,6 +7,8 @@
 
 #include "cli_util.hpp"
 #include "data/dataset.hpp"
+#include "experiment/backends.hpp"
+#include "experiment/coordinator.hpp"
 #include "spec/run_spec.hpp"
 
 namespace dnnlab::cli_test {
@@ -203,6 +205,33 @@ TEST(HardenedRun, CyclicOrTooLargeSweepIsRefusedBeforeAnythingIsStored) {
   EXPECT_NE(m.err.find("limit of 100.0 MiB per worker (--max-memory)"), std::string::npos) << m.err;
   auto s = store::open_result_store(db);
   EXPECT_TRUE(s->experiments().empty());
+}
+
+TEST(HardenedWorker, ExperimentOverTheMemoryLimitIsRefusedBeforeLeasing) {
+  TempDir dir;
+  const std::string db = "sqlite:" + (dir.path / "t.db").string();
+  std::string wide = kSweep;
+  wide.replace(wide.find("w: [8, 16]"), 10, "w: [8, 1000000]");
+  wide.replace(wide.find("batch_size: 32"), 14, "batch_size: 1048576");
+  int64_t exp = 0;
+  {
+    auto b = experiment::open_backends(db, db);
+    exp = experiment::Coordinator::submit(*b.store, *b.queue, wide, "wide.yaml");
+  }
+  Result r = run("worker --experiment " + std::to_string(exp) + " --store " + db);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("largest trial (w=1000000)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(this machine's memory)"), std::string::npos) << r.err;
+  Result two = run("worker --experiment " + std::to_string(exp) + " --slots 2 --store " + db);
+  EXPECT_EQ(two.code, 2) << two.err;
+  EXPECT_NE(two.err.find("(this machine's memory shared by 2 slots)"), std::string::npos)
+      << two.err;
+  Result m = run("worker --experiment " + std::to_string(exp) + " --max-memory 1M --store " + db);
+  EXPECT_EQ(m.code, 2) << m.err;
+  EXPECT_NE(m.err.find("per slot (--max-memory)"), std::string::npos) << m.err;
+  auto s = store::open_result_store(db);
+  for (const auto& t : all_trials(*s, exp))
+    EXPECT_EQ(t.status, store::TrialStatus::queued) << "trial " << t.index;
 }
 
 }  // namespace
