@@ -3,8 +3,11 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 
 namespace dnnlab::server {
 struct ServerOptions;
@@ -24,6 +27,29 @@ struct UsageError : std::invalid_argument {
 // whole number >= 1, got '0'" (CLI11's own say "not in range 0.000000 to 1.797e308").
 CLI::Validator whole_number(int64_t lo, int64_t hi = INT64_MAX);
 CLI::Validator number_in(double lo, double hi);
+
+// Sizes of memory as people write them: "8G", "512MiB", "1.5GB", "4096"
+// (bytes); K, M, G and T count in 1024s. nullopt for anything else.
+std::optional<int64_t> parse_memory_size(std::string_view text);
+CLI::Validator memory_size();
+// Physical memory of this machine, in bytes (0 when unknown).
+int64_t machine_memory();
+// The default of --max-memory: the machine's memory shared by `slots`
+// trials trained at once.
+int64_t default_max_memory(int64_t slots);
+// The bytes a --max-memory text stands for, or default_max_memory(slots)
+// when it is empty.
+int64_t max_memory_bytes(const std::string& flag_value, int64_t slots);
+// Where that limit came from, for messages: " per worker (--max-memory)",
+// " (this machine's memory)", " (this machine's memory shared by 4 workers)".
+std::string memory_limit_source(const std::string& flag_value, int64_t slots,
+                                const std::string& slot_word);
+
+// dir/<name><suffix> for an output file named after a run or experiment,
+// refusing names that would leave dir ("../x", "a/b"): UsageError naming
+// `what` (the field the name came from).
+std::filesystem::path output_file(const std::filesystem::path& dir, const std::string& name,
+                                  const std::string& suffix, const std::string& what);
 
 // The dashboard bundle's directory ($DNNLAB_WEB_DIR, or web/dist of the
 // build tree this binary came from); empty when it was not built.

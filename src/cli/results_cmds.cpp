@@ -257,9 +257,9 @@ int export_csv(const ResultsOptions& o) {
   auto e = s->experiment(exp);
   auto rows = all_trials(*s, exp);
   auto params = param_names(*s, exp);
+  const auto trials_path = output_file(o.out_dir, e->name, "-trials.csv", "the experiment's name");
+  const auto curves_path = output_file(o.out_dir, e->name, "-curves.csv", "the experiment's name");
   std::filesystem::create_directories(o.out_dir);
-  const auto trials_path = std::filesystem::path(o.out_dir) / (e->name + "-trials.csv");
-  const auto curves_path = std::filesystem::path(o.out_dir) / (e->name + "-curves.csv");
   std::ofstream t(trials_path), c(curves_path);
   write_trials_csv(t, rows, params);
   c << "trial_id,index,epoch,train_loss,train_acc,val_loss,val_acc,seconds,lr\n";

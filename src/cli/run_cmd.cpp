@@ -13,6 +13,7 @@
 #include <csignal>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -22,7 +23,9 @@
 #include "db/backend_url.hpp"
 #include "experiment/backends.hpp"
 #include "experiment/coordinator.hpp"
+#include "nn/memory.hpp"
 #include "server/server.hpp"
+#include "sweep/sweep_spec.hpp"
 
 extern char** environ;
 
@@ -45,8 +48,47 @@ struct RunOptions {
   bool quiet = false;
   std::string listen = "127.0.0.1:8080";
   bool no_server = false;
+  std::string max_memory;        // "": this machine's memory / workers
   server::ServerOptions server;  // limits, origins, hosts, private reads
 };
+
+// `dnnlab run`'s exit status when the sweep ended with failed trials (the
+// others' results are kept); docs/errors.md lists every code.
+constexpr int kExitTrialsFailed = 6;
+
+// Refuses a sweep whose largest trial would not fit in the memory one worker
+// may use, before any worker starts (each would fail it, or be killed).
+void check_memory(const sweep::SweepSpec& sw, const RunOptions& o) {
+  const sweep::LargestTrial t = sweep::largest_trial(sw);
+  const int64_t limit = max_memory_bytes(o.max_memory, o.workers);
+  if (t.memory.total() <= limit) return;
+  const std::string params = sweep::describe_params(t.params);
+  throw UsageError("the sweep's largest trial" + (params.empty() ? "" : " (" + params + ")") +
+                   " needs an estimated " + nn::format_bytes(t.memory.total()) + " (" +
+                   t.memory.describe(t.batch_size) + "), more than the limit of " +
+                   nn::format_bytes(limit) +
+                   memory_limit_source(o.max_memory, o.workers, "worker") +
+                   "; narrow the search, use fewer --workers, or raise --max-memory");
+}
+
+// Failed trials by reason (the first line of their error), most common first.
+std::string failure_summary(store::ResultStore& st, int64_t exp) {
+  store::TrialQuery q;
+  q.status = store::TrialStatus::failed;
+  q.limit = 0;
+  std::map<std::string, int64_t> reasons;
+  for (const store::TrialRecord& t : st.trials(exp, q)) {
+    std::string why = t.error.substr(0, t.error.find('\n'));
+    if (why.size() > 300) why = why.substr(0, 300) + "...";
+    ++reasons[why.empty() ? "(no reason recorded)" : why];
+  }
+  std::vector<std::pair<int64_t, std::string>> sorted;
+  for (auto& [why, n] : reasons) sorted.emplace_back(-n, why);
+  std::sort(sorted.begin(), sorted.end());
+  std::string out;
+  for (auto& [n, why] : sorted) out += "  " + std::to_string(-n) + " x " + why + "\n";
+  return out;
+}
 
 // The dashboard and REST API on their own thread (with their own store
 // connection) while this thread coordinates.
@@ -154,6 +196,7 @@ int run_sweep(RunOptions o) {
     o.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   experiment::Backends b = experiment::open_backends(o.broker_url, o.store_url);
   int64_t exp;
+  if (o.resume.empty()) check_memory(sweep::load_sweep(o.sweep_path), o);
   if (!o.resume.empty()) {
     exp = find_experiment(*b.store, o.resume);
     b.store->set_status(exp, store::ExperimentStatus::running);
@@ -240,6 +283,13 @@ int run_sweep(RunOptions o) {
     return 130;
   }
   print_best_table(*b.store, exp, sw.search.metric, sw.search.maximize(), 10);
+  const store::TrialCounts counts = b.store->trial_counts(exp);
+  if (counts.failed > 0) {
+    std::cerr << counts.failed << " of " << counts.total() << " trials failed:\n"
+              << failure_summary(*b.store, exp) << "(`dnnlab results " << exp
+              << " --csv --top 0` shows each trial's error)\n";
+    return kExitTrialsFailed;
+  }
   return 0;
 }
 
@@ -267,6 +317,14 @@ Command add_run(CLI::App& app) {
   c->add_option("--listen", o->listen, "Dashboard and REST API address (a busy port: any free one)")
       ->capture_default_str();
   c->add_flag("--no-server", o->no_server, "Do not serve the dashboard");
+  c->add_option("--max-memory", o->max_memory,
+                "Refuse a sweep whose largest trial needs more memory than this per worker, "
+                "e.g. 4G (default: this machine's memory divided by --workers)")
+      ->check(memory_size());
+  c->footer(
+      "Exit status: 0 every trial finished (or was pruned); 2 bad sweep file or usage, or the "
+      "largest trial is over --max-memory; 6 the sweep ended with failed trials (counted by "
+      "reason on stderr); 130 interrupted (Ctrl-C); 1 any other error. See docs/errors.md.");
   c->add_flag("!--private-reads", o->server.public_reads,
               "Require a token for reads (the dashboard URL printed carries the read token)");
   add_limit_flags(c, o->server);

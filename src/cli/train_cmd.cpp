@@ -1,5 +1,8 @@
 // `dnnlab train SPEC`: train one model, print validation and test accuracy,
 // write weights (.safetensors) and a metrics JSON.
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -8,6 +11,8 @@
 #include "cli/progress.hpp"
 #include "data/dataset.hpp"
 #include "nn/kernels.hpp"
+#include "nn/memory.hpp"
+#include "nn/model.hpp"
 #include "nn/safetensors.hpp"
 #include "spec/run_spec.hpp"
 #include "worker/thread_pool.hpp"
@@ -26,6 +31,8 @@ struct TrainOptions {
   // like the file's own values.
   std::vector<spec::Override> overrides;
   bool quiet = false;
+  bool dry_run = false;
+  std::string max_memory;  // "": the machine's memory
 };
 
 void write_file(const std::filesystem::path& p, const std::string& bytes) {
@@ -34,17 +41,85 @@ void write_file(const std::filesystem::path& p, const std::string& bytes) {
   if (!f) throw std::runtime_error("cannot write " + p.string());
 }
 
+std::string kernel_list() {
+  std::string s = "auto";
+  for (std::string_view k : nn::kernel_targets()) s += ", " + std::string(k);
+  return s;
+}
+
+// Everything train writes, checked before the first step: a run that cannot
+// keep its results should not spend an hour training first.
+struct Outputs {
+  std::filesystem::path weights, metrics;
+};
+
+Outputs plan_outputs(const std::string& out_dir, const std::string& name, bool dry_run) {
+  const std::filesystem::path out(out_dir);
+  Outputs files{output_file(out, name, ".safetensors", "the run's name"),
+                output_file(out, name, ".metrics.json", "the run's name")};
+  for (const auto& p : {files.weights, files.metrics})
+    if (std::filesystem::is_directory(p))
+      throw UsageError("--out: " + p.string() + " is a directory; the run writes a file there");
+  std::error_code ec;
+  if (dry_run) {  // writes nothing: the directory, or where it would be made, must be writable
+    std::filesystem::path at = std::filesystem::absolute(out, ec);
+    while (!std::filesystem::exists(at, ec) && at.has_parent_path() && at != at.parent_path())
+      at = at.parent_path();
+    if (!std::filesystem::is_directory(at, ec) || access(at.c_str(), W_OK) != 0)
+      throw UsageError("--out: cannot create or write " + out.string());
+    return files;
+  }
+  std::filesystem::create_directories(out, ec);
+  if (ec || !std::filesystem::is_directory(out))
+    throw UsageError("--out: cannot create the directory " + out.string() +
+                     (ec ? ": " + ec.message() : ""));
+  const std::filesystem::path probe = out / (".dnnlab-write-test-" + std::to_string(getpid()));
+  if (!std::ofstream(probe)) throw UsageError("--out: cannot write in " + out.string());
+  std::filesystem::remove(probe, ec);
+  return files;
+}
+
 int run_train(const TrainOptions& o) {
   if (!nn::select_kernels(o.kernels))
-    throw std::invalid_argument("--kernels: '" + o.kernels + "' is not available on this CPU");
+    throw UsageError("--kernels: '" + o.kernels +
+                     "' is not a kernel target of this build on this CPU; "
+                     "available: " +
+                     kernel_list());
   nn::RunSpec spec = spec::load_run_spec(o.spec_path, o.overrides);
   // The same bits on any thread count: the kernels split work by shape only.
   worker::ParallelScope threads(o.threads);
   // What is trained, overrides included: `dnnlab train` on this text repeats the run.
   spec.source = spec::to_yaml(spec);
+  const Outputs files = plan_outputs(o.out_dir, spec.name, o.dry_run);
+
+  // The model against the data's real shape (from its header) and its memory
+  // against the limit, before the data is read.
+  const data::LoadOptions load_options = worker::load_options(spec.data, o.data_dir);
+  const data::SampleShape shape = data::sample_shape(load_options);
+  const nn::Shape input = nn::model_input(spec.model, shape.sample);
+  nn::Model::validate(spec.model, input, shape.num_classes);
+  const nn::MemoryEstimate memory = nn::Model::estimate_memory(spec.model, input, spec.train);
+  const int64_t limit = max_memory_bytes(o.max_memory, 1);
+  const std::string limit_text =
+      nn::format_bytes(limit) +
+      (o.max_memory.empty() ? " (this machine's memory)" : " (--max-memory)");
+  if (o.dry_run) {
+    std::printf("%s: input %s, %s\n", spec.name.c_str(), input.str().c_str(),
+                spec.data.dataset.c_str());
+    std::printf("memory estimate: %s\n", memory.describe(spec.train.batch_size).c_str());
+    std::printf("memory limit: %s\n", limit_text.c_str());
+    std::printf("would write %s and %s\n", files.weights.string().c_str(),
+                files.metrics.string().c_str());
+  }
+  if (memory.total() > limit)
+    throw UsageError("the model needs an estimated " + nn::format_bytes(memory.total()) + " (" +
+                     memory.describe(spec.train.batch_size) + "), more than the limit of " +
+                     limit_text +
+                     "; lower train.batch_size or the layer sizes, or raise --max-memory");
+  if (o.dry_run) return 0;
 
   if (!o.quiet) std::cerr << "loading " << spec.data.dataset << " ...\n";
-  data::Dataset data = data::load(worker::load_options(spec.data, o.data_dir));
+  data::Dataset data = data::load(load_options);
   if (!o.quiet)
     std::cerr << spec.name << ": " << data.train.size() << " train / " << data.val.size()
               << " val / " << data.test.size() << " test samples from " << data.dir << ", kernels "
@@ -56,16 +131,13 @@ int run_train(const TrainOptions& o) {
   EpochProgress progress(spec.train.epochs, o.quiet);
   worker::RunResult r = worker::train_run(spec, data, &progress, &model);
 
-  std::filesystem::path out(o.out_dir);
-  std::filesystem::create_directories(out);
   nlohmann::json result = worker::result_json(spec, r, data);
-  write_file(
-      out / (spec.name + ".safetensors"),
-      nn::to_safetensors(model.saved_tensors(), {{"name", spec.name},
-                                                 {"seed", std::to_string(spec.train.seed)},
-                                                 {"build_id", result["provenance"]["build_id"]},
-                                                 {"spec", spec.source}}));
-  write_file(out / (spec.name + ".metrics.json"), result.dump(2) + "\n");
+  write_file(files.weights, nn::to_safetensors(model.saved_tensors(),
+                                               {{"name", spec.name},
+                                                {"seed", std::to_string(spec.train.seed)},
+                                                {"build_id", result["provenance"]["build_id"]},
+                                                {"spec", spec.source}}));
+  write_file(files.metrics, result.dump(2) + "\n");
 
   const std::optional<double> val = r.curve.empty() ? std::nullopt : r.curve.back().val_acc;
   if (val)
@@ -77,8 +149,7 @@ int run_train(const TrainOptions& o) {
   else
     std::printf("test accuracy: none (no test split)\n");
   if (!o.quiet)
-    std::cerr << "wrote " << (out / (spec.name + ".safetensors")).string() << " and "
-              << (out / (spec.name + ".metrics.json")).string() << "\n";
+    std::cerr << "wrote " << files.weights.string() << " and " << files.metrics.string() << "\n";
   return 0;
 }
 
@@ -110,8 +181,16 @@ Command add_train(CLI::App& app) {
                 "Override the optimizer's learning rate (train.optimizer.lr)");
   override_flag("--limit-train", "data.limit_train",
                 "Use only this many training samples (data.limit_train; 0: all)");
-  c->add_option("--kernels", o->kernels, "Kernel target: auto, avx512, avx2, scalar")
+  c->add_option("--kernels", o->kernels,
+                "Kernel target: " + kernel_list() + " (this build, this CPU)")
       ->capture_default_str();
+  c->add_option("--max-memory", o->max_memory,
+                "Refuse a model whose estimated training memory (weights, gradients, optimizer "
+                "state, activations) is above this, e.g. 4G (default: this machine's memory)")
+      ->check(memory_size());
+  c->add_flag("--dry-run", o->dry_run,
+              "Check the spec against the data's shape, print the memory estimate and the "
+              "output files, and stop before loading the data");
   c->add_option("--threads", o->threads,
                 "Threads per batch for the conv kernels (results are identical for any count)")
       ->check(CLI::Range(1, 256))

@@ -26,6 +26,9 @@
 #include "cli/commands.hpp"
 #include "cli/sweep_cmds.hpp"
 #include "db/backend_url.hpp"
+#include "nn/memory.hpp"
+#include "store/result_store.hpp"
+#include "sweep/sweep_spec.hpp"
 #include "worker/worker_loop.hpp"
 
 extern char** environ;
@@ -84,6 +87,20 @@ pid_t spawn_slot(const worker::WorkerOptions& o, int k) {
   if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0)
     throw std::runtime_error("worker --slots: cannot start slot " + std::to_string(k));
   return pid;
+}
+
+// Refuses an experiment whose largest trial needs more than the memory one
+// slot may use.
+void check_memory(const store::ExperimentRecord& e, const std::string& max_memory, int64_t slots) {
+  const sweep::LargestTrial t = sweep::largest_trial(sweep::parse_sweep(e.spec_text, e.spec_path));
+  const int64_t limit = max_memory_bytes(max_memory, slots);
+  if (t.memory.total() <= limit) return;
+  const std::string params = sweep::describe_params(t.params);
+  throw UsageError("experiment " + std::to_string(e.id) + "'s largest trial" +
+                   (params.empty() ? "" : " (" + params + ")") + " needs an estimated " +
+                   nn::format_bytes(t.memory.total()) + " (" + t.memory.describe(t.batch_size) +
+                   "), more than the limit of " + nn::format_bytes(limit) +
+                   memory_limit_source(max_memory, slots, "slot"));
 }
 
 // Supervises `slots` one-slot workers until all have exited; 0 when each
@@ -152,19 +169,31 @@ Command add_worker(CLI::App& app) {
   c->add_option("--idle-exit", o->idle_exit_seconds, "Exit after this many idle seconds (0: never)")
       ->check(number_in(0, 1e9));
   c->add_flag("-v,--verbose", o->verbose, "Log each trial");
+  auto max_memory = std::make_shared<std::string>();
+  c->add_option("--max-memory", *max_memory,
+                "With --experiment: refuse (exit 2) when its largest trial needs more memory than "
+                "this per slot, e.g. 4G (default: this machine's memory divided by --slots)")
+      ->check(memory_size());
   auto parent = std::make_shared<int64_t>(0);
   c->add_option("--exit-with-parent", *parent,
                 "Stop (giving the trial back) when process PID exits")
       ->check(whole_number(1, INT32_MAX))
       ->group("");  // set by `dnnlab run` and `--slots` for the workers they start
-  return [o, parent, slots] {
+  return [o, parent, slots, max_memory] {
     if (o->broker_url.empty()) o->broker_url = o->store_url;
     o->broker_url = with_default_prefetch(o->broker_url);
-    // A worker for an experiment that does not exist would end at once with
-    // nothing done and exit 0: say so instead.
-    if (o->experiment > 0 && !store::open_result_store(o->store_url)->experiment(o->experiment))
-      throw UsageError("--experiment: no experiment with id " + std::to_string(o->experiment) +
-                       " in " + backend_url::redact(o->store_url) + " (see `dnnlab status`)");
+    if (o->experiment > 0) {
+      // A worker for an experiment that does not exist would end at once with
+      // nothing done and exit 0: say so instead.
+      const auto e = store::open_result_store(o->store_url)->experiment(o->experiment);
+      if (!e)
+        throw UsageError("--experiment: no experiment with id " + std::to_string(o->experiment) +
+                         " in " + backend_url::redact(o->store_url) + " (see `dnnlab status`)");
+      // Trials too large for this host would fail one by one (or be killed
+      // by the OOM killer, and come back): refuse them here, before leasing.
+      // A process started by `run` or `--slots` was checked by its parent.
+      if (*parent == 0) check_memory(*e, *max_memory, *slots);
+    }
     struct sigaction sa {};
     sa.sa_handler = on_worker_signal;
     sigaction(SIGINT, &sa, nullptr);

@@ -267,6 +267,24 @@ Dataset synthetic(const LoadOptions& opt) {
 
 }  // namespace
 
+SampleShape sample_shape(const LoadOptions& opt) {
+  if (opt.name == "synthetic") return {nn::Shape{784}, 10};
+  const DatasetInfo& info = dataset_info(opt.name);
+  const std::string dir = resolve_dir(opt.name, opt.dir);
+  const std::string path = find_file(dir, kFiles[0]);
+  if (path.empty()) throw DataError(dir, -1, std::string("no ") + kFiles[0] + "[.gz] in it");
+  std::vector<int64_t> dims = peek_idx_dims(path);
+  // Unreadable: the full reader names what is wrong and where (a corrupt
+  // gzip stream, a bad header byte); it fails within the first bytes.
+  if (dims.empty()) dims = read_idx(path).dims;
+  if (dims.size() != 3 || dims[1] != kImageSide || dims[2] != kImageSide) {
+    std::string got;
+    for (size_t i = 1; i < dims.size(); ++i) got += (i > 1 ? "x" : "") + std::to_string(dims[i]);
+    throw DataError(path, 8, opt.name + " images must be 28x28, found " + got);
+  }
+  return {nn::Shape{1, dims[1], dims[2]}, static_cast<int>(info.class_names.size())};
+}
+
 Dataset load(const LoadOptions& opt) {
   if (opt.name == "synthetic") return synthetic(opt);
   const DatasetInfo& info = dataset_info(opt.name);

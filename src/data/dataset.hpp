@@ -65,6 +65,18 @@ struct LoadOptions {
 // (apt-get install dataset-<name>, --data, DNNLAB_DATA_DIR).
 std::string resolve_dir(const std::string& name, const std::string& override_dir);
 
+// One sample's shape and the number of classes, as load() would give them,
+// from the train images' IDX header alone (a few bytes; nothing else is read
+// or inflated): {1, 28, 28} and 10 for the MNIST sets, {784} and 10 for
+// "synthetic". Lets a command check a model against the data (and size its
+// memory) before loading it. Throws DataError as load() would for a missing
+// file or images that are not 28x28.
+struct SampleShape {
+  nn::Shape sample;
+  int num_classes = 0;
+};
+SampleShape sample_shape(const LoadOptions& opt);
+
 // Reads, checks, splits and normalizes. Throws DataError for missing or bad
 // files and for options that do not fit the data (validation >= train size).
 // The train split keeps the shuffled order; limit_train keeps its first

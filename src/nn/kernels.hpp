@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace dnnlab::nn {
 
@@ -143,5 +144,8 @@ const Kernels& reference_kernels();
 // Forces a target by name ("scalar", "avx2", "avx512", "auto"); returns false
 // if it is unknown or unsupported here. For tests and benchmarks.
 bool select_kernels(std::string_view name);
+// The targets select_kernels() accepts in this build on this CPU, best
+// first, "auto" not included: {"avx512", "avx2", "scalar"} on a Zen 4.
+std::vector<std::string_view> kernel_targets();
 
 }  // namespace dnnlab::nn

@@ -4,6 +4,7 @@
 #include "nn/model.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -122,10 +123,15 @@ std::unique_ptr<Model::Impl> build_impl(const ModelSpec& spec, const Shape& inpu
           ins[i].push_back(kInputNode);
           continue;
         }
-        if (nm.size() > 2 && nm[0] == '@' && nm[1] == '-') {  // "@-N": N layers back
-          const long back = std::strtol(nm.c_str() + 2, nullptr, 10);
-          const long at = static_cast<long>(i) - back;
-          if (back < 1 || at < -1)
+        if (!nm.empty() && nm[0] == '@') {  // "@-N": N layers back
+          const int64_t back = relative_input(nm);
+          if (back < 1)
+            throw SpecError(ls.where, "inputs",
+                            "'" + nm +
+                                "' is not a relative input: write \"@-N\" for the layer N "
+                                "places back (N a whole number >= 1)");
+          const int64_t at = static_cast<int64_t>(i) - back;
+          if (at < -1)
             throw SpecError(
                 ls.where, "inputs",
                 "'" + nm + "' reaches before the model's input (layer " + std::to_string(i) + ")");
@@ -143,6 +149,8 @@ std::unique_ptr<Model::Impl> build_impl(const ModelSpec& spec, const Shape& inpu
     for (int p : ins[i])
       if (p >= 0) ++consumers[p];
     if (!ls.name.empty()) {
+      if (const std::string problem = layer_name_problem(ls.name); !problem.empty())
+        throw SpecError(ls.where, "name", problem);
       if (ls.name == kModelInput || names.count(ls.name))
         throw SpecError(ls.where, "name", "the name '" + ls.name + "' is already taken");
       names[ls.name] = static_cast<int>(i);
@@ -322,6 +330,33 @@ void Model::Impl::run_backward(int last, const TensorView& x0) {
   }
 }
 
+std::string layer_name_problem(std::string_view name) {
+  const std::string quoted = "'" + std::string(name) + "'";
+  if (name.empty() || name.size() > 100)
+    return "a layer's name is 1 to 100 characters, got " + std::to_string(name.size());
+  if (name == kModelInput) return "`input` names the model's input, not a layer";
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'))
+      return "the name " + quoted +
+             " has a character other than letters, digits, '_' and '-' (parameters are named "
+             "<layer>.<param>, unnamed layers <index>.<type>, so a name like '1.dense' would "
+             "collide with them)";
+  if (std::isdigit(static_cast<unsigned char>(name[0])))
+    return "the name " + quoted +
+           " starts with a digit; unnamed layers are known by their index, so names may not";
+  return {};
+}
+
+int64_t relative_input(std::string_view ref) {
+  if (ref.size() < 3 || ref.size() > 12 || ref[0] != '@' || ref[1] != '-') return 0;
+  int64_t back = 0;
+  for (char c : ref.substr(2)) {
+    if (c < '0' || c > '9') return 0;
+    back = back * 10 + (c - '0');
+  }
+  return back;
+}
+
 Shape model_input(const ModelSpec& spec, const Shape& data_shape) {
   if (spec.input.empty()) return data_shape;
   if (spec.input.size() >= static_cast<size_t>(kMaxRank))
@@ -348,6 +383,34 @@ Model Model::build_part(const ModelSpec& spec, std::string_view part, const Shap
 
 void Model::validate(const ModelSpec& spec, const Shape& input, int64_t num_classes) {
   build_impl(spec, input, num_classes, 0, false, "");
+}
+
+MemoryEstimate Model::estimate_memory(const ModelSpec& spec, const Shape& input,
+                                      const TrainSpec& train) {
+  const std::unique_ptr<Impl> impl = build_impl(spec, input, 0, 0, false, "");
+  std::vector<NodeFootprint> nodes;
+  for (const Impl::Node& n : impl->nodes) {
+    const Layer& layer = *n.layer;
+    const std::string_view type = layer.type();
+    NodeFootprint f;
+    f.out_per_sample = layer.out_shape().numel();
+    f.params = layer.param_count();
+    if (type == "batchnorm") f.state = f.params;  // a running mean and variance per channel
+    if (type == "dropout" || type == "max_pool2d") f.scratch_per_sample = f.out_per_sample;
+    if (type == "dense") f.scratch_fixed = f.params;  // W^T for the sparse paths
+    if (type == "conv2d") {
+      // One image's unrolled patches, forward and backward.
+      const auto& c = static_cast<const Conv2D&>(layer).config();
+      const Shape& in =
+          n.in[0] == kInputNode ? impl->input : impl->nodes[n.in[0]].layer->out_shape();
+      const double cols =
+          2.0 * static_cast<double>(in[0]) * c.kernel_h * c.kernel_w *
+          static_cast<double>(layer.out_shape().numel() / std::max<int64_t>(1, c.filters));
+      f.scratch_fixed = cols < 1e18 ? static_cast<int64_t>(cols) : int64_t{1000000000000000000};
+    }
+    nodes.push_back(f);
+  }
+  return nn::estimate_memory(nodes, impl->input.numel(), train.batch_size, train.optimizer);
 }
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -30,6 +30,7 @@
 
 #include "nn/layer.hpp"
 #include "nn/loss.hpp"
+#include "nn/memory.hpp"
 #include "nn/optim.hpp"
 
 namespace dnnlab::nn {
@@ -41,6 +42,17 @@ namespace dnnlab::nn {
 // browser core) goes through this, so they all build the same graph. Throws
 // SpecError naming `model.input` when the value counts differ.
 Shape model_input(const ModelSpec& spec, const Shape& data_shape);
+
+// Why `name` cannot name a layer, or "" when it can. Unnamed layers are
+// known by their index ("3") and their parameters as "3.dense.weight", and a
+// named layer's as "<name>.weight": a name is a word of letters, digits, '_'
+// and '-' that does not start with a digit (so '1.dense' cannot collide with
+// a generated name), and not `input`.
+std::string layer_name_problem(std::string_view name);
+
+// How many layers back a relative input ("@-N", N >= 1 in decimal digits
+// only) reaches; 0 when `ref` is not of that form ("@-1abc", "@-", "@x").
+int64_t relative_input(std::string_view ref);
 
 class Model {
  public:
@@ -57,6 +69,10 @@ class Model {
                           int64_t num_classes, uint64_t seed);
   // The same checks as build() without keeping the model.
   static void validate(const ModelSpec& spec, const Shape& input, int64_t num_classes);
+  // What training the model needs in memory (see memory.hpp), from its shapes
+  // only: nothing of the model's size is allocated. Throws as validate().
+  static MemoryEstimate estimate_memory(const ModelSpec& spec, const Shape& input,
+                                        const TrainSpec& train);
 
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;

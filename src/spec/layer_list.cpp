@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "nn/model.hpp"
 #include "nn/registry.hpp"
 
 namespace dnnlab::spec::detail {
@@ -133,9 +134,9 @@ class ListReader {
           entry.activation = r_.choice(v, p, "activation", activation_names());
         } else if (k == "name") {
           entry.layer.name = r_.string(v, p);
-          if (entry.layer.name.empty() || entry.layer.name[0] == '@' ||
-              entry.layer.name == nn::kModelInput)
-            r_.fail(v, p, "a layer's name is a word other than `input`");
+          if (const std::string problem = nn::layer_name_problem(entry.layer.name);
+              !problem.empty())
+            r_.fail(v, p, problem);
         } else if (k == "inputs") {
           read_inputs(*info, v, p, entry.layer);
         } else if (const nn::AttrInfo* a = nn::find_attr(*info, k); a && k != info->primary) {
@@ -209,11 +210,19 @@ class ListReader {
 
   void read_inputs(const LayerInfo& info, const YAML::Node& v, const std::string& path,
                    LayerSpec& spec) const {
+    auto one = [&](const YAML::Node& n, const std::string& p) {
+      std::string in = r_.string(n, p);
+      if (in[0] == '@' && nn::relative_input(in) < 1)
+        r_.fail(n, p,
+                "'" + in +
+                    "' is not a relative input: write \"@-N\" for the layer N places "
+                    "back (N a whole number >= 1)");
+      spec.inputs.push_back(std::move(in));
+    };
     if (v.IsScalar()) {
-      spec.inputs = {r_.string(v, path)};
+      one(v, path);
     } else if (v.IsSequence() && v.size() > 0) {
-      for (size_t i = 0; i < v.size(); ++i)
-        spec.inputs.push_back(r_.string(v[i], index_path(path, i)));
+      for (size_t i = 0; i < v.size(); ++i) one(v[i], index_path(path, i));
     } else {
       r_.fail(v, path, "expected a layer name or a list of them, got " + describe_node(v));
     }

@@ -2,6 +2,7 @@
 // then nn::Model::validate for the shapes. The format is in docs/spec.md.
 #include "spec/run_spec.hpp"
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -23,16 +24,26 @@ using detail::YamlReader;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// One sample's shape is the shape training feeds the model (data::load's
+// Dataset::sample_shape: images keep [channels, height, width]), so that a
+// spec is validated as the model it will train. tests/cli checks these
+// against the data files' headers (data::sample_shape).
 struct DatasetInfo {
   std::string_view name;
-  int64_t features;  // one sample, flattened
+  std::array<int64_t, 3> sample;  // one sample's dims, rank of them
+  int rank;
   int64_t classes;
   int64_t train_samples;
+  nn::Shape shape() const {
+    nn::Shape s;
+    for (int i = 0; i < rank; ++i) s[s.rank++] = sample[i];
+    return s;
+  }
 };
 constexpr DatasetInfo kDatasets[] = {
-    {"fashion-mnist", 784, 10, 60000},
-    {"mnist", 784, 10, 60000},
-    {"synthetic", 784, 10, 1000000},  // generated in memory: tests and benchmarks
+    {"fashion-mnist", {1, 28, 28}, 3, 10, 60000},
+    {"mnist", {1, 28, 28}, 3, 10, 60000},
+    {"synthetic", {784, 0, 0}, 1, 10, 1000000},  // generated in memory: tests and benchmarks
 };
 constexpr std::string_view kDatasetNames[] = {"fashion-mnist", "mnist", "synthetic"};
 static_assert(std::size(kDatasetNames) == std::size(kDatasets));
@@ -288,8 +299,12 @@ constexpr Field<Document> kTopFields[] = {
     {"name",
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, Document& d) {
        d.run.name = r.string(v, p);
-       if (d.run.name.size() > 200 || d.run.name.find_first_of("\n\r\t") != std::string::npos)
-         r.fail(v, p, "a name is one line of at most 200 characters");
+       // The name is the stem of the run's output files (<name>.safetensors).
+       if (d.run.name.size() > 200 || d.run.name.find_first_of("\n\r\t/\\") != std::string::npos ||
+           d.run.name == "." || d.run.name == "..")
+         r.fail(v, p,
+                "a name is one line of at most 200 characters, without '/' or '\\' and other than "
+                "'.' or '..' (it names the output files)");
      },
      [](const Document& d) { return detail::yaml_string(d.run.name); }},
     {"data", [](const YamlReader& r, const YAML::Node& v, const std::string& p,
@@ -343,14 +358,14 @@ void check_consistency(const YamlReader& r, const YAML::Node& root, const Docume
            "a model needs at least one layer (add a `layers:` list to `model:`)");
   }
   *classes = data.classes;
-  *input = nn::Shape{data.features};
+  *input = data.shape();
   if (!run.model.input.empty()) {
     nn::Shape s;
     for (int64_t d : run.model.input) s[s.rank++] = d;
-    if (s.numel() != data.features)
+    if (s.numel() != input->numel())
       r.fail(find(root, {"model", "input"}), "model.input",
              "the input " + s.str() + " has " + str(s.numel()) + " values but samples of '" +
-                 run.data.dataset + "' have " + str(data.features));
+                 run.data.dataset + "' are " + input->str() + " (" + str(input->numel()) + ")");
     *input = s;
   }
 
@@ -485,7 +500,7 @@ nn::RunSpec load_run_spec(const std::string& path, std::span<const Override> ove
 bool dataset_shape(const std::string& name, nn::Shape* sample, int64_t* classes) {
   const DatasetInfo* d = find_dataset(name);
   if (!d) return false;
-  if (sample) *sample = nn::Shape{d->features};
+  if (sample) *sample = d->shape();
   if (classes) *classes = d->classes;
   return true;
 }

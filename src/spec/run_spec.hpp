@@ -7,7 +7,7 @@
 //   // shorthands are gone, and each layer knows the file:line:column it came from.
 //   nn::Shape sample;
 //   int64_t classes = 0;
-//   spec::dataset_shape(run.data.dataset, &sample, &classes);     // {784}, 10
+//   spec::dataset_shape(run.data.dataset, &sample, &classes);     // {1, 28, 28}, 10
 //   nn::Model model = nn::Model::build(run.model, sample, classes, run.train.seed);
 //   std::string canonical = spec::to_yaml(run);   // stored beside the results
 //
@@ -56,8 +56,10 @@ nn::RunSpec parse_run_spec(const std::string& text, const std::string& file,
 // or unreadable file is a SpecError naming it.
 nn::RunSpec load_run_spec(const std::string& path, std::span<const Override> overrides = {});
 
-// A known data set's sample shape and number of classes ("fashion-mnist",
-// "mnist" -> {784}, 10). False (outputs untouched) if the name is unknown.
+// A known data set's sample shape, as training feeds it, and number of
+// classes ("fashion-mnist", "mnist" -> {1, 28, 28}, 10; "synthetic" -> {784},
+// 10). Specs are validated against it. False (outputs untouched) if the name
+// is unknown.
 bool dataset_shape(const std::string& name, nn::Shape* sample, int64_t* classes);
 
 // The canonical YAML form of a run: every field written out, runs of equal

@@ -194,7 +194,8 @@ float YamlReader::real(const YAML::Node& n, const std::string& path, const Range
   if (!n.IsScalar() || is_quoted(n)) fail(n, path, "expected a number, got " + describe_node(n));
   if (!parse_exact(numeric_text(n.Scalar()), &v) || !std::isfinite(v))
     fail(n, path, "expected a finite number, got " + describe_node(n));
-  if (!range.contains(v)) fail(n, path, "must be " + range.describe() + ", got " + n.Scalar());
+  if (!range.contains_float(v))
+    fail(n, path, "must be " + range.describe() + ", got " + n.Scalar());
   return v;
 }
 
@@ -244,64 +245,100 @@ std::vector<std::pair<YAML::Node, YAML::Node>> YamlReader::entries(const YAML::N
 
 namespace {
 
-// Counts the nodes the first document stands for, aliases expanded, without
-// building it: each anchor's expanded size is remembered, an alias adds it.
+// Why ExpandedSize stopped the parser, and where.
+struct Refused {
+  YAML::Mark mark;
+  std::string message;
+};
+
+// Walks the first document's events (yaml-cpp's event parser: no tree is
+// built, no alias followed) and measures what the tree would be: its node
+// count and its depth with every alias expanded, each anchor's size and
+// height remembered once its node closes. An alias to a node that is still
+// open is a cycle. Depth and cycles stop the parser at once (throwing
+// Refused) before its own recursion goes deeper; the count saturates at the
+// limit and is judged at the end.
 class ExpandedSize : public YAML::EventHandler {
  public:
-  explicit ExpandedSize(int64_t limit) : limit_(limit) {}
+  ExpandedSize(int64_t limit, int max_depth) : limit_(limit), max_depth_(max_depth) {}
   bool over() const { return over_; }
   YAML::Mark where() const { return where_; }
 
   void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark& m, YAML::anchor_t a) override { leaf(m, a, 1); }
+  void OnNull(const YAML::Mark& m, YAML::anchor_t a) override { leaf(m, a, {1, 1}); }
   void OnAlias(const YAML::Mark& m, YAML::anchor_t a) override {
+    if (std::find(open_anchors_.begin(), open_anchors_.end(), a) != open_anchors_.end())
+      throw Refused{m,
+                    "this alias names a node that contains it (a cycle): the document would be "
+                    "infinitely deep"};
     auto it = sizes_.find(a);
-    leaf(m, 0, it == sizes_.end() ? 1 : it->second);
+    const Size s = it == sizes_.end() ? Size{1, 1} : it->second;
+    if (static_cast<int64_t>(open_.size()) + s.height > max_depth_)
+      throw Refused{m, "this alias nests the document more than " + std::to_string(max_depth_) +
+                           " levels deep once expanded"};
+    leaf(m, 0, s);
   }
   void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t a,
                 const std::string&) override {
-    leaf(m, a, 1);
+    leaf(m, a, {1, 1});
   }
   void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t a,
                        YAML::EmitterStyle::value) override {
-    open_.push_back({m, a, 1});
+    open(m, a);
   }
   void OnSequenceEnd() override { close(); }
   void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t a,
                   YAML::EmitterStyle::value) override {
-    open_.push_back({m, a, 1});
+    open(m, a);
   }
   void OnMapEnd() override { close(); }
 
  private:
+  struct Size {
+    int64_t nodes;
+    int64_t height;  // levels, the node's own included
+  };
   struct Open {
     YAML::Mark mark;
     YAML::anchor_t anchor;
-    int64_t size;
+    Size size;
   };
-  void leaf(const YAML::Mark& m, YAML::anchor_t a, int64_t size) {
+  void open(const YAML::Mark& m, YAML::anchor_t a) {
+    if (static_cast<int64_t>(open_.size()) + 1 > max_depth_)
+      throw Refused{m, "collections nest more than " + std::to_string(max_depth_) + " levels deep"};
+    open_.push_back({m, a, {1, 1}});
+    if (a) open_anchors_.push_back(a);
+  }
+  void leaf(const YAML::Mark& m, YAML::anchor_t a, Size size) {
     if (a) sizes_[a] = size;
     add(m, size);
   }
   void close() {
     Open o = open_.back();
     open_.pop_back();
-    if (o.anchor) sizes_[o.anchor] = o.size;
+    if (o.anchor) {
+      open_anchors_.pop_back();
+      sizes_[o.anchor] = o.size;
+    }
     add(o.mark, o.size);
   }
   // Sizes saturate at the limit, so no sum can overflow.
-  void add(const YAML::Mark& m, int64_t size) {
-    int64_t& into = open_.empty() ? total_ : open_.back().size;
-    into = std::min(limit_ + 1, into + std::min(size, limit_ + 1));
+  void add(const YAML::Mark& m, Size size) {
+    int64_t& into = open_.empty() ? total_ : open_.back().size.nodes;
+    into = std::min(limit_ + 1, into + std::min(size.nodes, limit_ + 1));
+    if (!open_.empty())
+      open_.back().size.height = std::max(open_.back().size.height, size.height + 1);
     if (into > limit_ && !over_) {
       over_ = true;
       where_ = m;
     }
   }
   int64_t limit_, total_ = 0;
+  int max_depth_;
   std::vector<Open> open_;
-  std::unordered_map<YAML::anchor_t, int64_t> sizes_;
+  std::vector<YAML::anchor_t> open_anchors_;  // anchors of open_'s nodes, outermost first
+  std::unordered_map<YAML::anchor_t, Size> sizes_;
   bool over_ = false;
   YAML::Mark where_;
 };
@@ -316,8 +353,12 @@ YAML::Node YamlReader::load(const std::string& text) const {
   try {
     std::istringstream in(text);
     YAML::Parser parser(in);
-    ExpandedSize count(kMaxYamlNodes);
-    parser.HandleNextDocument(count);
+    ExpandedSize count(kMaxYamlNodes, kMaxYamlDepth);
+    try {
+      parser.HandleNextDocument(count);
+    } catch (const Refused& r) {
+      throw SpecError(where(r.mark), "", r.message);
+    }
     if (count.over())
       throw SpecError(where(count.where()), "",
                       "the document stands for more than " + std::to_string(kMaxYamlNodes) +

@@ -20,6 +20,11 @@ namespace dnnlab::spec::detail {
 // strangers over the REST API; a real one is a few KiB and a few hundred nodes.
 inline constexpr size_t kMaxYamlBytes = size_t{1} << 20;
 inline constexpr int64_t kMaxYamlNodes = 100000;
+// How deep collections may nest, aliases expanded: every walk of the tree
+// (ours and yaml-cpp's) recurses once per level, and a 200 KB `[[[[...` is
+// 100,000 levels. The deepest real spec (blocks nested in blocks in a sweep
+// template) is about 20.
+inline constexpr int kMaxYamlDepth = 64;
 
 // A numeric range; open ends exclude their bound (lr is (0, inf)).
 struct Range {
@@ -27,6 +32,16 @@ struct Range {
   bool lo_open = false, hi_open = false;
   bool contains(double v) const {
     return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  }
+  // For a value read as a float: a closed bound is compared as the float
+  // nearest to it, which is what its own text reads as, so `dropout: 0.999`
+  // meets the bound 0.999 (as doubles, 0.999f is above 0.999).
+  bool contains_float(float v) const {
+    return (lo_open ? v > lo : v >= as_float(lo)) && (hi_open ? v < hi : v <= as_float(hi));
+  }
+  // A bound as the float nearest to it (beyond float's range: itself).
+  static double as_float(double b) {
+    return b >= -3.4e38 && b <= 3.4e38 ? static_cast<double>(static_cast<float>(b)) : b;
   }
   std::string describe() const;  // "> 0", "in [0, 1)", ">= 1"
 };
@@ -55,9 +70,12 @@ class YamlReader {
   // One of `valid`; otherwise "unknown <what> 'x'; did you mean ...".
   std::string choice(const YAML::Node& n, const std::string& path, std::string_view what,
                      std::span<const std::string_view> valid) const;
-  // The first document of `text` as a tree, within kMaxYamlBytes and
-  // kMaxYamlNodes (aliases counted as what they expand to); syntax errors and
-  // the limits are SpecErrors at the offending line:column.
+  // The first document of `text` as a tree, within kMaxYamlBytes,
+  // kMaxYamlNodes and kMaxYamlDepth (aliases counted as what they expand to),
+  // and without cycles (`a: &x [*x]`, an alias inside the node it names, would
+  // make every walk of the tree endless). The document is checked as a stream
+  // of events before any tree is built; syntax errors and the limits are
+  // SpecErrors at the offending line:column.
   YAML::Node load(const std::string& text) const;
   // A map (or nothing, which reads as an empty map): its keys as scalars, with
   // duplicates rejected (hashed: linear in the number of keys).

@@ -13,6 +13,8 @@
 #include <optional>
 #include <sstream>
 
+#include "nn/model.hpp"
+#include "spec/run_spec.hpp"
 #include "spec/yaml_reader.hpp"
 #include "sweep/run_template.hpp"
 #include "sweep/sampler.hpp"
@@ -463,6 +465,24 @@ SweepSpec parse_sweep(const std::string& text, const std::string& file) try {
   const std::string unmasked = unmask(message, text), field = unmask(e.field(), text);
   if (unmasked == message && field == e.field()) throw;
   throw SpecError(e.where(), field, unmasked);
+}
+
+LargestTrial largest_trial(const SweepSpec& sweep) {
+  // Every parameter as if it shaped the model: a wide model and a large
+  // batch given by different parameters meet in one trial.
+  SearchSpec all = sweep.search;
+  for (ParamSpec& p : all.parameters) p.in_model = true;
+  LargestTrial largest;
+  for (const nlohmann::json& combo : check_combos(all)) {
+    const nn::RunSpec run = sweep.instantiate(combo);
+    nn::Shape sample;
+    spec::dataset_shape(run.data.dataset, &sample, nullptr);
+    const nn::MemoryEstimate m =
+        nn::Model::estimate_memory(run.model, nn::model_input(run.model, sample), run.train);
+    if (largest.params.is_null() || m.total() > largest.memory.total())
+      largest = {m, combo, run.train.batch_size};
+  }
+  return largest;
 }
 
 SweepSpec load_sweep(const std::string& path) {

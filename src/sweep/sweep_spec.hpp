@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "nn/errors.hpp"
+#include "nn/memory.hpp"
 #include "nn/spec.hpp"
 
 namespace dnnlab::sweep {
@@ -112,6 +113,17 @@ class SweepSpec {
 SweepSpec parse_sweep(const std::string& text, const std::string& file);
 // Reads and parses a sweep file; a missing file is a SpecError naming it.
 SweepSpec load_sweep(const std::string& path);
+
+// The trial of a sweep that needs the most memory to train, among every
+// combination of the parameters' check values (each choice, each range's
+// ends; when there are too many, the ends one parameter at a time): what
+// `dnnlab run` compares with --max-memory before it starts any worker.
+struct LargestTrial {
+  nn::MemoryEstimate memory;
+  nlohmann::json params;  // its parameter values
+  int64_t batch_size = 0;
+};
+LargestTrial largest_trial(const SweepSpec& sweep);
 
 // "depth=4, activation=relu": parameter values as the error messages show them.
 std::string describe_params(const nlohmann::json& params);

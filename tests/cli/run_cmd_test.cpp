@@ -193,7 +193,10 @@ search:
 )");
   const std::string db = "sqlite:" + (dir.path / "t.db").string();
   Result r = run("run -q -w 1 --no-server --store " + db + " " + (dir.path / "nan.yaml").string());
-  ASSERT_EQ(r.code, 0) << r.err;
+  // The sweep goes on to its end, and then says that a trial failed: exit 6.
+  ASSERT_EQ(r.code, 6) << r.err;
+  EXPECT_NE(r.err.find("1 of 2 trials failed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 x loss is"), std::string::npos) << r.err;
   auto s = store::open_result_store(db);
   auto trials = all_trials(*s, s->experiments()[0].id);
   ASSERT_EQ(trials.size(), 2u);

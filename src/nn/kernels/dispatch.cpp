@@ -116,4 +116,11 @@ bool select_kernels(std::string_view name) {
   return false;
 }
 
+std::vector<std::string_view> kernel_targets() {
+  std::vector<std::string_view> names;
+  for (const Kernels* k : kTables)
+    if (supported(*k)) names.push_back(k->name);
+  return names;
+}
+
 }  // namespace dnnlab::nn
