@@ -142,12 +142,9 @@ std::string read_file(const std::string& path) {
 }
 
 pid_t spawn_worker(const RunOptions& o, int64_t exp, int n) {
+  // The URLs go in the environment, not on the command line (sweep_cmds.hpp).
   std::vector<std::string> args = {"dnnlab",
                                    "worker",
-                                   "--store",
-                                   o.store_url,
-                                   "--broker",
-                                   o.broker_url,
                                    "--experiment",
                                    std::to_string(exp),
                                    "--lease",
@@ -160,8 +157,10 @@ pid_t spawn_worker(const RunOptions& o, int64_t exp, int n) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  const auto env = worker_environment(o.store_url, o.broker_url, envp);
   pid_t pid = 0;
-  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0)
+  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), envp.data()) != 0)
     throw std::runtime_error("cannot start a worker process");
   return pid;
 }

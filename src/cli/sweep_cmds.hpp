@@ -2,6 +2,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "store/result_store.hpp"
 
@@ -16,5 +17,17 @@ int64_t find_experiment(store::ResultStore& store, const std::string& id_or_name
 // `top` trials when the sweep has no such parameter.
 void print_best_table(store::ResultStore& store, int64_t experiment, const std::string& metric,
                       bool maximize, int top);
+
+// A worker process started by `run` or `worker --slots` gets its store and
+// broker URLs in the environment (DNNLAB_STORE_URL, DNNLAB_BROKER_URL), which
+// only its user can read, not on its command line, which `ps` shows to
+// everyone: the URLs may hold passwords. Returns this process's environment
+// with the two set; `pointers` receives the envp to pass to posix_spawn
+// (valid while the returned strings live).
+inline constexpr const char* kStoreUrlEnv = "DNNLAB_STORE_URL";
+inline constexpr const char* kBrokerUrlEnv = "DNNLAB_BROKER_URL";
+std::vector<std::string> worker_environment(const std::string& store_url,
+                                            const std::string& broker_url,
+                                            std::vector<char*>& pointers);
 
 }  // namespace dnnlab::cli

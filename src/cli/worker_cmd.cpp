@@ -55,6 +55,28 @@ std::string with_default_prefetch(const std::string& url) {
   return url + (q == std::string::npos ? "?" : "&") + "prefetch=2";
 }
 
+}  // namespace
+
+std::vector<std::string> worker_environment(const std::string& store_url,
+                                            const std::string& broker_url,
+                                            std::vector<char*>& pointers) {
+  std::vector<std::string> env;
+  const std::string store_key = std::string(kStoreUrlEnv) + "=";
+  const std::string broker_key = std::string(kBrokerUrlEnv) + "=";
+  for (char** e = environ; *e; ++e) {
+    const std::string_view v(*e);
+    if (v.rfind(store_key, 0) != 0 && v.rfind(broker_key, 0) != 0) env.emplace_back(v);
+  }
+  env.push_back(store_key + store_url);
+  env.push_back(broker_key + broker_url);
+  pointers.clear();
+  for (auto& s : env) pointers.push_back(s.data());
+  pointers.push_back(nullptr);
+  return env;
+}
+
+namespace {
+
 std::string default_worker_id() {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -65,10 +87,6 @@ std::string default_worker_id() {
 pid_t spawn_slot(const worker::WorkerOptions& o, int k) {
   std::vector<std::string> args = {"dnnlab",
                                    "worker",
-                                   "--store",
-                                   o.store_url,
-                                   "--broker",
-                                   o.broker_url,
                                    "--id",
                                    o.worker_id + "-" + std::to_string(k),
                                    "--lease",
@@ -83,8 +101,10 @@ pid_t spawn_slot(const worker::WorkerOptions& o, int k) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  const auto env = worker_environment(o.store_url, o.broker_url, envp);
   pid_t pid = 0;
-  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0)
+  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), envp.data()) != 0)
     throw std::runtime_error("worker --slots: cannot start slot " + std::to_string(k));
   return pid;
 }
@@ -153,10 +173,15 @@ Command add_worker(CLI::App& app) {
   o->store_url = kDefaultDb;
   CLI::App* c =
       app.add_subcommand("worker", "Lease trials from running experiments and train them");
-  c->add_option("--store", o->store_url, "Result store URL (sqlite:PATH, postgres://...)")
+  c->add_option("--store", o->store_url,
+                "Result store URL (sqlite:PATH, postgres://...); or from $DNNLAB_STORE_URL, which "
+                "keeps a password off the command line")
+      ->envname(kStoreUrlEnv)
       ->capture_default_str();
   c->add_option("--broker", o->broker_url,
-                "Task queue URL (sqlite:PATH, amqp[s]://...); default: the store URL");
+                "Task queue URL (sqlite:PATH, amqp[s]://...); default: the store URL; or from "
+                "$DNNLAB_BROKER_URL")
+      ->envname(kBrokerUrlEnv);
   c->add_option("--experiment", o->experiment, "Serve only this experiment (id); exit when it ends")
       ->check(whole_number(1));
   c->add_option("--id", o->worker_id, "Worker id (default: host-pid; slot k adds -k)");

@@ -4,6 +4,12 @@
 // tests/cli/pg/serve_secrets_pg_test.cpp does the same against a PostgreSQL
 // server, where the start succeeds and the start lines are printed.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
 
 #include "cli_util.hpp"
 
@@ -43,6 +49,36 @@ TEST(ServeSecrets, FailedStartsPrintNoPassword) {
         << "no redacted URL in the error of `dnnlab " << c.args << "`:\n"
         << r.out << r.err;
   }
+}
+
+// The store and broker URLs (which may hold passwords) reach a worker slot
+// through its environment, readable by its user only, not its command line,
+// which `ps` shows to everyone.
+TEST(WorkerSecrets, SlotsGetTheUrlsOutsideTheirCommandLine) {
+  TempDir dir;
+  const std::string store = "sqlite:" + (dir.path / "secret-store-name.db").string();
+  const pid_t parent = spawn(dir.path, {"worker", "--slots", "2", "--store", store, "--idle-exit",
+                                        "30", "--id", "secrets-test"});
+  // Find the slot: a process whose command line ends --exit-with-parent PARENT.
+  std::string slot_cmdline, slot_environ;
+  for (int i = 0; i < 200 && slot_cmdline.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string cmd = slurp(e.path() / "cmdline");
+      if (cmd.find(std::string("--exit-with-parent") + '\0' + std::to_string(parent)) ==
+          std::string::npos)
+        continue;
+      slot_cmdline = cmd;
+      slot_environ = slurp(e.path() / "environ");
+    }
+  }
+  kill(parent, SIGTERM);
+  int status = 0;
+  waitpid(parent, &status, 0);
+  ASSERT_FALSE(slot_cmdline.empty()) << "no worker slot of " << parent << " found";
+  EXPECT_EQ(slot_cmdline.find("secret-store-name"), std::string::npos) << slot_cmdline;
+  EXPECT_NE(slot_environ.find("DNNLAB_STORE_URL=" + store), std::string::npos);
+  EXPECT_NE(slot_cmdline.find("secrets-test-"), std::string::npos) << slot_cmdline;
 }
 
 }  // namespace
