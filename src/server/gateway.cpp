@@ -171,6 +171,10 @@ struct Gateway::Impl {
   }
 
   bool expired(const Ticket& t) const { return now() > t.issued_at + opt.ticket_lifetime_seconds; }
+  // How long a client holding a ticket may be silent: its lease, but never
+  // less than three heartbeats (a short --browser-lease must not close
+  // clients between two of them; the gateway renews the queue's lease).
+  double silence_limit() const { return std::max(opt.lease_seconds, 3 * opt.heartbeat_seconds); }
 
   // The client gave its ticket up unfinished: the trial goes back without
   // spending an attempt, and it counts against the client.
@@ -195,6 +199,7 @@ struct Gateway::Impl {
   // new best, a top-K place): then it changes what a user sees first, and is
   // re-run before it counts.
   bool would_rank(const Ticket& t, const store::TrialMetrics& m) {
+    if (opt.verify_top_k <= 0) return false;
     const sweep::SearchSpec& search = tickets.experiment(t.experiment_id).sweep->search;
     const std::optional<double> v = store::metric(m, search.metric);
     if (!v) return false;  // nothing to rank it by
@@ -648,7 +653,7 @@ struct Gateway::Impl {
                          error_reply({kPolicy, "ticket_expired",
                                       "ticket \"" + tid + "\" outlived its lifetime of " +
                                           json(opt.ticket_lifetime_seconds).dump() + " seconds"}));
-      } else if (c.ticket && t - c.ticket->heard_at > opt.lease_seconds) {
+      } else if (c.ticket && t - c.ticket->heard_at > silence_limit()) {
         // Silent past its lease: the gateway gives the ticket back itself
         // (costing the identity and its address, not one of the trial's
         // attempts) instead of letting the queue's lease run out, which
@@ -658,7 +663,7 @@ struct Gateway::Impl {
         abandon(c);
         out.emplace_back(id, error_reply({kPolicy, "ticket_silent",
                                           "ticket \"" + tid + "\": nothing heard for " +
-                                              json(opt.lease_seconds).dump() + " seconds"}));
+                                              json(silence_limit()).dump() + " seconds"}));
       } else if (c.ticket && unix_now() - c.ticket->renewed_at > opt.lease_seconds / 4) {
         // The queue's lease is the gateway's to keep while the client is heard from.
         if (queue.extend(c.ticket->lease, opt.lease_seconds)) c.ticket->renewed_at = unix_now();

@@ -155,7 +155,7 @@ TEST_F(GatewayAttackTest, SilentThrowawayIdentitiesFailNoTrial) {
       EXPECT_TRUE(gw->poll().empty());
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    now += 2;  // the clients' silence passes the lease
+    now += 31;  // the clients' silence passes the limit: three heartbeats (10 s), above the lease
     int closed = 0;
     for (auto& [id, reply] : gw->poll()) {
       ++closed;
