@@ -703,8 +703,6 @@ ApiResponse Api::submit(const Call& c) {
         return json_response(202, {{"id", id}});
       } catch (const SpecError& e) {
         return error_response(400, e.what(), e.field().empty() ? "spec" : e.field());
-      } catch (const NotBuiltError& e) {
-        return error_response(501, e.what());
       }
     };
   };
