@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "server/trial_json.hpp"
 #include "server_fixture.hpp"
 #include "store_backends.hpp"
 
