@@ -1,5 +1,5 @@
 // /api/experiments/{id}/trials (sorted, filtered, paged; run on a reader
-// thread) and /api/trials/{id} (with its curve).
+// thread) and /api/trials/{id} (with its curve), both by the one trial encoder.
 #include <limits>
 
 #include "server/api_internal.hpp"
@@ -83,7 +83,9 @@ ApiResponse Api::get_trial(const Call& c) {
   const std::int64_t id = c.id;
   auto t = store_.trial(id);
   if (!t) return error_response(404, "no trial " + std::to_string(id), "id");
-  return json_response(200, trial_json(*t, true));
+  ApiResponse r;
+  append_trial_json(r.body, *t, /*with_curve=*/true);
+  return r;
 }
 
 }  // namespace dnnlab::server

@@ -1,60 +1,14 @@
-// The trial's JSON encoders (see trial_json.hpp).
+// The trial encoder (see trial_json.hpp): one field list, written straight
+// into a string.
 #include "server/trial_json.hpp"
 
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 namespace dnnlab::server {
 
 using nlohmann::json;
-
-namespace {
-
-json opt(const std::optional<double>& v) {
-  return v ? json(*v) : json(nullptr);
-}
-
-}  // namespace
-
-json trial_json(const store::TrialRecord& t, bool with_curve) {
-  json params = json::parse(t.config_json, nullptr, false);
-  if (params.is_discarded()) params = t.config_json;
-  const auto& m = t.metrics;
-  json j = {{"id", t.id},
-            {"experiment_id", t.experiment_id},
-            {"index", t.index},
-            {"params", std::move(params)},
-            {"seed", std::to_string(t.seed)},  // a string: JSON numbers lose digits past 2^53
-            {"status", store::to_string(t.status)},
-            {"attempt", t.attempt},
-            {"worker", t.worker},
-            {"started_at", opt(t.started_at)},
-            {"finished_at", opt(t.finished_at)},
-            {"train_loss", opt(m.train_loss)},
-            {"train_acc", opt(m.train_acc)},
-            {"val_loss", opt(m.val_loss)},
-            {"val_acc", opt(m.val_acc)},
-            {"test_acc", opt(m.test_acc)},
-            {"epochs_done", m.epochs_done},
-            {"seconds", m.seconds},
-            {"error", t.error},
-            // A browser result no native re-run has agreed with yet: shown, never ranked.
-            {"provisional", t.provisional}};
-  if (with_curve) {
-    j["provenance"] = t.provenance;
-    json curve = json::array();
-    for (const auto& e : t.curve)
-      curve.push_back({{"epoch", e.epoch},
-                       {"train_loss", opt(e.train_loss)},
-                       {"train_acc", opt(e.train_acc)},
-                       {"val_loss", opt(e.val_loss)},
-                       {"val_acc", opt(e.val_acc)},
-                       {"seconds", e.seconds},
-                       {"lr", opt(e.lr)}});
-    j["curve"] = std::move(curve);
-  }
-  return j;
-}
 
 void append_json_string(std::string& out, std::string_view s) {
   for (unsigned char c : s)
@@ -114,9 +68,27 @@ void append_opt(std::string& out, const std::optional<double>& v) {
     out += "null";
 }
 
+void append_epoch(std::string& out, const store::EpochMetrics& e) {
+  out += "{\"epoch\":";
+  append_json_int(out, e.epoch);
+  out += ",\"train_loss\":";
+  append_opt(out, e.train_loss);
+  out += ",\"train_acc\":";
+  append_opt(out, e.train_acc);
+  out += ",\"val_loss\":";
+  append_opt(out, e.val_loss);
+  out += ",\"val_acc\":";
+  append_opt(out, e.val_acc);
+  out += ",\"seconds\":";
+  append_double(out, e.seconds);
+  out += ",\"lr\":";
+  append_opt(out, e.lr);
+  out += '}';
+}
+
 }  // namespace
 
-void append_trial_json(std::string& out, const store::TrialRecord& t) {
+void append_trial_json(std::string& out, const store::TrialRecord& t, bool with_curve) {
   const auto& m = t.metrics;
   out += "{\"id\":";
   append_json_int(out, t.id);
@@ -158,7 +130,19 @@ void append_trial_json(std::string& out, const store::TrialRecord& t) {
   append_double(out, m.seconds);
   out += ",\"error\":";
   append_json_string(out, t.error);
-  out += t.provisional ? ",\"provisional\":true}" : ",\"provisional\":false}";
+  // A browser result no native re-run has agreed with yet: shown, never ranked.
+  out += t.provisional ? ",\"provisional\":true" : ",\"provisional\":false";
+  if (with_curve) {
+    out += ",\"provenance\":";
+    out += t.provenance.dump(-1, ' ', false, json::error_handler_t::replace);
+    out += ",\"curve\":[";
+    for (std::size_t i = 0; i < t.curve.size(); ++i) {
+      if (i) out += ',';
+      append_epoch(out, t.curve[i]);
+    }
+    out += ']';
+  }
+  out += '}';
 }
 
 }  // namespace dnnlab::server
