@@ -83,8 +83,8 @@ class Api {
       ApiConfig config);
 
   // Never throws: every failure is a JSON error response. Routes by one table
-  // (kRoutes in api.cpp): pattern, method, who may call it, the query keys it
-  // takes. GET routes answer HEAD too; other methods get 405 with Allow.
+  // (kRoutes in api.cpp; the handlers in api_<resource>.cpp): pattern, method, who may call it, the
+  // query keys it takes. GET routes answer HEAD too; other methods get 405 with Allow.
   ApiResponse handle(const ApiRequest& request);
 
   // Shared with the WebSocket stream. Without private_fields (a public
@@ -158,10 +158,5 @@ class Api {
   };
   std::map<std::int64_t, CachedCounts> counts_;
 };
-
-nlohmann::json trial_json(const store::TrialRecord& t, bool with_curve);
-// The same object as trial_json(t, false), written straight into `out`: the
-// trial list is the hot path, and building nlohmann trees was most of its time.
-void append_trial_json(std::string& out, const store::TrialRecord& t);
 
 }  // namespace dnnlab::server

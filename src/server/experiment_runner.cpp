@@ -3,14 +3,8 @@
 
 #include <iostream>
 
-#ifdef DNNLAB_SERVER_WITH_COORDINATOR
 #include "db/task_codec.hpp"
 #include "experiment/coordinator.hpp"
-#else
-namespace dnnlab::experiment {
-class Coordinator {};  // not built: the map below stays empty
-}  // namespace dnnlab::experiment
-#endif
 
 namespace dnnlab::server {
 
@@ -22,16 +16,7 @@ ExperimentRunner::ExperimentRunner(store::ResultStore& store, queue::TaskQueue& 
 
 ExperimentRunner::~ExperimentRunner() = default;
 
-bool ExperimentRunner::coordinator_available() const {
-#ifdef DNNLAB_SERVER_WITH_COORDINATOR
-  return true;
-#else
-  return false;
-#endif
-}
-
 void ExperimentRunner::resume_running() {
-#ifdef DNNLAB_SERVER_WITH_COORDINATOR
   if (!run_coordinators_) return;
   for (const auto& e : store_.experiments()) {
     if (e.status != ExperimentStatus::running || adopted_.count(e.id) || coordinators_.count(e.id))
@@ -42,19 +27,14 @@ void ExperimentRunner::resume_running() {
       std::cerr << "dnnlab serve: cannot resume experiment " << e.id << ": " << ex.what() << "\n";
     }
   }
-#endif
 }
 
 std::int64_t ExperimentRunner::submit(const std::string& sweep_text, const std::string& name) {
-#ifdef DNNLAB_SERVER_WITH_COORDINATOR
   std::int64_t id = experiment::Coordinator::submit(store_, queue_, sweep_text, name,
                                                     experiment::SubmitMode::kNew);
   if (run_coordinators_ && !adopted_.count(id))
     coordinators_[id] = std::make_unique<experiment::Coordinator>(store_, queue_, id);
   return id;
-#else
-  throw NotBuiltError("this dnnlab was built without the experiment coordinator");
-#endif
 }
 
 std::shared_ptr<sweep::SweepSpec> ExperimentRunner::parse(const std::string& sweep_text,
@@ -65,22 +45,16 @@ std::shared_ptr<sweep::SweepSpec> ExperimentRunner::parse(const std::string& swe
 std::int64_t ExperimentRunner::submit_parsed(std::shared_ptr<sweep::SweepSpec> sweep,
                                              const std::string& sweep_text,
                                              const std::string& name) {
-#ifdef DNNLAB_SERVER_WITH_COORDINATOR
   std::int64_t id = experiment::Coordinator::create(store_, *sweep, sweep_text, name);
   if (run_coordinators_ && !adopted_.count(id))
     coordinators_[id] = std::make_unique<experiment::Coordinator>(
         store_, queue_, id, std::make_unique<sweep::SweepSpec>(std::move(*sweep)), std::string());
   return id;
-#else
-  (void)sweep, (void)sweep_text, (void)name;
-  throw NotBuiltError("this dnnlab was built without the experiment coordinator");
-#endif
 }
 
 bool ExperimentRunner::cancel(std::int64_t id) {
   auto e = store_.experiment(id);
   if (!e) return false;
-#ifdef DNNLAB_SERVER_WITH_COORDINATOR
   if (auto it = coordinators_.find(id); it != coordinators_.end()) {
     it->second->cancel();
     coordinators_.erase(it);
@@ -88,7 +62,6 @@ bool ExperimentRunner::cancel(std::int64_t id) {
     return true;
   }
   queue_.cancel(db::queue_name(id));
-#endif
   if (e->status == ExperimentStatus::running) {
     store_.cancel_trials(id);
     store_.set_status(id, ExperimentStatus::cancelled);
@@ -103,7 +76,6 @@ void ExperimentRunner::adopt(std::int64_t id) {
 }
 
 void ExperimentRunner::tick() {
-#ifdef DNNLAB_SERVER_WITH_COORDINATOR
   for (auto it = coordinators_.begin(); it != coordinators_.end();) {
     try {
       experiment::Progress p = it->second->tick();
@@ -122,7 +94,6 @@ void ExperimentRunner::tick() {
     }
     ++it;
   }
-#endif
   sample_rate();
 }
 
@@ -152,11 +123,7 @@ std::int64_t ExperimentRunner::queue_depth() {
   std::int64_t depth = 0;
   for (const auto& e : store_.experiments()) {
     if (e.status != ExperimentStatus::running) continue;
-#ifdef DNNLAB_SERVER_WITH_COORDINATOR
     depth += queue_.waiting(db::queue_name(e.id));
-#else
-    depth += store_.trial_counts(e.id).queued;
-#endif
   }
   return depth;
 }

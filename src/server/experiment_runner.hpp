@@ -23,12 +23,6 @@ class Coordinator;
 
 namespace dnnlab::server {
 
-// The submit path is not in this build (no coordinator library).
-class NotBuiltError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 class ExperimentRunner {
  public:
   ExperimentRunner(store::ResultStore& store, queue::TaskQueue& queue, bool run_coordinators);
@@ -56,7 +50,6 @@ class ExperimentRunner {
   double trials_per_second() const { return rate_; }
   // Tasks waiting in the queues of running experiments.
   std::int64_t queue_depth();
-  bool coordinator_available() const;
 
  private:
   void sample_rate();

@@ -1,4 +1,5 @@
-// SHA-256 (FIPS 180-4) of a byte string, as lower-case hex. Used for spec hashes.
+// SHA-256 (FIPS 180-4) of a byte string, as lower-case hex (OpenSSL's EVP).
+// Used for spec hashes and the gateway's content-hashed file names.
 #pragma once
 
 #include <string>

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "server/trial_json.hpp"
 #include "server_fixture.hpp"
 #include "store_backends.hpp"
 
@@ -286,13 +287,15 @@ TEST(ApiPrivateReads, ReadsNeedTheTokenWhenAsked) {
 namespace dnnlab::server::testing {
 namespace {
 
-// The trial list's hand-written JSON must equal the nlohmann-built object.
-TEST(TrialJson, FastWriterMatchesTheReference) {
+// The one trial encoder against what the API sent before it replaced the
+// nlohmann-built trial_json (frozen here, from the build before): the list's
+// rows byte for byte, the detail (with provenance and curve; nlohmann sorted
+// its keys) as the same JSON.
+TEST(TrialJson, EncoderMatchesTheFrozenReference) {
   store::TrialRecord t;
   t.id = 7;
   t.experiment_id = 2;
   t.index = 41;
-  t.config_json = R"({"depth": 3, "act": "relu", "lr": 0.001})";
   t.seed = 18446744073709551615ull;
   t.status = store::TrialStatus::failed;
   t.attempt = 2;
@@ -304,12 +307,36 @@ TEST(TrialJson, FastWriterMatchesTheReference) {
   t.metrics.epochs_done = 3;
   t.metrics.seconds = 12;
   t.error = "bad\nthing\t\x01 — naïve";
-  for (std::string config : {t.config_json, std::string("not json {")}) {
-    t.config_json = config;
-    std::string fast;
-    append_trial_json(fast, t);
-    json parsed = json::parse(fast);
-    EXPECT_EQ(parsed, trial_json(t, false)) << fast;
+  t.provenance = {{"build", "abc123"}, {"kernel", "avx2"}, {"data_sha256", "e3b0"}};
+  for (int ep = 1; ep <= 2; ++ep) {
+    store::EpochMetrics m;
+    m.epoch = ep;
+    m.train_loss = 1.0 / 3 / ep;
+    if (ep == 2) m.val_acc = 0.75;
+    m.seconds = 0.5 * ep;
+    m.lr = ep == 1 ? std::optional<double>(0.1) : std::nullopt;
+    t.curve.push_back(m);
+  }
+  struct Case {
+    std::string config, list, detail;
+  };
+  const Case cases[] = {
+      {R"({"depth": 3, "act": "relu", "lr": 0.001})",
+       R"json({"id":7,"experiment_id":2,"index":41,"params":{"depth": 3, "act": "relu", "lr": 0.001},"seed":"18446744073709551615","status":"failed","attempt":2,"worker":"host \"a\"\\b","started_at":1796221777.1138506,"finished_at":null,"train_loss":2.29999999998953e-05,"train_acc":null,"val_loss":0.30000000000000004,"val_acc":1.0,"test_acc":null,"epochs_done":3,"seconds":12.0,"error":"bad\nthing\t\u0001 — naïve","provisional":false})json",
+       R"json({"attempt":2,"curve":[{"epoch":1,"lr":0.1,"seconds":0.5,"train_acc":null,"train_loss":0.3333333333333333,"val_acc":null,"val_loss":null},{"epoch":2,"lr":null,"seconds":1.0,"train_acc":null,"train_loss":0.16666666666666666,"val_acc":0.75,"val_loss":null}],"epochs_done":3,"error":"bad\nthing\t\u0001 — naïve","experiment_id":2,"finished_at":null,"id":7,"index":41,"params":{"act":"relu","depth":3,"lr":0.001},"provenance":{"build":"abc123","data_sha256":"e3b0","kernel":"avx2"},"provisional":false,"seconds":12.0,"seed":"18446744073709551615","started_at":1796221777.1138506,"status":"failed","test_acc":null,"train_acc":null,"train_loss":2.29999999998953e-05,"val_acc":1.0,"val_loss":0.30000000000000004,"worker":"host \"a\"\\b"})json"},
+      {"not json {",
+       R"json({"id":7,"experiment_id":2,"index":41,"params":"not json {","seed":"18446744073709551615","status":"failed","attempt":2,"worker":"host \"a\"\\b","started_at":1796221777.1138506,"finished_at":null,"train_loss":2.29999999998953e-05,"train_acc":null,"val_loss":0.30000000000000004,"val_acc":1.0,"test_acc":null,"epochs_done":3,"seconds":12.0,"error":"bad\nthing\t\u0001 — naïve","provisional":false})json", R"json({"attempt":2,"curve":[{"epoch":1,"lr":0.1,"seconds":0.5,"train_acc":null,"train_loss":0.3333333333333333,"val_acc":null,"val_loss":null},{"epoch":2,"lr":null,"seconds":1.0,"train_acc":null,"train_loss":0.16666666666666666,"val_acc":0.75,"val_loss":null}],"epochs_done":3,"error":"bad\nthing\t\u0001 — naïve","experiment_id":2,"finished_at":null,"id":7,"index":41,"params":"not json {","provenance":{"build":"abc123","data_sha256":"e3b0","kernel":"avx2"},"provisional":false,"seconds":12.0,"seed":"18446744073709551615","started_at":1796221777.1138506,"status":"failed","test_acc":null,"train_acc":null,"train_loss":2.29999999998953e-05,"val_acc":1.0,"val_loss":0.30000000000000004,"worker":"host \"a\"\\b"})json"},
+  };
+  for (const Case& c : cases) {
+    t.config_json = c.config;
+    std::string row;
+    append_trial_json(row, t);
+    EXPECT_EQ(row, c.list);
+    std::string detail;
+    append_trial_json(detail, t, /*with_curve=*/true);
+    EXPECT_EQ(json::parse(detail), json::parse(c.detail)) << detail;
+    // The detail is the row with provenance and curve appended.
+    EXPECT_EQ(detail.substr(0, row.size() - 1), row.substr(0, row.size() - 1));
   }
 }
 

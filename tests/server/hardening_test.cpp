@@ -375,7 +375,6 @@ TEST(Hardening, ReadTokenReadsButNeverWrites) {
   EXPECT_THROW(Server(io, o), std::invalid_argument);
 }
 
-#ifdef DNNLAB_SERVER_WITH_COORDINATOR
 // A large valid sweep (1 MB, the most a sweep file may be) takes a while to
 // parse; the io thread keeps answering meanwhile: stats come back, again and
 // again, while the submit is still in progress.
@@ -420,7 +419,6 @@ TEST(Hardening, SlowSubmitDoesNotHoldTheIoThread) {
   // started parsing.
   EXPECT_GE(answered_during_submit, 5) << "submit took " << took << " s";
 }
-#endif
 
 }  // namespace
 }  // namespace dnnlab::server::testing

@@ -5,13 +5,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "queue/task_queue.hpp"
-#include "server_fixture.hpp"
-
-#ifdef DNNLAB_SERVER_WITH_COORDINATOR
 #include "db/task_codec.hpp"
 #include "experiment/coordinator.hpp"
-#endif
+#include "queue/task_queue.hpp"
+#include "server_fixture.hpp"
 
 namespace dnnlab::server::testing {
 namespace {
@@ -31,18 +28,13 @@ TEST(RoundTrip, InvalidSweepIs400WithItsLocation) {
   RunningServer s(o);
   json body = {{"spec", "name: x\nsearch:\n  method: sideways\n"}, {"name", "bad.yaml"}};
   auto r = s.post("/api/experiments", body.dump(), s.token());
-#ifdef DNNLAB_SERVER_WITH_COORDINATOR
   ASSERT_EQ(r.status, 400u) << r.body;
   json j = parse(r);
   EXPECT_NE(j["error"].get<std::string>().find("bad.yaml:"), std::string::npos) << r.body;
   EXPECT_TRUE(j.contains("field"));
   EXPECT_TRUE(parse(s.get("/api/experiments"))["experiments"].empty());
-#else
-  EXPECT_EQ(r.status, 501u);
-#endif
 }
 
-#ifdef DNNLAB_SERVER_WITH_COORDINATOR
 // Issue 24: a self-referencing alias segfaulted the server that parsed the
 // submitted sweep (a stranger with the write token could kill it). Now each
 // is a 400 naming where, and the server goes on.
@@ -58,8 +50,8 @@ TEST(RoundTrip, CyclicOrExplodingYamlIs400AndTheServerGoesOn) {
   for (const std::string& spec :
        {std::string("name: x\ntemplate: &t {model: *t}\n"), std::string("a: &x [*x]\n"),
         std::string(100000, '[') + std::string(100000, ']') + "\n", laughs}) {
-    auto r = s.post("/api/experiments", json{{"spec", spec}, {"name", "bad.yaml"}}.dump(),
-                    s.token());
+    auto r =
+        s.post("/api/experiments", json{{"spec", spec}, {"name", "bad.yaml"}}.dump(), s.token());
     EXPECT_EQ(r.status, 400u) << r.body;
     EXPECT_NE(r.body.find("bad.yaml:"), std::string::npos) << r.body;
   }
@@ -151,7 +143,6 @@ TEST(RoundTrip, CancelStopsARunningSweep) {
   EXPECT_EQ(e["counts"]["queued"], 0);
   EXPECT_FALSE(e.contains("planned")) << e.dump();
 }
-#endif
 
 }  // namespace
 }  // namespace dnnlab::server::testing

@@ -1,0 +1,89 @@
+// /api/stats and /metrics (Prometheus text): trial counts over all
+// experiments, throughput, queue depth, workers, request metrics.
+#include <chrono>
+#include <sstream>
+
+#include "server/api_internal.hpp"
+
+namespace dnnlab::server {
+
+using namespace api_detail;
+using nlohmann::json;
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+ApiResponse Api::metrics(const Call&) {
+  ApiResponse resp;
+  resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  resp.body = prometheus();
+  return resp;
+}
+
+ApiResponse Api::get_stats(const Call&) {
+  return json_response(200, stats());
+}
+
+json Api::stats() {
+  store::TrialCounts all;
+  std::int64_t running = 0;
+  for (const auto& e : store_.experiments()) {
+    add(all, counts(e.id));
+    running += e.status == store::ExperimentStatus::running;
+  }
+  std::int64_t active = 0;
+  for (const auto& w : store_.workers()) active += !w.gone;
+  return {{"time", now_seconds()},
+          {"trials_per_second", runner_.trials_per_second()},
+          {"queue_depth", runner_.queue_depth()},
+          {"counts", counts_json(all)},
+          {"experiments_running", running},
+          {"workers_active", active}};
+}
+
+json Api::throughput() {
+  return stats();
+}
+
+bool Api::anything_running() {
+  for (const auto& e : store_.experiments())
+    if (e.status == store::ExperimentStatus::running) return true;
+  return false;
+}
+
+std::string Api::prometheus() {
+  std::ostringstream o;
+  o.precision(9);
+  store::TrialCounts all;
+  for (const auto& e : store_.experiments()) add(all, counts(e.id));
+  o << "# HELP dnnlab_trials Trials by state, over all experiments.\n"
+       "# TYPE dnnlab_trials gauge\n";
+  const std::pair<const char*, std::int64_t> states[] = {
+      {"queued", all.queued}, {"running", all.running}, {"finished", all.finished},
+      {"pruned", all.pruned}, {"failed", all.failed},   {"cancelled", all.cancelled}};
+  for (const auto& [s, n] : states) o << "dnnlab_trials{state=\"" << s << "\"} " << n << "\n";
+  o << "# HELP dnnlab_trials_per_second Trials ended per second, over the last 10 s.\n"
+       "# TYPE dnnlab_trials_per_second gauge\n"
+       "dnnlab_trials_per_second "
+    << runner_.trials_per_second() << "\n";
+  o << "# HELP dnnlab_queue_depth Tasks waiting in the queues of running experiments.\n"
+       "# TYPE dnnlab_queue_depth gauge\n"
+       "dnnlab_queue_depth "
+    << runner_.queue_depth() << "\n";
+  std::int64_t native = 0, browser = 0;
+  for (const auto& w : store_.workers())
+    if (!w.gone) (w.kind == store::WorkerKind::native ? native : browser) += 1;
+  o << "# HELP dnnlab_workers Workers that have not left, by kind.\n"
+       "# TYPE dnnlab_workers gauge\n"
+       "dnnlab_workers{kind=\"native\"} "
+    << native << "\ndnnlab_workers{kind=\"browser\"} " << browser << "\n";
+  o << metrics_.render();
+  return o.str();
+}
+
+}  // namespace dnnlab::server

@@ -1,0 +1,91 @@
+// /api/experiments/{id}/trials (sorted, filtered, paged; run on a reader
+// thread) and /api/trials/{id} (with its curve), both by the one trial encoder.
+#include <limits>
+
+#include "server/api_internal.hpp"
+#include "server/trial_json.hpp"
+
+namespace dnnlab::server {
+
+using namespace api_detail;
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kSortColumns[] = {
+    "id",         "index",     "seed",     "status",  "attempt",  "started_at",  "finished_at",
+    "train_loss", "train_acc", "val_loss", "val_acc", "test_acc", "epochs_done", "seconds"};
+
+}  // namespace
+
+ApiResponse Api::list_trials(const Call& c) {
+  const std::int64_t id = c.id;
+  const auto& query = c.query;
+  store::TrialQuery tq;
+  if (auto it = query.find("sort"); it != query.end()) {
+    bool ok = false;
+    for (auto c : kSortColumns) ok = ok || it->second == c;
+    if (!ok) return error_response(400, "unknown sort column '" + it->second + "'", "sort");
+    tq.sort_by = it->second;
+  }
+  if (auto it = query.find("order"); it != query.end()) {
+    if (it->second != "asc" && it->second != "desc")
+      return error_response(400, "order must be asc or desc, got '" + it->second + "'", "order");
+    tq.descending = it->second == "desc";
+  }
+  if (auto it = query.find("status"); it != query.end()) {
+    try {
+      tq.status = store::parse_trial_status(it->second, "status");
+    } catch (const std::invalid_argument&) {
+      return error_response(400,
+                            "status must be one of queued, running, finished, pruned, failed, "
+                            "cancelled; got '" +
+                                it->second + "'",
+                            "status");
+    }
+  }
+  tq.limit = 100;
+  if (auto it = query.find("limit"); it != query.end())
+    tq.limit = parse_int(it->second, "limit", 1, 1000);
+  if (auto it = query.find("offset"); it != query.end())
+    tq.offset = parse_int(it->second, "offset", 0, std::numeric_limits<std::int64_t>::max() / 2);
+
+  if (!store_.experiment(id))
+    return error_response(404, "no experiment " + std::to_string(id), "id");
+  const store::TrialCounts n = counts(id);
+  const std::int64_t total = tq.status ? count_of(n, *tq.status) : n.total();
+  ApiResponse deferred;
+  deferred.deferred = [id, tq, total](store::ResultStore& st) {
+    const auto trials = st.trials(id, tq);
+    ApiResponse r;
+    r.body.reserve(512 + 450 * trials.size());
+    r.body += "{\"total\":";
+    append_json_int(r.body, total);
+    r.body += ",\"offset\":";
+    append_json_int(r.body, tq.offset);
+    r.body += ",\"limit\":";
+    append_json_int(r.body, tq.limit);
+    r.body += ",\"sort\":";
+    append_json_string(r.body, tq.sort_by);
+    r.body += tq.descending ? ",\"order\":\"desc\"" : ",\"order\":\"asc\"";
+    r.body += ",\"trials\":[";
+    for (std::size_t i = 0; i < trials.size(); ++i) {
+      if (i) r.body.push_back(',');
+      append_trial_json(r.body, trials[i]);
+    }
+    r.body += "]}";
+    return r;
+  };
+  return deferred;
+}
+
+ApiResponse Api::get_trial(const Call& c) {
+  const std::int64_t id = c.id;
+  auto t = store_.trial(id);
+  if (!t) return error_response(404, "no trial " + std::to_string(id), "id");
+  ApiResponse r;
+  append_trial_json(r.body, *t, /*with_curve=*/true);
+  return r;
+}
+
+}  // namespace dnnlab::server
