@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "experiment/build_provenance.hpp"
 #include "nn/errors.hpp"
 #include "server/static_files.hpp"
 #include "server/token.hpp"
@@ -823,7 +824,8 @@ json Api::stats() {
           {"queue_depth", runner_.queue_depth()},
           {"counts", counts_json(all)},
           {"experiments_running", running},
-          {"workers_active", active}};
+          {"workers_active", active},
+          {"build", experiment::build_provenance()}};
 }
 
 json Api::throughput() {
