@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   add(dnnlab::cli::add_rerun(app));
   add(dnnlab::cli::add_serve(app));
   add(dnnlab::cli::add_submit(app));
+  add(dnnlab::cli::add_help_man(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
