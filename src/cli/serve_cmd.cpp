@@ -117,7 +117,9 @@ Command add_serve(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--broker", o->server.broker_url,
                 "Task queue URL (sqlite:PATH, amqp[s]://...); default: the store URL");
-  c->add_option("--web", o->server.web_root, "Dashboard files (default: the built web/dist)");
+  c->add_option("--web", o->server.web_root,
+                "Dashboard files (default: share/dnnlab/web beside the installed binary, or the "
+                "build's web/dist)");
   c->add_option("--token-file", o->server.token_file,
                 "Where the write token is kept (default: dnnlab.token beside the sqlite store)");
   c->add_flag("--private-reads", o->private_reads,

@@ -61,6 +61,12 @@ grep -q '^ExecStart=/usr/bin/dnnlab serve ' /lib/systemd/system/dnnlab.service |
   fail "dnnlab.service does not start /usr/bin/dnnlab"
 grep -q '^EnvironmentFile=-/etc/dnnlab/dnnlab.env$' "/lib/systemd/system/dnnlab-worker@.service" ||
   fail "dnnlab-worker@.service does not read /etc/dnnlab/dnnlab.env"
+# systemd's own check of the units (where systemd is installed; it needs no
+# running systemd): unknown keys, a bad ExecStart.
+if command -v systemd-analyze >/dev/null; then
+  systemd-analyze verify --man=no /lib/systemd/system/dnnlab.service \
+    "/lib/systemd/system/dnnlab-worker@.service" || fail "systemd-analyze verify"
+fi
 
 cd "$tmp"
 /usr/bin/dnnlab serve --listen 127.0.0.1:0 --store "sqlite:$tmp/s.db" >serve.log 2>&1 &
