@@ -74,7 +74,9 @@ std::string man_page(const CLI::App& app, const CLI::App* sub) {
   std::string page;
   if (!sub) {
     page += header("dnnlab");
-    page += ".SH NAME\ndnnlab \\- " + roff(app.get_description()) + "\n";
+    std::string about = app.get_description();  // "dnnlab: train and ..."
+    if (about.rfind("dnnlab: ", 0) == 0) about.erase(0, 8);
+    page += ".SH NAME\ndnnlab \\- " + roff(about) + "\n";
     page +=
         ".SH SYNOPSIS\n\\fBdnnlab\\fR \\fICOMMAND\\fR [\\fIOPTIONS\\fR]\n.br\n"
         "\\fBdnnlab \\-\\-version\\fR\n";
@@ -107,8 +109,12 @@ std::string man_page(const CLI::App& app, const CLI::App* sub) {
   page += ".SH SYNOPSIS\n\\fBdnnlab " + roff(sub->get_name()) + "\\fR [\\fIOPTIONS\\fR]";
   for (const CLI::Option* o : visible_options(*sub))
     if (o->get_positional()) page += " \\fI" + roff(o->get_name(true)) + "\\fR";
-  page += "\n.SH OPTIONS\n";
-  for (const CLI::Option* o : visible_options(*sub)) page += option_entry(*o);
+  page += "\n";
+  std::string arguments, options;
+  for (const CLI::Option* o : visible_options(*sub))
+    (o->get_positional() ? arguments : options) += option_entry(*o);
+  if (!arguments.empty()) page += ".SH ARGUMENTS\n" + arguments;
+  page += ".SH OPTIONS\n" + options;
   if (!sub->get_footer().empty()) page += ".SH NOTES\n" + roff(sub->get_footer()) + "\n";
   page += ".SH SEE ALSO\n\\fBdnnlab\\fR(1)\n";
   return page;
