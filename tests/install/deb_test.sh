@@ -72,7 +72,7 @@ cd "$tmp"
 /usr/bin/dnnlab serve --listen 127.0.0.1:0 --store "sqlite:$tmp/s.db" >serve.log 2>&1 &
 server=$!
 url=""
-for _ in $(seq 100); do
+for _ in $(seq 300); do  # up to 30 s on a loaded machine
   url=$(sed -n 's|^dnnlab serving \(http://127\.0\.0\.1:[0-9]*\)/.*|\1|p' serve.log)
   [[ -n $url ]] && break
   sleep 0.1

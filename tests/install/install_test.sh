@@ -94,7 +94,7 @@ echo "<!-- installed copy -->" >>"$p/share/dnnlab/web/index.html"
 "$dnnlab" serve --listen 127.0.0.1:0 --store sqlite:run.db >serve.log 2>&1 &
 server=$!
 url=""
-for _ in $(seq 100); do
+for _ in $(seq 300); do  # up to 30 s on a loaded machine
   url=$(sed -n 's|^dnnlab serving \(http://127\.0\.0\.1:[0-9]*\)/.*|\1|p' serve.log)
   [[ -n $url ]] && break
   kill -0 "$server" 2>/dev/null || { cat serve.log; fail "dnnlab serve exited"; }
