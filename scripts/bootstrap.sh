@@ -16,6 +16,7 @@ packages=(
   emscripten nodejs npm chromium
   clang-format clang-14 libclang-rt-14-dev libfuzzer-14-dev
   openssl
+  dpkg-dev file lintian curl
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libopenblas-dev python3-torch python3-numpy hyperfine valgrind)

@@ -51,8 +51,9 @@ std::string memory_limit_source(const std::string& flag_value, int64_t slots,
 std::filesystem::path output_file(const std::filesystem::path& dir, const std::string& name,
                                   const std::string& suffix, const std::string& what);
 
-// The dashboard bundle's directory ($DNNLAB_WEB_DIR, or web/dist of the
-// build tree this binary came from); empty when it was not built.
+// The dashboard bundle's directory ($DNNLAB_WEB_DIR, ../share/dnnlab/web
+// beside an installed binary, or web/dist of the build tree this binary came
+// from); empty when it was not built.
 std::string find_web_root();
 
 // The server's limits and who it answers (connections, send queues, Origin,
@@ -70,5 +71,11 @@ Command add_export(CLI::App& app);
 Command add_rerun(CLI::App& app);
 Command add_serve(CLI::App& app);
 Command add_submit(CLI::App& app);
+// Hidden: `dnnlab help-man [SUB] [--outdir DIR] [--bash-completion]`, the man
+// pages and the bash completion written from `app` (man_page.cpp). Add it last.
+Command add_help_man(CLI::App& app);
+// The roff man page of one subcommand, or of dnnlab(1) when `sub` is null.
+std::string man_page(const CLI::App& app, const CLI::App* sub);
+std::string bash_completion(const CLI::App& app);
 
 }  // namespace dnnlab::cli

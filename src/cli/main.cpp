@@ -4,12 +4,18 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "experiment/build_provenance.hpp"
 #include "nn/errors.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"dnnlab: train and sweep neural networks on every core you can reach"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("dnnlab ") + DNNLAB_VERSION);
+  // The same facts as /api/stats' "build" and every trial's provenance.
+  app.set_version_flag("--version", std::function<std::string()>([] {
+                         std::string text = dnnlab::experiment::version_text();
+                         text.pop_back();  // CLI11 ends it with a newline of its own
+                         return text;
+                       }));
   std::vector<std::pair<CLI::App*, dnnlab::cli::Command>> commands;
   auto add = [&](dnnlab::cli::Command cmd) {
     commands.emplace_back(app.get_subcommands({}).back(), cmd);
@@ -23,6 +29,7 @@ int main(int argc, char** argv) {
   add(dnnlab::cli::add_rerun(app));
   add(dnnlab::cli::add_serve(app));
   add(dnnlab::cli::add_submit(app));
+  add(dnnlab::cli::add_help_man(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -12,16 +12,18 @@
 
 namespace dnnlab::cli {
 
-// The dashboard bundle: $DNNLAB_WEB_DIR, else web/dist beside the build tree
-// this binary came from, else the source tree's web/dist.
+// The dashboard bundle: $DNNLAB_WEB_DIR, else ../share/dnnlab/web beside an
+// installed binary (bin/dnnlab, wherever the prefix was moved), else web/dist
+// beside the build tree this binary came from. Only paths relative to the
+// binary: nothing of the build tree is baked in.
 std::string find_web_root() {
   namespace fs = std::filesystem;
   if (const char* env = std::getenv("DNNLAB_WEB_DIR")) return env;
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return {};
-  for (const char* rel :
-       {"../../web/dist", "../web/dist", "../../../../web/dist", "../../../web/dist"})
+  for (const char* rel : {"../share/dnnlab/web", "../../web/dist", "../web/dist",
+                          "../../../../web/dist", "../../../web/dist"})
     if (fs::is_regular_file(exe.parent_path() / rel / "index.html", ec))
       return fs::weakly_canonical(exe.parent_path() / rel, ec).string();
   return {};
@@ -115,7 +117,9 @@ Command add_serve(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--broker", o->server.broker_url,
                 "Task queue URL (sqlite:PATH, amqp[s]://...); default: the store URL");
-  c->add_option("--web", o->server.web_root, "Dashboard files (default: the built web/dist)");
+  c->add_option("--web", o->server.web_root,
+                "Dashboard files (default: share/dnnlab/web beside the installed binary, or the "
+                "build's web/dist)");
   c->add_option("--token-file", o->server.token_file,
                 "Where the write token is kept (default: dnnlab.token beside the sqlite store)");
   c->add_flag("--private-reads", o->private_reads,

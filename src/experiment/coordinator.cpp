@@ -8,19 +8,11 @@
 #include <unordered_set>
 
 #include "db/task_codec.hpp"
-#include "dnnlab/build_info.hpp"
-#include "nn/kernels.hpp"
+#include "experiment/build_provenance.hpp"
 
 namespace dnnlab::experiment {
 
 namespace {
-
-nlohmann::json provenance() {
-  return {{"version", build::kVersion},
-          {"build_id", build::kGitId},
-          {"compiler", build::kCompiler},
-          {"kernel_target", nn::kernels().name}};
-}
 
 constexpr int64_t kBacklog = 2048;
 
@@ -47,7 +39,7 @@ int64_t Coordinator::create(store::ResultStore& store, const sweep::SweepSpec& s
   e.spec_text = text;
   e.spec_path = path;
   e.method = sweep.search.method;
-  e.provenance = provenance();
+  e.provenance = build_provenance();
   return store.create_experiment(e);
 }
 

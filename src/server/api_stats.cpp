@@ -3,6 +3,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "experiment/build_provenance.hpp"
 #include "server/api_internal.hpp"
 
 namespace dnnlab::server {
@@ -43,7 +44,8 @@ json Api::stats() {
           {"queue_depth", runner_.queue_depth()},
           {"counts", counts_json(all)},
           {"experiments_running", running},
-          {"workers_active", active}};
+          {"workers_active", active},
+          {"build", experiment::build_provenance()}};
 }
 
 json Api::throughput() {

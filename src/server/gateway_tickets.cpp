@@ -192,6 +192,7 @@ std::optional<std::pair<Ticket, json>> TicketDesk::issue(const TicketHolder& hol
   }
   json prov = sh->provenance;
   prov["kernel_target"] = holder.kernels;
+  prov.erase("kernel_targets");  // the server's native tables, not the browser's
   if (holder.fma) prov["relaxed_madd_fused"] = *holder.fma;  // the relaxed build's rounding
   prov["worker_kind"] = "browser";
   if (!store_.mark_running(trial->id, attempt, holder.worker_id, prov)) {

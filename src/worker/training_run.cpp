@@ -1,7 +1,6 @@
 #include "worker/training_run.hpp"
 
-#include "dnnlab/build_info.hpp"
-#include "nn/kernels.hpp"
+#include "experiment/build_provenance.hpp"
 
 namespace dnnlab::worker {
 namespace {
@@ -43,10 +42,10 @@ RunResult train_run(const nn::RunSpec& spec, const data::Dataset& data, nn::Trai
 }
 
 nlohmann::json provenance(const data::Dataset& data) {
-  return {{"version", build::kVersion},          {"build_id", build::kGitId},
-          {"compiler", build::kCompiler},        {"build_type", build::kBuildType},
-          {"kernel_target", nn::kernels().name}, {"dataset", data.name},
-          {"dataset_sha256", data.sha256}};
+  nlohmann::json p = experiment::build_provenance();
+  p["dataset"] = data.name;
+  p["dataset_sha256"] = data.sha256;
+  return p;
 }
 
 nlohmann::json result_json(const nn::RunSpec& spec, const RunResult& r, const data::Dataset& data) {

@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "cli_util.hpp"
+#include "dnnlab/build_info.hpp"
+#include "nn/kernels.hpp"
 #include "store/result_store.hpp"
 
 namespace dnnlab::cli_test {
@@ -338,6 +340,22 @@ TEST(CliUsage, EveryUsageErrorExitsTwoWithAReadableMessage) {
   EXPECT_EQ(run("--help").code, 0);
   EXPECT_EQ(run("results --help").code, 0);
   EXPECT_EQ(run("--version").code, 0);
+}
+
+// --version is experiment::version_text(): the facts /api/stats' "build" and
+// every trial's provenance carry (tests/install/install_test.sh compares the
+// three through an installed binary).
+TEST(CliUsage, VersionNamesTheBuildTheCompilerAndTheKernelTargets) {
+  Result r = run("--version");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind(std::string("dnnlab ") + dnnlab::build::kVersion + "\n", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(std::string("\nbuild ") + dnnlab::build::kGitId + " ("), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(std::string("\ncompiler ") + dnnlab::build::kCompiler + "\n"),
+            std::string::npos)
+      << r.out;
+  for (std::string_view t : dnnlab::nn::kernel_targets())
+    EXPECT_NE(r.out.find(std::string(t)), std::string::npos) << t << " in " << r.out;
 }
 
 TEST(RunCmd, InterruptedResumeHintNamesTheExperiment) {
