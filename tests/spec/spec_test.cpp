@@ -565,7 +565,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"quoted_number", kModel + "train:\n  optimizer: {lr: \"0.1\"}\n", "\"0.1\"", "",
                 "train.optimizer.lr", "expected a number, got the string \"0.1\""},
         BadSpec{"negative_lr", kModel + "train:\n  optimizer: {type: adam, lr: -0.1}\n", "-0.1", "",
-                "train.optimizer.lr", "must be > 0"},
+                "train.optimizer.lr", "must be in (0, 1e+09], got -0.1"},
         BadSpec{"zero_epochs", kModel + "train:\n  epochs: 0\n", "", "5:11", "train.epochs",
                 "must be in [1, 1000000]"},
         BadSpec{"momentum_for_adam", kModel + "train:\n  optimizer: {type: adam, momentum: 0.9}\n",
