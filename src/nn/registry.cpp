@@ -197,7 +197,7 @@ constexpr double kFloatBig = 1e9;
 constexpr std::string_view kOptimizerNames[] = {"sgd", "adam", "adamw", "adagrad", "rmsprop"};
 constexpr NameInfo kOptimizers[] = {
     {"sgd", "stochastic gradient descent, with optional momentum and Nesterov's look-ahead"},
-    {"adam", "Adam; weight decay added to the gradient"},
+    {"adam", "Adam, weight decay added to the gradient"},
     {"adamw", "Adam with decoupled weight decay"},
     {"adagrad", "AdaGrad (torch.optim.Adagrad's rule)"},
     {"rmsprop", "RMSprop (torch.optim.RMSprop's rule)"},
@@ -244,7 +244,7 @@ constexpr OptAttr kOptimizerAttrs[] = {
      "rmsprop",
      DNNLAB_FIELD(OptimizerSpec, alpha)},
     {{"centered", AttrKind::kBool, 0, 0, 1, "", kNoChoices,
-      "`true`: divide by the gradient's estimated variance"},
+      "divide by the gradient's estimated variance"},
      "rmsprop",
      DNNLAB_BOOL_FIELD(OptimizerSpec, centered)},
     {{"lr_decay", AttrKind::kFloat, 0, 0, kFloatBig, "", kNoChoices,
