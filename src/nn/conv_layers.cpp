@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "nn/parallel.hpp"
+#include "nn/registry.hpp"
 
 namespace dnnlab::nn {
 namespace {
@@ -49,8 +50,8 @@ Shape Conv2D::infer(const Shape& in, const SpecLocation& where) const {
   require(
       cfg_.filters >= 1 && cfg_.filters <= kMaxDim, where, "conv2d",
       "filters must be in 1.." + std::to_string(kMaxDim) + ", got " + std::to_string(cfg_.filters));
-  require(cfg_.init.empty() || cfg_.init == "he" || cfg_.init == "glorot" || cfg_.init == "lecun",
-          where, "conv2d", "init must be he, glorot or lecun, got '" + cfg_.init + "'");
+  require(cfg_.init.empty() || is_initializer(cfg_.init), where, "conv2d",
+          "init must be he, glorot or lecun, got '" + cfg_.init + "'");
   require(c * h * w <= kMaxDim, where, "conv2d", "input " + in.str() + " is too large");
   const int64_t oh = out_dim("conv2d", "h", h, cfg_.kernel_h, cfg_.stride_h, cfg_.pad_h, where);
   const int64_t ow = out_dim("conv2d", "w", w, cfg_.kernel_w, cfg_.stride_w, cfg_.pad_w, where);

@@ -3,17 +3,21 @@
 
 #include <cmath>
 
+#include "nn/registry.hpp"
+
 namespace dnnlab::nn {
 
+static_assert(static_cast<int>(LossKind::kMse) == 1,
+              "loss_registry() lists the losses in LossKind's order");
+
+// The registry's names only: a name no codec reads is no loss.
 bool loss_from_name(std::string_view name, LossKind* kind) {
-  if (name == "softmax_cross_entropy" || name == "cross_entropy") {
-    *kind = LossKind::kSoftmaxCrossEntropy;
-    return true;
-  }
-  if (name == "mse") {
-    *kind = LossKind::kMse;
-    return true;
-  }
+  const std::span<const std::string_view> names = loss_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) {
+      *kind = static_cast<LossKind>(i);
+      return true;
+    }
   return false;
 }
 

@@ -4,10 +4,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "nn/registry.hpp"
+
 namespace dnnlab::nn {
 
 Optimizer::Optimizer(const OptimizerSpec& spec, std::vector<Param*> params)
     : spec_(spec), params_(std::move(params)), lr_(spec.lr) {
+  // The registry's types (optimizer_section()) are the ones stepped below.
+  if (!is_listed(optimizer_section().names, spec_.type))
+    throw SpecError({}, "optimizer.type", "unknown optimizer '" + spec_.type + "'");
   const bool adam = spec_.type == "adam" || spec_.type == "adamw";
   const bool rms = spec_.type == "rmsprop";
   auto zeroed = [](Tensor& t, const Shape& s) {

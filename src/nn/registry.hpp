@@ -32,6 +32,7 @@ struct AttrInfo {
   std::string_view def_text;                  // enumerations: the default choice
   std::span<const std::string_view> choices;  // enumerations: the valid values
   std::string_view doc;
+  bool min_open = false, max_open = false;  // an open end excludes its bound: lr is (0, 1e9]
 };
 
 // Inputs of a multi-input layer (add, concat): two or more.
@@ -62,6 +63,64 @@ bool is_default(const AttrInfo& a, const LayerSpec& spec);
 std::string attr_text(const AttrInfo& a, const LayerSpec& spec);
 // The markdown table of docs/spec.md ("Layers"), generated from the rows.
 std::string layer_table_markdown();
+
+// ---- the training spec outside the layers ----------------------------------
+//
+// Optimizer and schedule types, initializers and losses, one row each, and
+// the attributes of nn::OptimizerSpec and nn::ScheduleSpec with the types
+// that take them. The YAML reader, the wasm JSON reader, the gateway's JSON
+// writer and docs/spec.md's optimizer and schedule tables walk these rows.
+
+// A name a spec may write (an optimizer type, a loss) and what it means.
+struct NameInfo {
+  std::string_view name;
+  std::string_view summary;
+};
+
+// One attribute of a section (OptimizerSpec, ScheduleSpec): its schema, the
+// types that take it, and its field. Floats are stored as float and checked
+// as the float they are stored as (check_section_value).
+template <class Spec>
+struct SectionAttr {
+  AttrInfo info;
+  std::string_view types;  // the types that take it, comma separated; "" = all
+  double (*get)(const Spec&);
+  void (*set)(Spec&, double);
+};
+
+template <class Spec>
+struct SectionInfo {
+  std::string_view name;                     // "optimizer": the key in `train`
+  std::span<const NameInfo> types;           // the first is Spec's default type
+  std::span<const std::string_view> names;   // the same types' names, for error messages
+  std::span<const SectionAttr<Spec>> attrs;  // in the order writers write them
+};
+
+const SectionInfo<OptimizerSpec>& optimizer_section();
+const SectionInfo<ScheduleSpec>& schedule_section();
+std::span<const NameInfo> initializer_registry();  // he, glorot, lecun
+std::span<const std::string_view> initializer_names();
+std::span<const NameInfo> loss_registry();  // in LossKind's order
+std::span<const std::string_view> loss_names();
+
+// Whether `name` is one of `names`.
+bool is_listed(std::span<const std::string_view> names, std::string_view name);
+// Whether an attribute whose row says `types` applies to type `type`.
+bool applies_to(std::string_view types, std::string_view type);
+// Why `v` is not a valid value of a section attribute, or "": integers must
+// be whole, booleans 0 or 1, floats are checked as the float they are stored
+// as against the floats nearest their closed bounds (so `gamma: 1` meets 1).
+std::string check_section_value(const AttrInfo& a, double v);
+// Checks between fields of a training spec, after each field's own check:
+// the cosine floor must not be above the learning rate. `field` is dotted
+// from the train section ("schedule.min_lr"); empty when all is well.
+struct FieldProblem {
+  std::string field, message;
+};
+FieldProblem check_train_fields(const OptimizerSpec& o, const ScheduleSpec& s);
+// docs/spec.md's `optimizer:` and `schedule:` tables, generated from the rows.
+std::string optimizer_table_markdown();
+std::string schedule_table_markdown();
 
 // Activation layers by name, for `activation:` options and kernel fusion.
 bool activation_from_name(std::string_view name, Act* act);

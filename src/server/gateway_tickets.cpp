@@ -11,6 +11,29 @@ namespace dnnlab::server {
 
 using nlohmann::json;
 
+namespace {
+
+// `optimizer` or `schedule`: the type and every attribute of the registry's
+// rows that applies to it, as src/wasm/spec_json.cpp reads them.
+template <class S>
+json section_json(const nn::SectionInfo<S>& sec, const S& s) {
+  json j{{"type", s.type}};
+  for (const nn::SectionAttr<S>& row : sec.attrs) {
+    if (!nn::applies_to(row.types, s.type)) continue;
+    const std::string key(row.info.name);
+    const double v = row.get(s);
+    if (row.info.kind == nn::AttrKind::kBool)
+      j[key] = v != 0;
+    else if (row.info.kind == nn::AttrKind::kInt)
+      j[key] = static_cast<std::int64_t>(v);
+    else
+      j[key] = static_cast<float>(v);
+  }
+  return j;
+}
+
+}  // namespace
+
 // The ticket's spec, in the format src/wasm/spec_json.cpp reads.
 json core_spec_json(const nn::RunSpec& spec, const std::vector<std::int64_t>& input, int classes) {
   json layers = json::array();
@@ -35,33 +58,8 @@ json core_spec_json(const nn::RunSpec& spec, const std::vector<std::int64_t>& in
     layers.push_back(std::move(j));
   }
   const auto& t = spec.train;
-  const auto& o = t.optimizer;
-  json opt{{"type", o.type}, {"lr", o.lr}, {"weight_decay", o.weight_decay}};
-  if (o.type == "sgd") {
-    opt["momentum"] = o.momentum;
-    opt["nesterov"] = o.nesterov;
-  } else if (o.type == "adagrad") {
-    opt["eps"] = o.eps;
-    opt["lr_decay"] = o.lr_decay;
-    opt["initial_accumulator"] = o.initial_accumulator;
-  } else if (o.type == "rmsprop") {
-    opt["eps"] = o.eps;
-    opt["alpha"] = o.alpha;
-    opt["momentum"] = o.momentum;
-    opt["centered"] = o.centered;
-  } else {
-    opt["beta1"] = o.beta1;
-    opt["beta2"] = o.beta2;
-    opt["eps"] = o.eps;
-  }
-  const auto& s = t.schedule;
-  json sched{{"type", s.type}, {"warmup_epochs", s.warmup_epochs}};
-  if (s.type == "step") {
-    sched["step_epochs"] = s.step_epochs;
-    sched["gamma"] = s.gamma;
-  } else if (s.type == "cosine") {
-    sched["min_lr"] = s.min_lr;
-  }
+  json opt = section_json(nn::optimizer_section(), t.optimizer);
+  json sched = section_json(nn::schedule_section(), t.schedule);
   json out{{"input", spec.model.input.empty() ? input : spec.model.input},
            {"classes", classes},
            {"init", spec.model.init},

@@ -10,8 +10,10 @@
 #include <limits>
 #include <new>
 #include <sstream>
+#include <vector>
 
 #include "nn/model.hpp"
+#include "nn/registry.hpp"
 #include "spec/layer_list.hpp"
 #include "spec/yaml_reader.hpp"
 
@@ -49,10 +51,6 @@ constexpr std::string_view kDatasetNames[] = {"fashion-mnist", "mnist", "synthet
 static_assert(std::size(kDatasetNames) == std::size(kDatasets));
 
 constexpr std::string_view kNormalizations[] = {"standard", "unit"};
-constexpr std::string_view kInitializers[] = {"he", "glorot", "lecun"};
-constexpr std::string_view kLosses[] = {"softmax_cross_entropy", "mse"};
-constexpr std::string_view kOptimizers[] = {"sgd", "adam", "adamw", "adagrad", "rmsprop"};
-constexpr std::string_view kSchedules[] = {"constant", "step", "cosine"};
 
 const DatasetInfo* find_dataset(std::string_view name) {
   for (const DatasetInfo& d : kDatasets)
@@ -122,12 +120,12 @@ constexpr Field<ModelSection> kModelFields[] = {
      }},
     {"init",
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, ModelSection& m) {
-       m.spec.init = r.choice(v, p, "initializer", kInitializers);
+       m.spec.init = r.choice(v, p, "initializer", nn::initializer_names());
      },
      [](const ModelSection& m) { return m.spec.init; }},
     {"loss",
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, ModelSection& m) {
-       m.spec.loss = r.choice(v, p, "loss", kLosses);
+       m.spec.loss = r.choice(v, p, "loss", nn::loss_names());
      },
      [](const ModelSection& m) { return m.spec.loss; }},
     {"layers",
@@ -161,105 +159,70 @@ constexpr Field<ModelSection> kModelFields[] = {
 
 // ---- train -----------------------------------------------------------------
 
-constexpr Field<nn::OptimizerSpec> kOptimizerFields[] = {
-    {"type",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
-       o.type = r.choice(v, p, "optimizer", kOptimizers);
-     },
-     [](const nn::OptimizerSpec& o) { return o.type; }},
-    {"lr",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
-       o.lr = r.real(v, p, {0, kInf, true});
-     },
-     [](const nn::OptimizerSpec& o) { return str(o.lr); }},
-    {"momentum",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
-       o.momentum = r.real(v, p, {0, 1, false, true});
-     },
-     [](const nn::OptimizerSpec& o) { return str(o.momentum); }, "sgd, rmsprop"},
-    {"nesterov",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
-       o.nesterov = r.boolean(v, p);
-     },
-     [](const nn::OptimizerSpec& o) { return str(o.nesterov); }, "sgd"},
-    {"weight_decay",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
-       o.weight_decay = r.real(v, p, {0, kInf});
-     },
-     [](const nn::OptimizerSpec& o) { return str(o.weight_decay); }},
-    {"beta1",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
-       o.beta1 = r.real(v, p, {0, 1, false, true});
-     },
-     [](const nn::OptimizerSpec& o) { return str(o.beta1); }, "adam, adamw"},
-    {"beta2",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
-       o.beta2 = r.real(v, p, {0, 1, false, true});
-     },
-     [](const nn::OptimizerSpec& o) { return str(o.beta2); }, "adam, adamw"},
-    {"eps",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
-       o.eps = r.real(v, p, {0, kInf, true});
-     },
-     [](const nn::OptimizerSpec& o) { return str(o.eps); }, "adam, adamw, adagrad, rmsprop"},
-    {"alpha",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
-       o.alpha = r.real(v, p, {0, 1});
-     },
-     [](const nn::OptimizerSpec& o) { return str(o.alpha); }, "rmsprop"},
-    {"centered",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
-       o.centered = r.boolean(v, p);
-     },
-     [](const nn::OptimizerSpec& o) { return str(o.centered); }, "rmsprop"},
-    {"lr_decay",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
-       o.lr_decay = r.real(v, p, {0, kInf});
-     },
-     [](const nn::OptimizerSpec& o) { return str(o.lr_decay); }, "adagrad"},
-    {"initial_accumulator",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::OptimizerSpec& o) {
-       o.initial_accumulator = r.real(v, p, {0, kInf});
-     },
-     [](const nn::OptimizerSpec& o) { return str(o.initial_accumulator); }, "adagrad"},
-};
+// `optimizer` and `schedule`: their keys are the registry's rows
+// (nn::optimizer_section(), nn::schedule_section()), which the JSON codecs
+// and docs/spec.md's tables walk too. `optimizer: adam` is short for
+// `optimizer: {type: adam}`; likewise schedules. A key the type does not take
+// is an error once the whole map has been read (the type may come last).
+template <class S>
+void read_section(const YamlReader& r, const YAML::Node& v, const std::string& p,
+                  const nn::SectionInfo<S>& sec, S& out) {
+  const std::string what(sec.name);
+  if (v.IsScalar()) {
+    out.type = r.choice(v, detail::join(p, "type"), what, sec.names);
+    return;
+  }
+  std::vector<std::string_view> keys{"type"};
+  for (const nn::SectionAttr<S>& f : sec.attrs) keys.push_back(f.info.name);
+  std::vector<std::pair<YAML::Node, const nn::SectionAttr<S>*>> seen;
+  for (const auto& [key, value] : r.entries(v, p)) {
+    const std::string& k = key.Scalar();
+    const std::string path = detail::join(p, k);
+    if (k == "type") {
+      out.type = r.choice(value, path, what, sec.names);
+      continue;
+    }
+    const nn::SectionAttr<S>* field = nullptr;
+    for (const nn::SectionAttr<S>& f : sec.attrs)
+      if (f.info.name == k) field = &f;
+    if (!field) r.fail(key, path, detail::unknown_key_message(k, p, keys));
+    double x = 0;
+    switch (field->info.kind) {
+      case nn::AttrKind::kBool:
+        x = r.boolean(value, path) ? 1 : 0;
+        break;
+      case nn::AttrKind::kInt:
+        x = static_cast<double>(r.integer(value, path, {-kInf, kInf}));
+        break;
+      default:
+        x = r.real(value, path, {-kInf, kInf});
+        break;
+    }
+    const std::string problem = nn::check_section_value(field->info, x);
+    if (!problem.empty()) r.fail(value, path, problem);
+    field->set(out, x);
+    seen.emplace_back(key, field);
+  }
+  for (const auto& [key, field] : seen)
+    if (!nn::applies_to(field->types, out.type))
+      r.fail(key, detail::join(p, field->info.name),
+             "'" + std::string(field->info.name) + "' applies only to type " +
+                 std::string(field->types) + ", not '" + out.type + "'");
+}
 
-constexpr Field<nn::ScheduleSpec> kScheduleFields[] = {
-    {"type",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::ScheduleSpec& s) {
-       s.type = r.choice(v, p, "schedule", kSchedules);
-     },
-     [](const nn::ScheduleSpec& s) { return s.type; }},
-    {"step_epochs",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::ScheduleSpec& s) {
-       s.step_epochs = static_cast<int>(r.integer(v, p, {1, 1e6}));
-     },
-     [](const nn::ScheduleSpec& s) { return str(int64_t{s.step_epochs}); }, "step"},
-    {"gamma",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::ScheduleSpec& s) {
-       s.gamma = r.real(v, p, {0, 1, true, false});
-     },
-     [](const nn::ScheduleSpec& s) { return str(s.gamma); }, "step"},
-    {"min_lr",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::ScheduleSpec& s) {
-       s.min_lr = r.real(v, p, {0, kInf});
-     },
-     [](const nn::ScheduleSpec& s) { return str(s.min_lr); }, "cosine"},
-    {"warmup_epochs",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::ScheduleSpec& s) {
-       s.warmup_epochs = static_cast<int>(r.integer(v, p, {0, 1e6}));
-     },
-     [](const nn::ScheduleSpec& s) { return str(int64_t{s.warmup_epochs}); }},
-};
-
-// `optimizer: adam` is short for `optimizer: {type: adam}`; likewise schedules.
-template <class T, size_t N>
-void read_typed_section(const YamlReader& r, const YAML::Node& v, const std::string& p,
-                        const Field<T> (&table)[N], T& out) {
-  if (v.IsScalar())
-    table[0].read(r, v, detail::join(p, "type"), out);
-  else
-    detail::read_fields(r, v, p, table, out);
+// Writes `type` and the attributes that apply to it, in the rows' order.
+template <class S>
+void write_section(std::string& out, const std::string& indent, const nn::SectionInfo<S>& sec,
+                   const S& in) {
+  out += indent + "type: " + in.type + "\n";
+  for (const nn::SectionAttr<S>& f : sec.attrs) {
+    if (!nn::applies_to(f.types, in.type)) continue;
+    const double v = f.get(in);
+    const std::string text = f.info.kind == nn::AttrKind::kBool  ? str(v != 0)
+                             : f.info.kind == nn::AttrKind::kInt ? str(static_cast<int64_t>(v))
+                                                                 : str(static_cast<float>(v));
+    out += indent + std::string(f.info.name) + ": " + text + "\n";
+  }
 }
 
 constexpr Field<nn::TrainSpec> kTrainFields[] = {
@@ -280,11 +243,11 @@ constexpr Field<nn::TrainSpec> kTrainFields[] = {
      [](const nn::TrainSpec& t) { return std::to_string(t.seed); }},
     {"optimizer",
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::TrainSpec& t) {
-       read_typed_section(r, v, p, kOptimizerFields, t.optimizer);
+       read_section(r, v, p, nn::optimizer_section(), t.optimizer);
      }},
     {"schedule",
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::TrainSpec& t) {
-       read_typed_section(r, v, p, kScheduleFields, t.schedule);
+       read_section(r, v, p, nn::schedule_section(), t.schedule);
      }},
 };
 
@@ -369,11 +332,12 @@ void check_consistency(const YamlReader& r, const YAML::Node& root, const Docume
     *input = s;
   }
 
-  const nn::TrainSpec& t = run.train;
-  if (t.schedule.type == "cosine" && t.schedule.min_lr > t.optimizer.lr)
-    r.fail(find(root, {"train", "schedule", "min_lr"}), "train.schedule.min_lr",
-           "the cosine floor " + str(t.schedule.min_lr) + " is above the learning rate " +
-               str(t.optimizer.lr));
+  const nn::FieldProblem p = nn::check_train_fields(run.train.optimizer, run.train.schedule);
+  if (!p.field.empty()) {
+    const size_t dot = p.field.find('.');
+    const std::string section = p.field.substr(0, dot), key = p.field.substr(dot + 1);
+    r.fail(find(root, {"train", section.c_str(), key.c_str()}), "train." + p.field, p.message);
+  }
 }
 
 // Puts each override's value into the tree at its dotted field, making the
@@ -529,9 +493,9 @@ std::string to_yaml(const nn::RunSpec& run) {
   out += "train:\n";
   detail::write_fields(out, "  ", kTrainFields, run.train);
   out += "  optimizer:\n";
-  detail::write_fields(out, "    ", kOptimizerFields, run.train.optimizer);
+  write_section(out, "    ", nn::optimizer_section(), run.train.optimizer);
   out += "  schedule:\n";
-  detail::write_fields(out, "    ", kScheduleFields, run.train.schedule);
+  write_section(out, "    ", nn::schedule_section(), run.train.schedule);
   return out;
 }
 

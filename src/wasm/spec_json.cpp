@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -105,7 +107,49 @@ class Fields {
   std::vector<std::string> used_;
 };
 
-constexpr double kBig = 1e9;
+// One of `names`, or a SpecError listing them.
+std::string one_of(Fields& f, const char* key, const std::string& def,
+                   std::span<const std::string_view> names) {
+  const Json* v = f.find(key);
+  const std::string got = f.string(key, def);
+  if (nn::is_listed(names, got)) return got;
+  std::string list;
+  for (std::string_view n : names) list += (list.empty() ? "\"" : "\", \"") + std::string(n);
+  fail(v ? v->offset : 0, f.name(key), "expected " + list + "\"");
+}
+
+// `optimizer` or `schedule` as the registry's rows describe them (the YAML
+// reader and the gateway's writer walk the same rows): each key's type and
+// range, and only the keys the section's type takes.
+template <class S>
+void read_section(const Json& obj, const nn::SectionInfo<S>& sec, S& out) {
+  const std::string section(sec.name);
+  Fields f(obj, section);
+  out.type = one_of(f, "type", out.type, sec.names);
+  for (const nn::SectionAttr<S>& row : sec.attrs) {
+    const nn::AttrInfo& a = row.info;
+    const std::string key(a.name);
+    const Json* v = f.find(key.c_str());
+    if (!v) continue;
+    const std::string name = f.name(key.c_str());
+    if (!nn::applies_to(row.types, out.type))
+      fail(v->offset, name,
+           "'" + key + "' applies only to type " + std::string(row.types) + ", not '" + out.type +
+               "'");
+    double x = 0;
+    if (a.kind == nn::AttrKind::kBool) {
+      if (v->kind != Json::kBool) fail(v->offset, name, "expected true or false");
+      x = v->b ? 1 : 0;
+    } else {
+      if (v->kind != Json::kNumber) fail(v->offset, name, "expected a number");
+      x = v->num;
+    }
+    const std::string problem = nn::check_section_value(a, x);
+    if (!problem.empty()) fail(v->offset, name, problem);
+    row.set(out, x);
+  }
+  f.finish();
+}
 
 // One layer list (`layers`, or a part's) appended to ms.layers; `path` names
 // it in errors.
@@ -205,45 +249,12 @@ CoreSpec parse_core_spec(const std::string& text) {
       ms.parts.push_back(std::move(ps));
     }
   }
-  ms.init = f.string("init", ms.init);
-  ms.loss = f.string("loss", ms.loss);
-  if (ms.loss != "softmax_cross_entropy" && ms.loss != "mse")
-    fail(root.offset, "loss", "expected \"softmax_cross_entropy\" or \"mse\"");
-
-  if (const Json* o = f.find("optimizer")) {
-    Fields of(*o, "optimizer");
-    nn::OptimizerSpec& op = ts.optimizer;
-    op.type = of.string("type", op.type);
-    if (op.type != "sgd" && op.type != "adam" && op.type != "adamw" && op.type != "adagrad" &&
-        op.type != "rmsprop")
-      fail(o->offset, "optimizer.type",
-           "expected \"sgd\", \"adam\", \"adamw\", \"adagrad\" or \"rmsprop\"");
-    op.lr = static_cast<float>(of.number("lr", op.lr, 0, kBig));
-    op.momentum = static_cast<float>(of.number("momentum", op.momentum, 0, 1));
-    op.nesterov = of.boolean("nesterov", op.nesterov);
-    op.weight_decay = static_cast<float>(of.number("weight_decay", op.weight_decay, 0, kBig));
-    op.beta1 = static_cast<float>(of.number("beta1", op.beta1, 0, 1));
-    op.beta2 = static_cast<float>(of.number("beta2", op.beta2, 0, 1));
-    op.eps = static_cast<float>(of.number("eps", op.eps, 0, 1));
-    op.alpha = static_cast<float>(of.number("alpha", op.alpha, 0, 1));
-    op.centered = of.boolean("centered", op.centered);
-    op.lr_decay = static_cast<float>(of.number("lr_decay", op.lr_decay, 0, kBig));
-    op.initial_accumulator =
-        static_cast<float>(of.number("initial_accumulator", op.initial_accumulator, 0, kBig));
-    of.finish();
-  }
-  if (const Json* s = f.find("schedule")) {
-    Fields sf(*s, "schedule");
-    nn::ScheduleSpec& sc = ts.schedule;
-    sc.type = sf.string("type", sc.type);
-    if (sc.type != "constant" && sc.type != "step" && sc.type != "cosine")
-      fail(s->offset, "schedule.type", "expected \"constant\", \"step\" or \"cosine\"");
-    sc.step_epochs = static_cast<int>(sf.integer("step_epochs", sc.step_epochs, 1, 1 << 20));
-    sc.gamma = static_cast<float>(sf.number("gamma", sc.gamma, 0, kBig));
-    sc.min_lr = static_cast<float>(sf.number("min_lr", sc.min_lr, 0, kBig));
-    sc.warmup_epochs = static_cast<int>(sf.integer("warmup_epochs", sc.warmup_epochs, 0, 1 << 20));
-    sf.finish();
-  }
+  ms.init = one_of(f, "init", ms.init, nn::initializer_names());
+  ms.loss = one_of(f, "loss", ms.loss, nn::loss_names());
+  if (const Json* o = f.find("optimizer")) read_section(*o, nn::optimizer_section(), ts.optimizer);
+  if (const Json* s = f.find("schedule")) read_section(*s, nn::schedule_section(), ts.schedule);
+  const nn::FieldProblem p = nn::check_train_fields(ts.optimizer, ts.schedule);
+  if (!p.field.empty()) fail(root.offset, p.field, p.message);
   ts.batch_size = static_cast<int>(f.integer("batch_size", ts.batch_size, 1, 1 << 20));
   ts.seed = f.seed("seed", 1);
   ts.epochs = static_cast<int>(f.integer("epochs", 1, 1, 1 << 20));

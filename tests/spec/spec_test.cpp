@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -212,6 +214,62 @@ TEST(RunSpec, DocsLayerTableIsTheRegistrys) {
   const size_t body = doc.find('\n', a) + 1;
   EXPECT_EQ(doc.substr(body, b - body), nn::layer_table_markdown())
       << "regenerate the table in docs/spec.md from nn::layer_table_markdown()";
+}
+
+// docs/spec.md's `optimizer:` and `schedule:` tables are the registry's rows,
+// generated (nn::optimizer_table_markdown, nn::schedule_table_markdown).
+TEST(RunSpec, DocsOptimizerAndScheduleTablesAreTheRegistrys) {
+  std::ifstream f(source_dir() + "/docs/spec.md");
+  ASSERT_TRUE(f) << "docs/spec.md not found";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string doc = ss.str();
+  for (const auto& [name, table] :
+       {std::pair<std::string, std::string>{"optimizer", nn::optimizer_table_markdown()},
+        {"schedule", nn::schedule_table_markdown()}}) {
+    const std::string open = "<!-- " + name + " table:", close = "<!-- end " + name + " table -->";
+    const size_t a = doc.find(open), b = doc.find(close);
+    ASSERT_NE(a, std::string::npos) << open;
+    ASSERT_NE(b, std::string::npos) << close;
+    const size_t body = doc.find('\n', a) + 1;
+    EXPECT_EQ(doc.substr(body, b - body), table)
+        << "regenerate the " << name << " table in docs/spec.md from nn::" << name
+        << "_table_markdown()";
+  }
+}
+
+// The model table's `init` and `loss` rows name the registry's initializers
+// and losses, the first as the default.
+TEST(RunSpec, DocsInitAndLossRowsAreTheRegistrys) {
+  std::ifstream f(source_dir() + "/docs/spec.md");
+  ASSERT_TRUE(f) << "docs/spec.md not found";
+  std::string line;
+  std::map<std::string, std::vector<std::string>> rows;  // key -> default, then names
+  while (std::getline(f, line))
+    for (const char* key : {"init", "loss"}) {
+      const std::string head = std::string("| `") + key + "` | ";
+      if (line.rfind(head, 0) != 0 || rows.count(key)) continue;
+      std::vector<std::string> cells;
+      for (size_t a = 0, b; (b = line.find(" | ", a)) != std::string::npos; a = b + 3)
+        cells.push_back(line.substr(a, b - a));
+      cells.push_back(line.substr(line.rfind(" | ") + 3));
+      ASSERT_GE(cells.size(), 3u) << line;
+      std::vector<std::string> names{cells[1]};
+      const std::string valid = cells[2].substr(0, cells[2].find(':'));
+      for (size_t a = valid.find('`'); a != std::string::npos; a = valid.find('`', a + 1)) {
+        const size_t b = valid.find('`', a + 1);
+        names.push_back("`" + valid.substr(a + 1, b - a - 1) + "`");
+        a = b;
+      }
+      rows[key] = names;
+    }
+  auto expected = [](std::span<const std::string_view> names) {
+    std::vector<std::string> v{"`" + std::string(names[0]) + "`"};
+    for (std::string_view n : names) v.push_back("`" + std::string(n) + "`");
+    return v;
+  };
+  EXPECT_EQ(rows["init"], expected(nn::initializer_names()));
+  EXPECT_EQ(rows["loss"], expected(nn::loss_names()));
 }
 
 std::string with_layers(const std::string& model) {
@@ -565,7 +623,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadSpec{"quoted_number", kModel + "train:\n  optimizer: {lr: \"0.1\"}\n", "\"0.1\"", "",
                 "train.optimizer.lr", "expected a number, got the string \"0.1\""},
         BadSpec{"negative_lr", kModel + "train:\n  optimizer: {type: adam, lr: -0.1}\n", "-0.1", "",
-                "train.optimizer.lr", "must be > 0"},
+                "train.optimizer.lr", "must be in (0, 1e+09], got -0.1"},
         BadSpec{"zero_epochs", kModel + "train:\n  epochs: 0\n", "", "5:11", "train.epochs",
                 "must be in [1, 1000000]"},
         BadSpec{"momentum_for_adam", kModel + "train:\n  optimizer: {type: adam, momentum: 0.9}\n",
