@@ -189,7 +189,7 @@ template:
 search:
   method: grid
   parameters:
-    lr: [1.0e+30, 0.01]
+    lr: [1.0e+9, 0.01]
 )");
   const std::string db = "sqlite:" + (dir.path / "t.db").string();
   Result r = run("run -q -w 1 --no-server --store " + db + " " + (dir.path / "nan.yaml").string());
