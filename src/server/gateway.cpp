@@ -194,38 +194,6 @@ struct Gateway::Impl {
            static_cast<int>(verifier.pending()) < opt.max_verify_queue;
   }
 
-  // Whether a result with these final metrics would be among the
-  // experiment's best verify_top_k counted trials by its search metric (a
-  // new best, a top-K place): then it changes what a user sees first, and is
-  // re-run before it counts.
-  bool would_rank(const Ticket& t, const store::TrialMetrics& m) {
-    if (opt.verify_top_k <= 0) return false;
-    const sweep::SearchSpec& search = tickets.experiment(t.experiment_id).sweep->search;
-    const std::optional<double> v = store::metric(m, search.metric);
-    if (!v) return false;  // nothing to rank it by
-    const bool maximize = search.maximize();
-    store::TrialQuery q;
-    q.sort_by = search.metric;
-    q.descending = maximize;
-    q.limit = opt.verify_top_k + 32;
-    int better = 0;  // counted trials at least as good
-    for (;; q.offset += q.limit) {
-      auto page = store.trials(t.experiment_id, q);
-      for (const auto& o : page) {
-        if (o.provisional || o.id == t.trial_id ||
-            (o.status != store::TrialStatus::finished && o.status != store::TrialStatus::pruned))
-          continue;
-        // Ties go to the counted trials (they are ranked; this one would be
-        // shown beside them, never above): on a saturated metric (val_acc
-        // 1.0) the top K fills with ties and the rest need no re-run.
-        const std::optional<double> ov = store::metric(o.metrics, search.metric);
-        if (!ov || !(maximize ? *ov >= *v : *ov <= *v)) return better < opt.verify_top_k;
-        if (++better >= opt.verify_top_k) return false;
-      }
-      if (static_cast<std::int64_t>(page.size()) < q.limit) return true;
-    }
-  }
-
   GatewayReply idle(double retry, const char* reason) {
     GatewayReply r;
     json j{{"type", "idle"}, {"retry_seconds", retry}};
@@ -239,12 +207,14 @@ struct Gateway::Impl {
     if (double wait = trust.cooldown_left(c.identity, c.address, now()); wait > 0)
       return idle(std::ceil(wait), "too many abandoned tickets");
     // An untrusted client's every result is re-run: it waits while that
-    // cannot be queued. A trusted one's results are mostly not, and one that
-    // must be while the bounds are full is refused when it comes.
-    if (trust.pending_verifications(c.identity) >=
+    // cannot be queued. A trusted one's results are mostly not: it waits only
+    // on its own and its address's bounds, and a result that must be re-run
+    // while the verifier is full is refused when it comes.
+    const bool own_bounds_full =
+        trust.pending_verifications(c.identity) >=
             trust.pending_cap(c.identity, opt.max_pending_verifications) ||
-        trust.address_pending(c.address) >= opt.max_pending_verifications_per_address ||
-        (!trust.trusted(c.identity) && !may_verify(c)))
+        trust.address_pending(c.address) >= opt.max_pending_verifications_per_address;
+    if (trust.trusted(c.identity) ? own_bounds_full : !may_verify(c))
       return idle(5, "waiting for verification");
     int by_client = 0, by_address = 0;
     for (const auto& [_, o] : clients) {
@@ -453,7 +423,9 @@ struct Gateway::Impl {
     // (the client cannot know which). Until a re-run agrees, a result is
     // provisional (DESIGN.md, "Trust"): shown, never ranked, and never fed
     // to a scheduler or sampler; one not drawn stays so.
-    const bool must = !trust.trusted(c.identity) || t.stopped || would_rank(t, res.metrics);
+    const bool must =
+        !trust.trusted(c.identity) || t.stopped ||
+        tickets.would_rank(t.experiment_id, t.trial_id, res.metrics, opt.verify_top_k);
     const bool verify = must || trust.choose_for_verification(c.identity, t.trial_id, t.attempt);
     if (verify && !may_verify(c)) {
       // Refused, not queued: the verifier's bounds are full.

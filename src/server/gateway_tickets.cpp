@@ -225,6 +225,32 @@ std::optional<std::pair<Ticket, json>> TicketDesk::issue(const TicketHolder& hol
   return std::pair{std::move(t), std::move(j)};
 }
 
+bool TicketDesk::would_rank(std::int64_t experiment_id, std::int64_t trial_id,
+                            const store::TrialMetrics& m, int k) {
+  if (k <= 0) return false;
+  const sweep::SearchSpec& search = experiment(experiment_id).sweep->search;
+  const std::optional<double> v = store::metric(m, search.metric);
+  if (!v) return false;  // nothing to rank it by
+  const bool maximize = search.maximize();
+  store::TrialQuery q;
+  q.sort_by = search.metric;
+  q.descending = maximize;
+  q.limit = k + 32;
+  int better = 0;  // counted trials at least as good
+  for (;; q.offset += q.limit) {
+    auto page = store_.trials(experiment_id, q);
+    for (const auto& o : page) {
+      if (o.provisional || o.id == trial_id ||
+          (o.status != store::TrialStatus::finished && o.status != store::TrialStatus::pruned))
+        continue;
+      const std::optional<double> ov = store::metric(o.metrics, search.metric);
+      if (!ov || !(maximize ? *ov >= *v : *ov <= *v)) return better < k;
+      if (++better >= k) return false;
+    }
+    if (static_cast<std::int64_t>(page.size()) < q.limit) return true;
+  }
+}
+
 void TicketDesk::give_back(const Ticket& t) {
   try {
     queue_.write_together([&] {

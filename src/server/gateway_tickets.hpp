@@ -85,6 +85,15 @@ class TicketDesk {
   std::optional<std::pair<Ticket, nlohmann::json>> next(const TicketHolder& holder,
                                                         bool& preparing);
 
+  // Whether a trial with these final metrics would be among the
+  // experiment's best `k` counted trials by its search metric (a new best, a
+  // top-K place): then it changes what a user sees first, and is re-run
+  // before it counts. Ties go to the counted trials (they are ranked; this
+  // one would be shown beside them, never above): on a saturated metric
+  // (val_acc 1.0) the top K fills with ties and the rest need no re-run.
+  bool would_rank(std::int64_t experiment_id, std::int64_t trial_id, const store::TrialMetrics& m,
+                  int k);
+
   // Gives the ticket's trial back without spending one of the queue's
   // max_attempts (a browser going away is the client's fault, not the
   // trial's): the lease is acked and the task published again as a newer

@@ -219,15 +219,8 @@ VerifyOutcome Verifier::compare(const VerifyJob& job, const store::TrialRecord& 
     check(where, "train_acc", a.train_acc, b.train_acc, false, ds.train.size());
     check(where, "val_acc", a.val_acc, b.val_acc, false, ds.val.size());
   }
-  // The final metrics: the curve's last epoch (the gateway stores nothing
-  // else), and the test accuracy, which only the end of the run has.
-  if (!native.empty()) {
-    const auto& last = native.back();
-    check("final", "val_acc", last.val_acc, trial.metrics.val_acc, false, ds.val.size());
-    check("final", "val_loss", last.val_loss, trial.metrics.val_loss, true);
-    check("final", "train_acc", last.train_acc, trial.metrics.train_acc, false, ds.train.size());
-    check("final", "train_loss", last.train_loss, trial.metrics.train_loss, true);
-  }
+  // The final metrics are the curve's last epoch (the gateway stores nothing
+  // else), compared above; only the test accuracy comes from the end of the run.
   check("final", "test_acc", ds.test.size() ? std::optional(res.test_acc) : std::nullopt,
         trial.metrics.test_acc, false, ds.test.size());
   if (out.agree)

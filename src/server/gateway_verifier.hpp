@@ -63,7 +63,7 @@ class Verifier {
   // Re-runs the trial natively for as many epochs as the client reported
   // and compares epoch by epoch (1% relative on losses; accuracies within
   // 3 samples, at least 0.1%), then the final test accuracy: every number
-  // that is stored and ranked (the final metrics are the last epoch's).
+  // that is stored and ranked (the other final metrics are the last epoch's).
   static VerifyOutcome compare(const VerifyJob& job, const store::TrialRecord& trial,
                                const nn::RunSpec& run, const data::Dataset& ds);
   // Re-runs a trial a client reported failed: agreed when it fails natively too.
