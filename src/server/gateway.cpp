@@ -18,8 +18,6 @@
 #include "server/gateway_verifier.hpp"
 #include "server/gateway_wire.hpp"
 #include "server/token.hpp"
-#include "sweep/scheduler.hpp"
-#include "worker/worker_loop.hpp"
 
 namespace dnnlab::server {
 
@@ -291,16 +289,13 @@ struct Gateway::Impl {
     t.last_epoch = m;
     t.seconds += m.seconds;
     t.renewed_at = unix_now();
-    ExperimentCache& ec = tickets.experiment(t.experiment_id);
     // No client's numbers move the experiment's scheduler before a native
-    // re-run agreed with them, whatever its trust: the verdict comes from a
-    // scratch scheduler fed with the counted epochs (epochs_for leaves out
-    // provisional trials, and every browser trial is provisional until
-    // verified) and this one, which it forgets again. So an abandoned
-    // ticket's epochs decide nothing, and no cached decision outlives it.
-    std::unique_ptr<sweep::Scheduler> scratch = sweep::make_scheduler(*ec.sweep);
-    const bool go = worker::continue_after_epoch(store, *ec.sweep, *scratch, t.experiment_id,
-                                                 t.trial_id, t.index, m.epoch, t.epochs, m);
+    // re-run agreed with them, whatever its trust: the verdict judges this
+    // value against the counted epochs (epochs_for leaves out provisional
+    // trials, and every browser trial is provisional until verified) and
+    // does not keep it. So an abandoned ticket's epochs decide nothing.
+    const bool go = tickets.scheduler(t.experiment_id)
+                        .verdict(store, {t.trial_id, t.index, m.epoch, t.epochs}, m, false);
     if (!go) t.stopped = true;
     verdict(go, go ? nullptr : "pruned");
     return r;

@@ -91,6 +91,7 @@ ExperimentCache& TicketDesk::experiment(std::int64_t id) {
   if (!e) throw std::invalid_argument("experiment " + std::to_string(id) + " does not exist");
   ExperimentCache c;
   c.sweep = std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(e->spec_text, e->spec_path));
+  c.scheduler = std::make_unique<experiment::SchedulerFeed>(*c.sweep, id);
   // (One whose trials never started published nothing.)
   store::TrialQuery started;
   started.sort_by = "attempt";

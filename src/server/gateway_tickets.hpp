@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "experiment/scheduler_feed.hpp"
 #include "queue/task_queue.hpp"
 #include "server/gateway.hpp"
 #include "server/gateway_assets.hpp"
@@ -61,6 +62,7 @@ struct ExperimentCache {
   // The data its first trial trains on (nearly always every trial's): its
   // shard is built before any of its trials is leased to a browser.
   std::optional<nn::DataSpec> data;
+  std::unique_ptr<experiment::SchedulerFeed> scheduler;
 };
 
 // Who a ticket is leased for (what the trial's provenance records).
@@ -78,6 +80,7 @@ class TicketDesk {
 
   // The parsed sweep and scheduler of an experiment (parsed once).
   ExperimentCache& experiment(std::int64_t id);
+  experiment::SchedulerFeed& scheduler(std::int64_t id) { return *experiment(id).scheduler; }
 
   // Leases the next trial for `holder`: the ticket and its frame, or nullopt
   // when there is none. `preparing` is set when an experiment was passed

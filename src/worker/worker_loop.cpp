@@ -16,7 +16,7 @@
 #include "db/task_codec.hpp"
 #include "experiment/backends.hpp"
 #include "sweep/sampler.hpp"
-#include "sweep/scheduler.hpp"
+#include "experiment/scheduler_feed.hpp"
 #include "worker/lease_keeper.hpp"
 #include "worker/training_run.hpp"
 
@@ -33,7 +33,7 @@ double seconds_since(Clock::time_point t) {
 // how long its trials took here, and the queue prefetch asked for them.
 struct ExperimentCache {
   std::unique_ptr<sweep::SweepSpec> sweep;
-  std::unique_ptr<sweep::Scheduler> scheduler;
+  std::unique_ptr<experiment::SchedulerFeed> scheduler;
   double trial_seconds = 1.0;  // recent trials' training time (a moving average)
   int queue_prefetch = 0;      // the last want_prefetch() (0: none yet)
 };
@@ -129,7 +129,7 @@ class Worker {
     if (!e) throw std::invalid_argument("experiment " + std::to_string(id) + " does not exist");
     ExperimentCache c;
     c.sweep = std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(e->spec_text, e->spec_path));
-    c.scheduler = sweep::make_scheduler(*c.sweep);
+    c.scheduler = std::make_unique<experiment::SchedulerFeed>(*c.sweep, id);
     return cache_.emplace(id, std::move(c)).first->second;
   }
 
@@ -190,8 +190,8 @@ class Worker {
         if (exp_.sweep->scheduler.type != "fifo" || w_.epochs_due()) flush();
         if (lost_) return false;  // a newer attempt owns the trial
       }
-      if (!continue_after_epoch(*w_.b_.store, *exp_.sweep, *exp_.scheduler, trial_.experiment_id,
-                                trial_.id, trial_.index, r.epoch, epochs_, m)) {
+      if (!exp_.scheduler->verdict(*w_.b_.store, {trial_.id, trial_.index, r.epoch, epochs_}, m,
+                                   true)) {
         pruned_ = true;
         return false;
       }
@@ -593,23 +593,6 @@ int64_t run_worker(const WorkerOptions& options) {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   Worker w(options);
   return w.run();
-}
-
-bool continue_after_epoch(store::ResultStore& store, const sweep::SweepSpec& sweep,
-                          sweep::Scheduler& scheduler, int64_t experiment_id, int64_t trial_id,
-                          int64_t index, int64_t epoch, int64_t epochs,
-                          const store::EpochMetrics& m) {
-  if (sweep.scheduler.type == "fifo") return true;
-  const std::string& metric = sweep.search.metric;
-  for (const auto& te : store.epochs_for(experiment_id, epoch))
-    if (te.trial_id != trial_id)
-      if (auto v = store::metric(te.metrics, metric)) scheduler.replay(te.trial_index, epoch, *v);
-  const double value = store::metric(m, metric).value_or(NAN);
-  if (epoch >= epochs) {
-    scheduler.replay(index, epoch, value);  // counts for the others, stops nothing
-    return true;
-  }
-  return scheduler.on_epoch(index, epoch, value) != sweep::Decision::kStop;
 }
 
 }  // namespace dnnlab::worker

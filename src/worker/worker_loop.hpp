@@ -13,14 +13,6 @@
 #include <cstdint>
 #include <string>
 
-namespace dnnlab::store {
-class ResultStore;
-struct EpochMetrics;
-}  // namespace dnnlab::store
-namespace dnnlab::sweep {
-class SweepSpec;
-class Scheduler;
-}  // namespace dnnlab::sweep
 
 namespace dnnlab::worker {
 
@@ -42,18 +34,5 @@ struct WorkerOptions {
 
 // Runs until stopped or idle; returns the number of trials it ended.
 int64_t run_worker(const WorkerOptions& options);
-
-// The scheduler's verdict on trial `index` (store id `trial_id`) of an
-// experiment after `epoch` of its `epochs` with metrics `m`: false stops it
-// (pruned). The other trials' values for that epoch are replayed from the
-// store first: results of other workers, native or browser, reach this
-// scheduler only that way. A FIFO sweep never stops a trial and reads
-// nothing. The last epoch gets no verdict (true): a trial that trained every
-// epoch finished, whatever a rung or the median says; its value still counts
-// for the others.
-bool continue_after_epoch(store::ResultStore& store, const sweep::SweepSpec& sweep,
-                          sweep::Scheduler& scheduler, int64_t experiment_id, int64_t trial_id,
-                          int64_t index, int64_t epoch, int64_t epochs,
-                          const store::EpochMetrics& m);
 
 }  // namespace dnnlab::worker
