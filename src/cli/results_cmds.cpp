@@ -11,9 +11,10 @@
 #include "cli/sweep_cmds.hpp"
 #include "data/dataset.hpp"
 #include "db/backend_url.hpp"
+#include "experiment/catalogue.hpp"
 #include "experiment/coordinator.hpp"
+#include "experiment/training_run.hpp"
 #include "sweep/sampler.hpp"
-#include "worker/training_run.hpp"
 
 namespace dnnlab::cli {
 
@@ -306,15 +307,15 @@ int rerun(const RerunOptions& o) {
     throw UsageError("trial " + std::to_string(t->id) + " is " +
                      std::string(store::to_string(t->status)) +
                      ": rerun checks the stored numbers of a finished or pruned trial");
-  auto e = s->experiment(t->experiment_id);
-  sweep::SweepSpec sw = sweep::parse_sweep(e->spec_text, e->spec_path);
-  nn::RunSpec run = sw.materialize({t->index, nlohmann::json::parse(t->config_json), t->seed});
-  data::Dataset data = data::load(worker::load_options(run.data, o.data_dir));
+  experiment::Catalogue catalogue(*s);
+  const nn::RunSpec run = catalogue.run_spec(*t);
+  experiment::DataCache data_cache(o.data_dir, 1);
+  const data::Dataset& data = data_cache.get(run.data).data;
   std::cerr << "rerunning trial " << t->id << " ("
             << sweep::describe_params(nlohmann::json::parse(t->config_json)) << ", seed " << t->seed
             << ", " << t->metrics.epochs_done << " of " << run.train.epochs << " epochs)\n";
   StopAfterEpochs stop(t->metrics.epochs_done);
-  worker::RunResult r = worker::train_run(run, data, &stop);
+  experiment::RunResult r = experiment::train_run(run, data, &stop);
   if (static_cast<int64_t>(r.curve.size()) != t->metrics.epochs_done)
     throw std::runtime_error("the rerun trained " + std::to_string(r.curve.size()) +
                              " epochs, the stored trial " + std::to_string(t->metrics.epochs_done));
@@ -334,7 +335,7 @@ int rerun(const RerunOptions& o) {
   check("test_acc", t->metrics.test_acc,
         data.test.size() ? std::optional<double>(r.test_acc) : std::nullopt);
   const std::string build_then = t->provenance.value("build_id", "?");
-  const std::string build_now = worker::provenance(data).value("build_id", "?");
+  const std::string build_now = experiment::provenance(data).value("build_id", "?");
   if (mismatches && build_then != build_now)
     std::printf("note: stored with build %s, rerun with build %s\n", build_then.c_str(),
                 build_now.c_str());

@@ -16,7 +16,7 @@
 #include "nn/safetensors.hpp"
 #include "spec/run_spec.hpp"
 #include "worker/thread_pool.hpp"
-#include "worker/training_run.hpp"
+#include "experiment/training_run.hpp"
 
 namespace dnnlab::cli {
 namespace {
@@ -94,7 +94,7 @@ int run_train(const TrainOptions& o) {
 
   // The model against the data's real shape (from its header) and its memory
   // against the limit, before the data is read.
-  const data::LoadOptions load_options = worker::load_options(spec.data, o.data_dir);
+  const data::LoadOptions load_options = experiment::load_options(spec.data, o.data_dir);
   const data::SampleShape shape = data::sample_shape(load_options);
   const nn::Shape input = nn::model_input(spec.model, shape.sample);
   nn::Model::validate(spec.model, input, shape.num_classes);
@@ -129,9 +129,9 @@ int run_train(const TrainOptions& o) {
                                      data.num_classes, spec.train.seed);
   if (!o.quiet) std::cerr << model.summary();
   EpochProgress progress(spec.train.epochs, o.quiet);
-  worker::RunResult r = worker::train_run(spec, data, &progress, &model);
+  experiment::RunResult r = experiment::train_run(spec, data, &progress, &model);
 
-  nlohmann::json result = worker::result_json(spec, r, data);
+  nlohmann::json result = experiment::result_json(spec, r, data);
   write_file(files.weights, nn::to_safetensors(model.saved_tensors(),
                                                {{"name", spec.name},
                                                 {"seed", std::to_string(spec.train.seed)},

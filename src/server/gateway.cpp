@@ -278,8 +278,14 @@ struct Gateway::Impl {
       abandon(c);
       return r;
     }
-    if (!queue.extend(t.lease, opt.lease_seconds) ||
-        !store.record_epoch(t.trial_id, t.attempt, m)) {
+    // No client's numbers move the experiment's scheduler before a native
+    // re-run agreed with them, whatever its trust: the verdict judges this
+    // value against the counted epochs (epochs_for leaves out provisional
+    // trials, and every browser trial is provisional until verified) and
+    // does not keep it. So an abandoned ticket's epochs decide nothing.
+    const auto v = tickets.extend(t) ? tickets.record_epoch(t, m)
+                                     : experiment::LeaseService::Verdict{false, true};
+    if (v.lost) {
       verdict(false, "lost");  // someone else has the trial now
       c.ticket.reset();
       return r;
@@ -289,13 +295,7 @@ struct Gateway::Impl {
     t.last_epoch = m;
     t.seconds += m.seconds;
     t.renewed_at = unix_now();
-    // No client's numbers move the experiment's scheduler before a native
-    // re-run agreed with them, whatever its trust: the verdict judges this
-    // value against the counted epochs (epochs_for leaves out provisional
-    // trials, and every browser trial is provisional until verified) and
-    // does not keep it. So an abandoned ticket's epochs decide nothing.
-    const bool go = tickets.scheduler(t.experiment_id)
-                        .verdict(store, {t.trial_id, t.index, m.epoch, t.epochs}, m, false);
+    const bool go = v.go;
     if (!go) t.stopped = true;
     verdict(go, go ? nullptr : "pruned");
     return r;
@@ -431,12 +431,7 @@ struct Gateway::Impl {
                                            {"reason", "verification queue full"}});
       return accepted(c, false, "verification queue full");
     }
-    bool counted = false;
-    queue.write_together([&] {
-      store.set_provisional(t.trial_id, t.attempt, true);
-      counted = store.finish_trial(t.trial_id, t.attempt, res.status, res.metrics);
-      queue.ack(t.lease);
-    });
+    const bool counted = tickets.finish(t, res.status, res.metrics);
     if (counted) {
       trust.completed(c.identity, c.address);
       if (verify) {
@@ -466,7 +461,7 @@ struct Gateway::Impl {
       // Past its lifetime it is not extended (poll() takes it back).
       if (!expired(t)) {
         // Lost (it expired) when false: the next progress gets a 'lost' verdict.
-        if (queue.extend(t.lease, opt.lease_seconds)) t.renewed_at = unix_now();
+        if (tickets.extend(t)) t.renewed_at = unix_now();
       }
     }
     store.heartbeat(c.holder.worker_id,
@@ -633,7 +628,7 @@ struct Gateway::Impl {
                                               json(silence_limit()).dump() + " seconds"}));
       } else if (c.ticket && unix_now() - c.ticket->renewed_at > opt.lease_seconds / 4) {
         // The queue's lease is the gateway's to keep while the client is heard from.
-        if (queue.extend(c.ticket->lease, opt.lease_seconds)) c.ticket->renewed_at = unix_now();
+        if (tickets.extend(*c.ticket)) c.ticket->renewed_at = unix_now();
       }
     }
     if (t - swept_at < 60) return;

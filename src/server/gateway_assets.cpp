@@ -8,11 +8,11 @@
 
 #include "data/dataset.hpp"
 #include "data/shard.hpp"
+#include "experiment/catalogue.hpp"
 #include "server/gateway_wire.hpp"
 #include "server/static_files.hpp"
 #include "store/sha256.hpp"
-#include "worker/training_run.hpp"
-#include "worker/worker_loop.hpp"
+#include "experiment/training_run.hpp"
 
 namespace dnnlab::server {
 
@@ -63,11 +63,6 @@ json CoreAssets::urls() const {
   return urls;
 }
 
-std::string data_key(const nn::DataSpec& d) {
-  return d.dataset + "|" + std::to_string(d.validation) + "|" + d.normalize + "|" +
-         std::to_string(d.limit_train);
-}
-
 namespace {
 
 std::shared_ptr<const Shard> build_shard(const data::LoadOptions& lo) {
@@ -78,7 +73,7 @@ std::shared_ptr<const Shard> build_shard(const data::LoadOptions& lo) {
   s->sample_shape.assign(ds.sample_shape.d.begin(),
                          ds.sample_shape.d.begin() + ds.sample_shape.rank);
   s->classes = ds.num_classes;
-  s->provenance = worker::provenance(ds);
+  s->provenance = experiment::provenance(ds);
   return s;
 }
 
@@ -89,7 +84,7 @@ ShardCache::~ShardCache() {
 }
 
 std::shared_ptr<const Shard> ShardCache::if_ready(const nn::DataSpec& spec) {
-  const std::string key = data_key(spec);
+  const std::string key = experiment::data_key(spec);
   auto it = by_key_.find(key);
   // A build started by this call is never ready in it, however fast it is:
   // the caller's answer ("preparing data") does not depend on scheduling.
@@ -101,7 +96,7 @@ std::shared_ptr<const Shard> ShardCache::if_ready(const nn::DataSpec& spec) {
       // ... but never one a held ticket still points its client to.
       for (const auto& sh : held_()) bytes_[sh->sha256] = sh->bytes;
     }
-    data::LoadOptions lo = worker::load_options(spec, data_dir_);
+    data::LoadOptions lo = experiment::load_options(spec, data_dir_);
     lo.keep_raw = true;
     auto done = std::make_shared<std::promise<std::shared_ptr<const Shard>>>();
     it = by_key_.emplace(key, done->get_future().share()).first;
@@ -122,7 +117,7 @@ std::shared_ptr<const Shard> ShardCache::if_ready(const nn::DataSpec& spec) {
 
 std::shared_ptr<const Shard> ShardCache::get(const nn::DataSpec& spec) {
   if (auto sh = if_ready(spec)) return sh;
-  by_key_.at(data_key(spec)).wait();
+  by_key_.at(experiment::data_key(spec)).wait();
   return if_ready(spec);
 }
 

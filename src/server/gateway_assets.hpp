@@ -72,7 +72,4 @@ class ShardCache {
   std::map<std::string, std::shared_ptr<const std::string>> bytes_;  // sha -> bytes
 };
 
-// The cache key of a data spec (what makes two shards differ).
-std::string data_key(const nn::DataSpec& d);
-
 }  // namespace dnnlab::server

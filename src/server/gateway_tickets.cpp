@@ -1,8 +1,6 @@
 // Tickets from queue leases, and giving them back (gateway_tickets.hpp).
 #include "server/gateway_tickets.hpp"
 
-#include "db/task_codec.hpp"
-#include "experiment/coordinator.hpp"
 #include "nn/model.hpp"
 #include "nn/registry.hpp"
 #include "server/gateway_wire.hpp"
@@ -84,25 +82,22 @@ json core_spec_json(const nn::RunSpec& spec, const std::vector<std::int64_t>& in
   return out;
 }
 
-ExperimentCache& TicketDesk::experiment(std::int64_t id) {
-  auto it = experiments_.find(id);
-  if (it != experiments_.end()) return it->second;
-  auto e = store_.experiment(id);
-  if (!e) throw std::invalid_argument("experiment " + std::to_string(id) + " does not exist");
-  ExperimentCache c;
-  c.sweep = std::make_unique<sweep::SweepSpec>(sweep::parse_sweep(e->spec_text, e->spec_path));
-  c.scheduler = std::make_unique<experiment::SchedulerFeed>(*c.sweep, id);
+bool TicketDesk::replayed(std::int64_t id) {
+  auto it = replayed_.find(id);
+  if (it != replayed_.end()) return it->second;
+  const std::string& hash = catalogue_.get(id).spec_hash;
   // (One whose trials never started published nothing.)
   store::TrialQuery started;
   started.sort_by = "attempt";
   started.descending = true;
   started.limit = 1;
+  bool seen = false;
   for (const auto& other : store_.experiments())
-    if (!c.replayed && other.id != id && other.spec_hash == e->spec_hash) {
+    if (!seen && other.id != id && other.spec_hash == hash) {
       auto ts = store_.trials(other.id, started);
-      c.replayed = !ts.empty() && ts[0].attempt > 0;
+      seen = !ts.empty() && ts[0].attempt > 0;
     }
-  return experiments_.emplace(id, std::move(c)).first->second;
+  return replayed_[id] = seen;
 }
 
 // Whether the shard of the experiment's (first trial's) data is ready;
@@ -110,73 +105,45 @@ ExperimentCache& TicketDesk::experiment(std::int64_t id) {
 // (its trials then fail with the error when leased), counts as ready.
 bool TicketDesk::data_ready(std::int64_t exp_id) {
   try {
-    ExperimentCache& ec = experiment(exp_id);
-    if (!ec.data) {
-      store::TrialQuery first;
-      first.limit = 1;
-      first.sort_by = "index";
-      auto ts = store_.trials(exp_id, first);
-      if (ts.empty()) return true;
-      ec.data =
-          ec.sweep->materialize({ts[0].index, json::parse(ts[0].config_json), ts[0].seed}).data;
-    }
-    return shards_.if_ready(*ec.data) != nullptr;
+    const std::optional<nn::DataSpec>& data = catalogue_.first_data(exp_id);
+    return !data || shards_.if_ready(*data) != nullptr;
   } catch (const std::exception&) {
     return true;
   }
 }
 
-const std::vector<std::int64_t>& TicketDesk::running_experiments() {
-  const double now = wire::unix_now();
-  if (now - running_listed_at_ > 1.0) {
-    running_.clear();
-    for (const auto& e : store_.experiments())
-      if (e.status == store::ExperimentStatus::running) running_.push_back(e.id);
-    running_listed_at_ = now;
-  }
-  return running_;
-}
-
 std::optional<std::pair<Ticket, json>> TicketDesk::next(const TicketHolder& holder,
                                                         bool& preparing) {
-  for (std::int64_t exp : running_experiments()) {
+  for (std::int64_t exp : catalogue_.running()) {
     if (!data_ready(exp)) {
       preparing = true;
       continue;
     }
     for (int tries = 0; tries < 16; ++tries) {
-      auto lease = queue_.lease(db::queue_name(exp), holder.worker_id, opt_.lease_seconds);
-      if (!lease) break;
-      if (auto t = issue(holder, exp, *lease)) return t;
+      experiment::TrialLease l;
+      experiment::LeaseService::Got got;
+      try {
+        got = svc_.lease(exp, holder.worker_id, opt_.lease_seconds, l);
+      } catch (const std::invalid_argument&) {
+        break;  // deleted since the list was read
+      }
+      if (got == experiment::LeaseService::Got::kNone) break;
+      svc_.commit();  // a trial the service failed (its spec cannot be resolved)
+      if (got == experiment::LeaseService::Got::kSkipped) continue;
+      if (auto t = issue(holder, l)) return t;
     }
   }
   return std::nullopt;
 }
 
-// Turns a lease into a ticket, or ends it (duplicate, bad trial) and returns nullopt.
+// Turns a lease into a ticket, or ends it (a start refused, a trial that
+// cannot run) and returns nullopt.
 std::optional<std::pair<Ticket, json>> TicketDesk::issue(const TicketHolder& holder,
-                                                         std::int64_t exp_id,
-                                                         queue::TaskLease& lease) {
-  db::TrialTask task;
-  try {
-    task = db::decode_task(lease.payload);
-  } catch (const db::ProtocolError& e) {
-    queue_.nack(lease, false, e.what());
-    return std::nullopt;
-  }
-  const int attempt = task.attempt(lease.attempt);
-  auto trial = store_.trial(task.trial_id);
-  if (!trial || (trial->status != store::TrialStatus::queued &&
-                 trial->status != store::TrialStatus::running)) {
-    queue_.ack(lease);
-    return std::nullopt;
-  }
-  nn::RunSpec run;
+                                                         experiment::TrialLease& l) {
+  const nn::RunSpec& run = l.run;
   std::shared_ptr<const Shard> sh;
   std::int64_t num_params = 0;
   try {
-    ExperimentCache& ec = experiment(task.experiment_id);
-    run = ec.sweep->materialize({trial->index, json::parse(trial->config_json), trial->seed});
     sh = shards_.get(run.data);
     nn::Shape in;
     for (std::int64_t d : sh->sample_shape) in.d[in.rank++] = d;
@@ -184,9 +151,8 @@ std::optional<std::pair<Ticket, json>> TicketDesk::issue(const TicketHolder& hol
         nn::Model::build(run.model, nn::model_input(run.model, in), sh->classes, run.train.seed)
             .num_params();
   } catch (const std::exception& e) {
-    if (store_.mark_running(trial->id, attempt, holder.worker_id))
-      store_.finish_trial(trial->id, attempt, store::TrialStatus::failed, {}, e.what());
-    queue_.ack(lease);
+    svc_.fail(std::move(l), e.what());
+    svc_.commit();
     return std::nullopt;
   }
   json prov = sh->provenance;
@@ -194,42 +160,40 @@ std::optional<std::pair<Ticket, json>> TicketDesk::issue(const TicketHolder& hol
   prov.erase("kernel_targets");  // the server's native tables, not the browser's
   if (holder.fma) prov["relaxed_madd_fused"] = *holder.fma;  // the relaxed build's rounding
   prov["worker_kind"] = "browser";
-  if (!store_.mark_running(trial->id, attempt, holder.worker_id, prov)) {
-    queue_.ack(lease);
-    return std::nullopt;
-  }
+  if (!svc_.start(l, prov)) return std::nullopt;
   // A browser's epochs never move ASHA/median before a native re-run agreed
   // with them, whoever sent them (DESIGN.md, "Trust").
-  store_.set_provisional(trial->id, attempt, true);
+  store_.set_provisional(l.trial.id, l.attempt, true);
+  const std::int64_t exp_id = l.trial.experiment_id;
   Ticket t;
-  t.id = "t-" + std::to_string(trial->id) + "-" + std::to_string(attempt);
-  t.lease = lease;
-  t.attempt = attempt;
-  t.trial_id = trial->id;
+  t.id = "t-" + std::to_string(l.trial.id) + "-" + std::to_string(l.attempt);
+  t.attempt = l.attempt;
+  t.trial_id = l.trial.id;
   t.experiment_id = exp_id;
-  t.index = trial->index;
+  t.index = l.trial.index;
   t.num_params = num_params;
   t.shard = sh;
   t.epochs = run.train.epochs;
   t.has_val = run.data.validation > 0;
-  t.fresh = attempt == 1 && !experiment(exp_id).replayed;
+  t.fresh = l.attempt == 1 && !replayed(exp_id);
   json j{{"type", "ticket"},
          {"ticket", t.id},
          {"trial",
-          {{"id", t.trial_id}, {"experiment", exp_id}, {"index", t.index}, {"attempt", attempt}}},
+          {{"id", t.trial_id}, {"experiment", exp_id}, {"index", t.index}, {"attempt", t.attempt}}},
          {"spec", core_spec_json(run, sh->sample_shape, sh->classes)},
          {"data",
           {{"url", "/shards/" + sh->sha256 + ".safetensors"},
            {"sha256", sh->sha256},
            {"bytes", sh->bytes->size()}}},
          {"lease_seconds", opt_.lease_seconds}};
+  t.work = std::move(l);
   return std::pair{std::move(t), std::move(j)};
 }
 
 bool TicketDesk::would_rank(std::int64_t experiment_id, std::int64_t trial_id,
                             const store::TrialMetrics& m, int k) {
   if (k <= 0) return false;
-  const sweep::SearchSpec& search = experiment(experiment_id).sweep->search;
+  const sweep::SearchSpec& search = catalogue_.get(experiment_id).sweep->search;
   const std::optional<double> v = store::metric(m, search.metric);
   if (!v) return false;  // nothing to rank it by
   const bool maximize = search.maximize();
@@ -252,50 +216,27 @@ bool TicketDesk::would_rank(std::int64_t experiment_id, std::int64_t trial_id,
   }
 }
 
-void TicketDesk::give_back(const Ticket& t) {
+bool TicketDesk::finish(Ticket& t, store::TrialStatus status, const store::TrialMetrics& m) {
+  svc_.finish(std::move(t.work), status, m, {}, true);
+  const std::vector<bool> counted = svc_.commit();
+  return !counted.empty() && counted.back();
+}
+
+void TicketDesk::give_back(Ticket& t) {
   try {
-    queue_.write_together([&] {
-      if (!queue_.ack(t.lease)) return;  // lost: the queue has redelivered it
-      store_.release_trial(t.trial_id, t.attempt);
-      // No values carried: the worker that leases it reads the trial.
-      db::TrialTask task{t.experiment_id, t.trial_id, t.index, t.attempt, {}, 0};
-      queue_.publish(db::queue_name(t.experiment_id), db::encode_task(task));
-    });
+    svc_.give_back(t.work);
   } catch (const std::exception&) {
+    // The store or broker is away: the lease expires and the queue redelivers it.
   }
 }
 
 void TicketDesk::fail_for_good(std::int64_t trial_id, const std::string& worker_id,
                                const std::string& error) {
-  auto trial = store_.trial(trial_id);
-  if (!trial || trial->status != store::TrialStatus::queued) return;  // running again, or ended
-  if (store_.mark_running(trial_id, trial->attempt + 1, worker_id))
-    store_.finish_trial(trial_id, trial->attempt + 1, store::TrialStatus::failed, {}, error);
+  svc_.fail_queued(trial_id, worker_id, error);
 }
 
 void TicketDesk::reopen_trials_of(const std::vector<std::string>& worker_ids) {
-  for (const auto& e : store_.experiments()) {
-    std::vector<std::string> payloads;
-    for (const auto& w : worker_ids) {
-      store::TrialQuery q;
-      q.worker = w;
-      q.limit = 0;
-      for (const auto& t : store_.trials(e.id, q)) {
-        if (t.status != store::TrialStatus::finished && t.status != store::TrialStatus::pruned &&
-            t.status != store::TrialStatus::failed)
-          continue;
-        if (auto attempt = store_.reopen_trial(t.id)) {
-          db::TrialTask task{e.id, t.id, t.index, *attempt, t.config_json, t.seed};
-          payloads.push_back(db::encode_task(task));
-        }
-      }
-    }
-    if (payloads.empty()) continue;
-    queue_.publish_batch(db::queue_name(e.id), payloads);
-    if (e.status != store::ExperimentStatus::running)
-      store_.set_status(e.id, store::ExperimentStatus::running);
-    running_listed_at_ = -1;
-  }
+  svc_.reopen_trials_of(worker_ids);
 }
 
 }  // namespace dnnlab::server

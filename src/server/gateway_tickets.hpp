@@ -1,7 +1,9 @@
-// Tickets: the gateway's adapter of the queue for browser workers. A ticket
-// is one queue lease of one trial, marked running in the store under the
-// client's worker id and sent as a JSON spec plus a data shard URL; when the
-// client goes away it is given back.
+// Tickets: the gateway's adapter of the lease service
+// (experiment/lease_service.hpp) for browser workers. A ticket is one lease
+// of one trial, marked running in the store under the client's worker id
+// and sent as a JSON spec plus a data shard URL; its epochs and end go
+// through the service as a native worker's do (provisional until a native
+// re-run agrees), and when the client goes away it is given back.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -12,7 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "experiment/scheduler_feed.hpp"
+#include "experiment/catalogue.hpp"
+#include "experiment/lease_service.hpp"
 #include "queue/task_queue.hpp"
 #include "server/gateway.hpp"
 #include "server/gateway_assets.hpp"
@@ -30,7 +33,7 @@ struct PendingResult {
 
 struct Ticket {
   std::string id;
-  queue::TaskLease lease;
+  experiment::TrialLease work;  // the lease (trial, attempt, spec) it runs
   double issued_at = 0;  // unix seconds: its lifetime counts from here
   int attempt = 0;
   std::int64_t trial_id = 0, experiment_id = 0, index = 0;
@@ -53,18 +56,6 @@ struct Ticket {
   bool fresh = false;
 };
 
-struct ExperimentCache {
-  std::unique_ptr<sweep::SweepSpec> sweep;
-  // Another experiment ran the same sweep text (some trial of it started):
-  // its trials' curves (the same seeds) are public, so results here earn no
-  // trust.
-  bool replayed = false;
-  // The data its first trial trains on (nearly always every trial's): its
-  // shard is built before any of its trials is leased to a browser.
-  std::optional<nn::DataSpec> data;
-  std::unique_ptr<experiment::SchedulerFeed> scheduler;
-};
-
 // Who a ticket is leased for (what the trial's provenance records).
 struct TicketHolder {
   std::string worker_id;
@@ -76,11 +67,14 @@ class TicketDesk {
  public:
   TicketDesk(store::ResultStore& store, queue::TaskQueue& queue, const GatewayOptions& opt,
              ShardCache& shards)
-      : store_(store), queue_(queue), opt_(opt), shards_(shards) {}
+      : store_(store),
+        opt_(opt),
+        shards_(shards),
+        catalogue_(store),
+        svc_(store, queue, catalogue_, {false, {}}) {}
 
-  // The parsed sweep and scheduler of an experiment (parsed once).
-  ExperimentCache& experiment(std::int64_t id);
-  experiment::SchedulerFeed& scheduler(std::int64_t id) { return *experiment(id).scheduler; }
+  // The experiment's scheduler feed (one per experiment, the catalogue's).
+  experiment::SchedulerFeed& scheduler(std::int64_t id) { return *catalogue_.get(id).scheduler; }
 
   // Leases the next trial for `holder`: the ticket and its frame, or nullopt
   // when there is none. `preparing` is set when an experiment was passed
@@ -97,11 +91,22 @@ class TicketDesk {
   bool would_rank(std::int64_t experiment_id, std::int64_t trial_id, const store::TrialMetrics& m,
                   int k);
 
-  // Gives the ticket's trial back without spending one of the queue's
-  // max_attempts (a browser going away is the client's fault, not the
-  // trial's): the lease is acked and the task published again as a newer
-  // attempt, which starts afresh elsewhere. Nothing when the lease was lost.
-  void give_back(const Ticket& t);
+  // Extends the ticket's lease by opt.lease_seconds: false when it was lost.
+  bool extend(Ticket& t) { return svc_.extend(t.work, opt_.lease_seconds); }
+  // Records an accepted progress epoch (written at once) and asks the
+  // experiment's scheduler, which judges it without keeping it: a
+  // browser's numbers move nothing before a native re-run agreed.
+  experiment::LeaseService::Verdict record_epoch(Ticket& t, const store::EpochMetrics& m) {
+    return svc_.report_epoch(t.work, m, false, true);
+  }
+  // Ends the ticket's trial with the client's result, provisional, and
+  // acks its lease: whether it counted (false: a newer attempt owns it).
+  bool finish(Ticket& t, store::TrialStatus status, const store::TrialMetrics& m);
+
+  // Gives the ticket's trial back (a browser going away is the client's
+  // fault, not the trial's): the service's give_back. Nothing when the
+  // lease was lost.
+  void give_back(Ticket& t);
 
   // Ends a queued trial as failed: a browser's failure that a native re-run
   // confirmed. Its task, when leased, is then acked as a duplicate.
@@ -113,18 +118,19 @@ class TicketDesk {
 
  private:
   std::optional<std::pair<Ticket, nlohmann::json>> issue(const TicketHolder& holder,
-                                                         std::int64_t exp_id,
-                                                         queue::TaskLease& lease);
+                                                         experiment::TrialLease& l);
   bool data_ready(std::int64_t exp_id);
-  const std::vector<std::int64_t>& running_experiments();
+  // Another experiment ran the same sweep text (some trial of it started):
+  // its trials' curves (the same seeds) are public, so results here earn
+  // no trust (gateway_trust.hpp).
+  bool replayed(std::int64_t exp_id);
 
   store::ResultStore& store_;
-  queue::TaskQueue& queue_;
   const GatewayOptions& opt_;
   ShardCache& shards_;
-  std::map<std::int64_t, ExperimentCache> experiments_;
-  std::vector<std::int64_t> running_;
-  double running_listed_at_ = -1;
+  experiment::Catalogue catalogue_;
+  experiment::LeaseService svc_;
+  std::map<std::int64_t, bool> replayed_;
 };
 
 }  // namespace dnnlab::server

@@ -1,6 +1,7 @@
 // The gateway's native verifier: re-runs a browser's trial on its own thread
-// (its own store connection, its own data cache) and compares the client's
-// curve epoch by epoch. The io thread submits jobs and collects outcomes.
+// (its own store connection, catalogue and data cache) and compares the
+// client's curve epoch by epoch (experiment/native_check.hpp). The io
+// thread submits jobs and collects outcomes.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -12,8 +13,6 @@
 #include <thread>
 #include <vector>
 
-#include "data/dataset.hpp"
-#include "nn/spec.hpp"
 #include "store/result_store.hpp"
 
 namespace dnnlab::server {
@@ -59,16 +58,6 @@ class Verifier {
   // is not reported.
   std::vector<VerifyOutcome> take_outcomes();
   std::size_t pending() const;  // queued, running or not yet taken
-
-  // Re-runs the trial natively for as many epochs as the client reported
-  // and compares epoch by epoch (1% relative on losses; accuracies within
-  // 3 samples, at least 0.1%), then the final test accuracy: every number
-  // that is stored and ranked (the other final metrics are the last epoch's).
-  static VerifyOutcome compare(const VerifyJob& job, const store::TrialRecord& trial,
-                               const nn::RunSpec& run, const data::Dataset& ds);
-  // Re-runs a trial a client reported failed: agreed when it fails natively too.
-  static VerifyOutcome confirm_failure(const VerifyJob& job, const nn::RunSpec& run,
-                                       const data::Dataset& ds);
 
  private:
   void loop();

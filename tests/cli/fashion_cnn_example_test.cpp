@@ -36,7 +36,7 @@
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
 #include "spec/run_spec.hpp"
-#include "worker/training_run.hpp"
+#include "experiment/training_run.hpp"
 
 namespace dnnlab::cli_test {
 namespace {
@@ -76,7 +76,7 @@ TEST(Examples, FashionCnnWeightsReachTestAccuracy0925) {
   DNNLAB_NEED_FASHION_MNIST();
   const nlohmann::json m = recorded_metrics();
   nn::RunSpec spec = spec::load_run_spec(kExample + ".yaml");
-  data::Dataset data = data::load(worker::load_options(spec.data, ""));
+  data::Dataset data = data::load(experiment::load_options(spec.data, ""));
   EXPECT_EQ(data.sha256, m["provenance"]["dataset_sha256"].get<std::string>())
       << "another copy of Fashion-MNIST than the run's";
   nn::Model model = nn::Model::build(spec.model, nn::model_input(spec.model, data.sample_shape),

@@ -30,7 +30,7 @@
 #include "store/result_store.hpp"
 #include "sweep/sampler.hpp"
 #include "sweep/sweep_spec.hpp"
-#include "worker/training_run.hpp"
+#include "experiment/training_run.hpp"
 
 namespace dnnlab::server::testing {
 
@@ -143,7 +143,7 @@ class HonestBrowser {
     r.attempt = t["trial"]["attempt"];
     const double cpu0 = thread_cpu();
     nn::Model model = nn::Model::build(run.model, ds.sample_shape, ds.num_classes, 1);
-    worker::RunResult res = worker::train_run(run, ds, nullptr, &model);
+    experiment::RunResult res = experiment::train_run(run, ds, nullptr, &model);
     r.cpu_seconds = thread_cpu() - cpu0;
     const std::string tid = t["ticket"];
     for (const auto& e : res.curve) {

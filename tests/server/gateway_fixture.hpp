@@ -24,7 +24,7 @@
 #include "server/gateway_trust.hpp"
 #include "server_fixture.hpp"
 #include "sweep/sweep_spec.hpp"
-#include "worker/training_run.hpp"
+#include "experiment/training_run.hpp"
 #include "worker/worker_loop.hpp"
 
 namespace dnnlab::server::testing {
@@ -92,7 +92,7 @@ json progress_msg(const std::string& ticket, const nn::EpochResult& e, double li
           {"lr", e.lr}};
 }
 
-json result_msg(const std::string& ticket, const worker::RunResult& res, double lie = 0,
+json result_msg(const std::string& ticket, const experiment::RunResult& res, double lie = 0,
                 double acc_lie = 0) {
   const auto& last = res.curve.back();
   return {{"v", 1},
@@ -224,7 +224,7 @@ class GatewayTest : public ::testing::Test {
                                     ds.sample_shape.d.begin() + ds.sample_shape.rank);
     EXPECT_EQ(ticket["spec"], core_spec_json(run, shape, ds.num_classes));
     nn::Model model = nn::Model::build(run.model, ds.sample_shape, ds.num_classes, 1);
-    worker::RunResult res = worker::train_run(run, ds, nullptr, &model);
+    experiment::RunResult res = experiment::train_run(run, ds, nullptr, &model);
     const std::string tid = ticket["ticket"];
     for (const auto& e : res.curve) {
       auto r = send(id, progress_msg(tid, e, lie, acc_lie));

@@ -445,7 +445,7 @@ TEST_F(GatewayTest, NonFiniteWeightsAreRejected) {
   nn::RunSpec run =
       sweep->materialize({trial->index, json::parse(trial->config_json), trial->seed});
   nn::Model model = nn::Model::build(run.model, ds.sample_shape, ds.num_classes, 1);
-  auto res = worker::train_run(run, ds, nullptr, &model);
+  auto res = experiment::train_run(run, ds, nullptr, &model);
   const std::string tid = t->at("ticket");
   for (const auto& e : res.curve) ASSERT_FALSE(send(id, progress_msg(tid, e)).close);
   ASSERT_FALSE(send(id, result_msg(tid, res)).close);
@@ -596,7 +596,7 @@ TEST(GatewaySocket, BrowserAndNativeWorkersShareAnExperiment) {
     auto trial = st->trial(t["trial"]["id"].get<std::int64_t>());
     nn::RunSpec run = sw.materialize({trial->index, json::parse(trial->config_json), trial->seed});
     nn::Model model = nn::Model::build(run.model, ds.sample_shape, ds.num_classes, 1);
-    auto res = worker::train_run(run, ds, nullptr, &model);
+    auto res = experiment::train_run(run, ds, nullptr, &model);
     const std::string tid = t["ticket"];
     for (const auto& e : res.curve) {
       json v = call(progress_msg(tid, e));

@@ -9,7 +9,7 @@
 #include "experiment/coordinator.hpp"
 #include "queue/test_support.hpp"
 #include "sweep/sweep_spec.hpp"
-#include "worker/training_run.hpp"
+#include "experiment/training_run.hpp"
 #include "worker/worker_loop.hpp"
 
 namespace dnnlab {
@@ -72,9 +72,9 @@ TEST(NoValidation, TrialsStoreNoValidationValues) {
 TEST(NoValidation, MetricsJsonHasNullValidationValues) {
   const sweep::SweepSpec s = sweep::parse_sweep(kNoValidation, "nv.yaml");
   const nn::RunSpec run = s.instantiate({{"lr", 0.1}});
-  const data::Dataset data = data::load(worker::load_options(run.data, ""));
-  const worker::RunResult r = worker::train_run(run, data, nullptr);
-  const nlohmann::json j = worker::result_json(run, r, data);
+  const data::Dataset data = data::load(experiment::load_options(run.data, ""));
+  const experiment::RunResult r = experiment::train_run(run, data, nullptr);
+  const nlohmann::json j = experiment::result_json(run, r, data);
   EXPECT_TRUE(j["val_acc"].is_null()) << j["val_acc"];
   EXPECT_TRUE(j["test_acc"].is_null()) << j["test_acc"];
   ASSERT_EQ(j["epochs"].size(), 2u);

@@ -1,8 +1,8 @@
-#include "worker/training_run.hpp"
+#include "experiment/training_run.hpp"
 
 #include "experiment/build_provenance.hpp"
 
-namespace dnnlab::worker {
+namespace dnnlab::experiment {
 namespace {
 // A value or null: no validation data means no validation metric.
 nlohmann::json or_null(const std::optional<double>& v) {
@@ -42,7 +42,7 @@ RunResult train_run(const nn::RunSpec& spec, const data::Dataset& data, nn::Trai
 }
 
 nlohmann::json provenance(const data::Dataset& data) {
-  nlohmann::json p = experiment::build_provenance();
+  nlohmann::json p = build_provenance();
   p["dataset"] = data.name;
   p["dataset_sha256"] = data.sha256;
   return p;
@@ -71,4 +71,4 @@ nlohmann::json result_json(const nn::RunSpec& spec, const RunResult& r, const da
           {"provenance", provenance(data)}};
 }
 
-}  // namespace dnnlab::worker
+}  // namespace dnnlab::experiment

@@ -11,7 +11,7 @@
 #include "nn/spec.hpp"
 #include "nn/train.hpp"
 
-namespace dnnlab::worker {
+namespace dnnlab::experiment {
 
 struct RunResult {
   std::vector<nn::EpochResult> curve;
@@ -37,4 +37,4 @@ nlohmann::json provenance(const data::Dataset& data);
 // The result as JSON (spec, seed, curve, test metrics, provenance).
 nlohmann::json result_json(const nn::RunSpec& spec, const RunResult& r, const data::Dataset& data);
 
-}  // namespace dnnlab::worker
+}  // namespace dnnlab::experiment
