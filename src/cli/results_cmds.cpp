@@ -14,6 +14,7 @@
 #include "experiment/catalogue.hpp"
 #include "experiment/coordinator.hpp"
 #include "experiment/training_run.hpp"
+#include "store/trial_json.hpp"
 #include "sweep/sampler.hpp"
 
 namespace dnnlab::cli {
@@ -164,25 +165,17 @@ struct ResultsOptions {
   bool csv = false, json = false, ascending = false, descending = false;
 };
 
-nlohmann::json trial_json(const store::TrialRecord& t) {
-  auto opt = [](const std::optional<double>& v) {
-    return v ? nlohmann::json(*v) : nlohmann::json();
-  };
-  return {{"id", t.id},
-          {"index", t.index},
-          {"params", nlohmann::json::parse(t.config_json)},
-          {"seed", t.seed},
-          {"status", store::to_string(t.status)},
-          {"attempt", t.attempt},
-          {"worker", t.worker},
-          {"train_loss", opt(t.metrics.train_loss)},
-          {"train_acc", opt(t.metrics.train_acc)},
-          {"val_loss", opt(t.metrics.val_loss)},
-          {"val_acc", opt(t.metrics.val_acc)},
-          {"test_acc", opt(t.metrics.test_acc)},
-          {"epochs_done", t.metrics.epochs_done},
-          {"seconds", t.metrics.seconds},
-          {"error", t.error}};
+// The trials as a JSON array, one trial a line, each written by the REST
+// API's encoder (store/trial_json.hpp): the same fields and values as
+// GET /api/experiments/{id}/trials, the seed as a decimal string included.
+void write_trials_json(std::ostream& out, const std::vector<store::TrialRecord>& rows) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    text += i ? ",\n  " : "\n  ";
+    store::append_trial_json(text, rows[i]);
+  }
+  text += rows.empty() ? "]\n" : "\n]\n";
+  out << text;
 }
 
 void write_trials_csv(std::ostream& out, const std::vector<store::TrialRecord>& rows,
@@ -218,9 +211,7 @@ int results(const ResultsOptions& o) {
   }
   auto params = param_names(*s, exp);
   if (o.json) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (auto& t : rows) arr.push_back(trial_json(t));
-    std::cout << arr.dump(2) << "\n";
+    write_trials_json(std::cout, rows);
   } else if (o.csv) {
     write_trials_csv(std::cout, rows, params);
   } else {

@@ -53,6 +53,8 @@ constexpr ActivationRow kActivations[] = {
     {"relu", Act::kRelu}, {"leaky_relu", Act::kLeakyRelu}, {"elu", Act::kElu},
     {"tanh", Act::kTanh}, {"sigmoid", Act::kSigmoid},
 };
+static_assert(std::size(kActivations) == 5,
+              "a new activation needs its Act, its kernels and a layer row below");
 
 // ---- attributes, one array per layer ---------------------------------------
 
@@ -61,20 +63,28 @@ constexpr AttrInfo kDenseAttrs[] = {
     {"init", AttrKind::kEnum, 0, 0, 0, "", kInits, "weight initializer; empty: the model's `init`"},
     {"bias", AttrKind::kBool, 1, 0, 1, "", kNoChoices, "add a learned bias"},
 };
+static_assert(std::size(kDenseAttrs) == 3, "a new dense attribute needs its read in make_dense");
 constexpr AttrInfo kLeakyAttrs[] = {
     {"alpha", AttrKind::kFloat, 0.01, 0, 1, "", kNoChoices, "slope for x < 0"},
 };
+static_assert(std::size(kLeakyAttrs) == 1,
+              "a new leaky_relu attribute needs its read in make_activation");
 constexpr AttrInfo kEluAttrs[] = {
     {"alpha", AttrKind::kFloat, 1, 0, kBig, "", kNoChoices, "saturation for x < 0"},
 };
+static_assert(std::size(kEluAttrs) == 1, "a new elu attribute needs its read in make_activation");
 constexpr AttrInfo kDropoutAttrs[] = {
     {"rate", AttrKind::kFloat, 0.5, 0, 0.999, "", kNoChoices, "fraction of units zeroed"},
 };
+static_assert(std::size(kDropoutAttrs) == 1,
+              "a new dropout attribute needs its read in make_dropout");
 constexpr AttrInfo kBatchNormAttrs[] = {
     {"momentum", AttrKind::kFloat, 0.1, 0, 1, "", kNoChoices,
      "weight of a batch in the running statistics"},
     {"eps", AttrKind::kFloat, 1e-5, 1e-12, 1, "", kNoChoices, "added to the variance"},
 };
+static_assert(std::size(kBatchNormAttrs) == 2,
+              "a new batchnorm attribute needs its read in make_batchnorm");
 constexpr AttrInfo kConvAttrs[] = {
     {"filters", AttrKind::kInt, kNaN, 1, 65536, "", kNoChoices, "output channels"},
     {"kernel", AttrKind::kInt, 3, 1, 64, "", kNoChoices, "square kernel size"},
@@ -84,12 +94,14 @@ constexpr AttrInfo kConvAttrs[] = {
     {"init", AttrKind::kEnum, 0, 0, 0, "", kInits,
      "weight initializer (fan-in C*kernel^2); empty: the model's `init`"},
 };
+static_assert(std::size(kConvAttrs) == 6, "a new conv2d attribute needs its read in make_conv2d");
 constexpr AttrInfo kPoolAttrs[] = {
     {"kernel", AttrKind::kInt, 2, 1, 64, "", kNoChoices, "square window size"},
     {"stride", AttrKind::kInt, 0, 0, 64, "", kNoChoices, "step between windows; 0: the kernel"},
     {"padding", AttrKind::kInt, 0, 0, 32, "", kNoChoices,
      "padding on each side, at most kernel / 2"},
 };
+static_assert(std::size(kPoolAttrs) == 3, "a new pooling attribute needs its read in make_pool2d");
 constexpr std::span<const AttrInfo> kNoAttrs{};
 
 // ---- factories -------------------------------------------------------------
@@ -335,6 +347,14 @@ std::string section_table(const SectionInfo<Spec>& sec) {
   return t;
 }
 
+// docs/spec.md's table of names (initializers, losses); the first is the default.
+std::string names_table(std::span<const NameInfo> rows) {
+  std::string t = "| name | meaning |\n|---|---|\n";
+  for (const NameInfo& n : rows)
+    t += "| `" + std::string(n.name) + "` | " + std::string(n.summary) + " |\n";
+  return t;
+}
+
 }  // namespace
 
 std::span<const LayerInfo> layer_registry() {
@@ -357,10 +377,17 @@ std::string check_attr(const AttrInfo& a, double v) {
   if (a.kind == AttrKind::kEnum) return "expected one of the names listed";
   if (!std::isfinite(v)) return "must be a finite number";
   if (a.kind == AttrKind::kBool) return v == 0 || v == 1 ? "" : "expected true or false";
-  if (a.kind == AttrKind::kInt && v != std::floor(v)) return "expected an integer";
-  if ((a.min_open ? v <= a.min : v < a.min) || (a.max_open ? v >= a.max : v > a.max))
-    return "must be in " + range_text(a) + ", got " + num_text(a, v);
-  return "";
+  bool in = false;
+  if (a.kind == AttrKind::kInt) {
+    if (v != std::floor(v)) return "expected an integer";
+    in = (a.min_open ? v > a.min : v >= a.min) && (a.max_open ? v < a.max : v <= a.max);
+  } else if (std::fabs(v) <= std::numeric_limits<float>::max()) {
+    // As used: the float nearest v, against the floats nearest closed bounds.
+    const double f = static_cast<float>(v);
+    in = (a.min_open ? f > a.min : f >= as_float(a.min)) &&
+         (a.max_open ? f < a.max : f <= as_float(a.max));
+  }
+  return in ? "" : "must be in " + range_text(a) + ", got " + num_text(a, v);
 }
 
 std::string check_attr(const AttrInfo& a, std::string_view v) {
@@ -466,23 +493,6 @@ bool applies_to(std::string_view types, std::string_view type) {
   return false;
 }
 
-std::string check_section_value(const AttrInfo& a, double v) {
-  if (a.kind == AttrKind::kEnum) return "expected one of the names listed";
-  if (!std::isfinite(v)) return "must be a finite number";
-  if (a.kind == AttrKind::kBool) return v == 0 || v == 1 ? "" : "expected true or false";
-  bool in = false;
-  if (a.kind == AttrKind::kInt) {
-    if (v != std::floor(v)) return "expected an integer";
-    in = (a.min_open ? v > a.min : v >= a.min) && (a.max_open ? v < a.max : v <= a.max);
-  } else if (std::fabs(v) <= std::numeric_limits<float>::max()) {
-    // As stored: the float nearest v, against the floats nearest closed bounds.
-    const double f = static_cast<float>(v);
-    in = (a.min_open ? f > a.min : f >= as_float(a.min)) &&
-         (a.max_open ? f < a.max : f <= as_float(a.max));
-  }
-  return in ? "" : "must be in " + range_text(a) + ", got " + num_text(a, v);
-}
-
 FieldProblem check_train_fields(const OptimizerSpec& o, const ScheduleSpec& s) {
   if (s.type == "cosine" && s.min_lr > o.lr) {
     char buf[96];
@@ -491,6 +501,13 @@ FieldProblem check_train_fields(const OptimizerSpec& o, const ScheduleSpec& s) {
     return {"schedule.min_lr", buf};
   }
   return {};
+}
+
+std::string initializer_table_markdown() {
+  return names_table(kInitializers);
+}
+std::string loss_table_markdown() {
+  return names_table(kLosses);
 }
 
 std::string optimizer_table_markdown() {

@@ -51,7 +51,13 @@ std::span<const LayerInfo> layer_registry();
 const LayerInfo* find_layer(std::string_view name);  // null if unknown
 const AttrInfo* find_attr(const LayerInfo& layer, std::string_view name);
 
-// Why `v` is not a valid value of `a` ("must be in [1, 1e+09]"), or "".
+// Why `v` is not a valid value of `a` ("must be in [1, 1e+09]"), or "": the
+// one check of a value that every codec (YAML, wasm JSON, the gateway's JSON)
+// asks, for layer and section attributes alike. Numbers must be finite,
+// integers whole, booleans 0 or 1; floats are checked as the float they are
+// used as, against the floats nearest their closed bounds (so `gamma: 1`
+// meets 1 and `rate: 0.999` meets 0.999). Names must be a choice or the
+// default text.
 std::string check_attr(const AttrInfo& a, double v);
 std::string check_attr(const AttrInfo& a, std::string_view v);
 // Sets every attribute `spec` lacks to its default; returns the name of a
@@ -79,7 +85,7 @@ struct NameInfo {
 
 // One attribute of a section (OptimizerSpec, ScheduleSpec): its schema, the
 // types that take it, and its field. Floats are stored as float and checked
-// as the float they are stored as (check_section_value).
+// as the float they are stored as (check_attr).
 template <class Spec>
 struct SectionAttr {
   AttrInfo info;
@@ -107,10 +113,6 @@ std::span<const std::string_view> loss_names();
 bool is_listed(std::span<const std::string_view> names, std::string_view name);
 // Whether an attribute whose row says `types` applies to type `type`.
 bool applies_to(std::string_view types, std::string_view type);
-// Why `v` is not a valid value of a section attribute, or "": integers must
-// be whole, booleans 0 or 1, floats are checked as the float they are stored
-// as against the floats nearest their closed bounds (so `gamma: 1` meets 1).
-std::string check_section_value(const AttrInfo& a, double v);
 // Checks between fields of a training spec, after each field's own check:
 // the cosine floor must not be above the learning rate. `field` is dotted
 // from the train section ("schedule.min_lr"); empty when all is well.
@@ -118,9 +120,12 @@ struct FieldProblem {
   std::string field, message;
 };
 FieldProblem check_train_fields(const OptimizerSpec& o, const ScheduleSpec& s);
-// docs/spec.md's `optimizer:` and `schedule:` tables, generated from the rows.
+// docs/spec.md's `optimizer:` and `schedule:` tables, and its tables of
+// initializers and losses, generated from the rows.
 std::string optimizer_table_markdown();
 std::string schedule_table_markdown();
+std::string initializer_table_markdown();
+std::string loss_table_markdown();
 
 // Activation layers by name, for `activation:` options and kernel fusion.
 bool activation_from_name(std::string_view name, Act* act);

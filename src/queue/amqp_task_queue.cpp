@@ -1,4 +1,7 @@
-// AmqpTaskQueue: the TaskQueue contract on RabbitMQ (see the header for the mapping).
+// AmqpTaskQueue: the TaskQueue contract on RabbitMQ (see the header for the
+// mapping): the connection, publish, lease, extend, ack and nack. What the
+// broker sends is read in amqp_pump.cpp, cancels in amqp_cancel.cpp and the
+// consumers in amqp_consumers.cpp.
 #include "queue/amqp_task_queue.hpp"
 
 #include <algorithm>
@@ -15,17 +18,11 @@ namespace dnnlab::queue {
 namespace {
 
 using amqp_parts::as_bytes;
-using amqp_parts::bytes;
 using amqp_parts::consumer_tag;
-using amqp_parts::kAttemptsHeader;
-using amqp_parts::kErrorHeader;
 using amqp_parts::require;
-using amqp_parts::tag_queue;
 
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kControlExchange = "dnnlab.control";
-constexpr const char* kControlTag = "dnnlab.control";
 // How long lease() waits for the broker to push a message it reports ready.
 constexpr double kLeaseWaitSeconds = 2.0;
 // How long lease() first waits for a push before asking the broker.
@@ -34,43 +31,6 @@ constexpr int kPushWaitMs = 2;
 void require_seconds(double v, std::string_view field) {
   require(std::isfinite(v) && v > 0, field,
           "must be a positive number of seconds, got " + std::to_string(v));
-}
-
-std::optional<std::int64_t> int_header(const amqp_table_t& t, std::string_view key) {
-  for (int i = 0; i < t.num_entries; ++i) {
-    const amqp_table_entry_t& e = t.entries[i];
-    if (bytes(e.key) != key) continue;
-    const amqp_field_value_t& v = e.value;
-    switch (v.kind) {
-      case AMQP_FIELD_KIND_I8:
-        return v.value.i8;
-      case AMQP_FIELD_KIND_U8:
-        return v.value.u8;
-      case AMQP_FIELD_KIND_I16:
-        return v.value.i16;
-      case AMQP_FIELD_KIND_U16:
-        return v.value.u16;
-      case AMQP_FIELD_KIND_I32:
-        return v.value.i32;
-      case AMQP_FIELD_KIND_U32:
-        return v.value.u32;
-      case AMQP_FIELD_KIND_I64:
-        return v.value.i64;
-      case AMQP_FIELD_KIND_U64:
-        return static_cast<std::int64_t>(v.value.u64);
-      default:
-        return std::nullopt;
-    }
-  }
-  return std::nullopt;
-}
-
-std::string string_header(const amqp_table_t& t, std::string_view key) {
-  for (int i = 0; i < t.num_entries; ++i)
-    if (bytes(t.entries[i].key) == key && (t.entries[i].value.kind == AMQP_FIELD_KIND_UTF8 ||
-                                           t.entries[i].value.kind == AMQP_FIELD_KIND_BYTES))
-      return bytes(t.entries[i].value.value.bytes);
-  return {};
 }
 
 std::string joined(std::string a, std::string_view b) {
@@ -169,119 +129,6 @@ void AmqpTaskQueue::ensure_queue(const std::string& queue) {
   if (declared_.count(queue)) return;
   conn().declare_queue(queue);
   declared_.insert(queue);
-}
-
-void AmqpTaskQueue::ensure_control() {
-  if (control_) return;
-  AmqpConnection& c = conn();
-  amqp_exchange_declare(c.get(), AmqpConnection::kConsume, amqp_cstring_bytes(kControlExchange),
-                        amqp_cstring_bytes("fanout"), 0, /*durable=*/1, 0, 0, amqp_empty_table);
-  c.check_rpc(std::string("exchange.declare '") + kControlExchange + "'");
-  // A private queue per connection: exclusive, gone with the connection.
-  auto* ok = amqp_queue_declare(c.get(), AmqpConnection::kConsume, amqp_empty_bytes, 0, 0,
-                                /*exclusive=*/1, /*auto_delete=*/1, amqp_empty_table);
-  c.check_rpc("queue.declare (control)");
-  const std::string name = bytes(ok->queue);
-  amqp_queue_bind(c.get(), AmqpConnection::kConsume, as_bytes(name),
-                  amqp_cstring_bytes(kControlExchange), amqp_empty_bytes, amqp_empty_table);
-  c.check_rpc("queue.bind (control)");
-  amqp_basic_consume(c.get(), AmqpConnection::kConsume, as_bytes(name),
-                     amqp_cstring_bytes(kControlTag), 0, /*no_ack=*/1, 1, amqp_empty_table);
-  c.check_rpc("basic.consume (control)");
-  control_ = true;
-}
-
-bool AmqpTaskQueue::pump(int timeout_ms) {
-  AmqpConnection& c = conn();
-  amqp_maybe_release_buffers(c.get());
-  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-  amqp_envelope_t env{};
-  amqp_rpc_reply_t r = amqp_consume_message(c.get(), &env, &tv, 0);
-  if (r.reply_type == AMQP_RESPONSE_NORMAL) {
-    const std::string tag = bytes(env.consumer_tag);
-    const amqp_basic_properties_t& p = env.message.properties;
-    const amqp_table_t headers =
-        (p._flags & AMQP_BASIC_HEADERS_FLAG) ? p.headers : amqp_table_t{0, nullptr};
-    if (tag == kControlTag) {
-      const std::string queue = bytes(env.message.body);
-      cancelled_.insert(queue);
-      cancelled_pending_.insert(queue);
-    } else if (auto queue = tag_queue(tag)) {
-      Delivery d;
-      d.tag = env.delivery_tag;
-      d.consumer = tag;
-      d.payload = bytes(env.message.body);
-      d.attempts_before = static_cast<int>(int_header(headers, kAttemptsHeader).value_or(0) +
-                                           int_header(headers, "x-delivery-count").value_or(0));
-      d.error = string_header(headers, kErrorHeader);
-      inbox_[*queue].push_back(std::move(d));
-    }
-    amqp_destroy_envelope(&env);
-    return true;
-  }
-  if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION && r.library_error == AMQP_STATUS_TIMEOUT)
-    return false;
-  if (r.reply_type != AMQP_RESPONSE_LIBRARY_EXCEPTION ||
-      r.library_error != AMQP_STATUS_UNEXPECTED_STATE) {
-    c.mark_broken();
-    throw AmqpConnectionLost("amqp: reading from the broker: " +
-                             std::string(r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
-                                             ? amqp_error_string2(r.library_error)
-                                             : "unexpected reply"));
-  }
-  // A frame other than a delivery: a confirm, or the broker closing us.
-  amqp_frame_t frame{};
-  if (int s = amqp_simple_wait_frame(c.get(), &frame); s != AMQP_STATUS_OK) {
-    c.mark_broken();
-    throw AmqpConnectionLost(std::string("amqp: reading a frame: ") + amqp_error_string2(s));
-  }
-  if (frame.frame_type != AMQP_FRAME_METHOD) return true;
-  switch (frame.payload.method.id) {
-    case AMQP_BASIC_ACK_METHOD:
-    case AMQP_BASIC_NACK_METHOD: {
-      const bool acked = frame.payload.method.id == AMQP_BASIC_ACK_METHOD;
-      std::uint64_t tag = 0;
-      bool multiple = false;
-      if (acked) {
-        auto* m = static_cast<amqp_basic_ack_t*>(frame.payload.method.decoded);
-        tag = m->delivery_tag;
-        multiple = m->multiple;
-      } else {
-        auto* m = static_cast<amqp_basic_nack_t*>(frame.payload.method.decoded);
-        tag = m->delivery_tag;
-        multiple = m->multiple;
-      }
-      for (auto it = multiple ? confirms_.begin() : confirms_.find(tag);
-           it != confirms_.end() && it->first <= tag; ++it)
-        if (it->second == 0) it->second = acked ? 1 : -1;
-      return true;
-    }
-    case AMQP_BASIC_CANCEL_METHOD: {  // the broker cancelled a consumer (queue deleted)
-      auto* m = static_cast<amqp_basic_cancel_t*>(frame.payload.method.decoded);
-      const std::string tag = bytes(m->consumer_tag);
-      if (auto queue = tag_queue(tag)) {
-        consuming_.erase(*queue);  // lease() consumes again
-        extra_.erase(*queue);
-      }
-      if (tag == kControlTag) control_ = false;
-      return true;
-    }
-    case AMQP_CHANNEL_CLOSE_METHOD: {
-      // The consumer timeout, or a refused publish: the channel's
-      // deliveries are requeued by the broker.
-      auto* m = static_cast<amqp_channel_close_t*>(frame.payload.method.decoded);
-      c.mark_broken();
-      throw AmqpConnectionLost("amqp: the broker closed channel " + std::to_string(frame.channel) +
-                               ": " + bytes(m->reply_text));
-    }
-    case AMQP_CONNECTION_CLOSE_METHOD: {
-      auto* m = static_cast<amqp_connection_close_t*>(frame.payload.method.decoded);
-      c.mark_broken();
-      throw AmqpConnectionLost("amqp: the broker closed the connection: " + bytes(m->reply_text));
-    }
-    default:
-      return true;
-  }
 }
 
 std::int64_t AmqpTaskQueue::publish(std::string_view queue, std::string_view payload) {
@@ -556,99 +403,6 @@ bool AmqpTaskQueue::nack(const TaskLease& lease, bool requeue, std::string_view 
   }
   held_.erase(lease.task_id);
   return true;
-}
-
-std::int64_t AmqpTaskQueue::drop_inbox(const std::string& queue) {
-  auto it = inbox_.find(queue);
-  if (it == inbox_.end() || it->second.empty()) return 0;
-  AmqpConnection& c = conn();
-  const std::int64_t n = static_cast<std::int64_t>(it->second.size());
-  for (const Delivery& d : it->second)
-    c.check(amqp_basic_reject(c.get(), AmqpConnection::kConsume, d.tag, /*requeue=*/0),
-            "basic.reject");
-  it->second.clear();
-  amqp_tx_commit(c.get(), AmqpConnection::kConsume);
-  c.check_rpc("tx.commit (drop '" + queue + "')");
-  return n;
-}
-
-void AmqpTaskQueue::process_cancels() {
-  while (!cancelled_pending_.empty()) {
-    const std::string queue = *cancelled_pending_.begin();
-    cancelled_pending_.erase(cancelled_pending_.begin());
-    drop_inbox(queue);
-  }
-}
-
-std::int64_t AmqpTaskQueue::waiting(std::string_view queue_name) {
-  require(!queue_name.empty(), "queue", "must not be empty");
-  const std::string queue(queue_name);
-  for (int tries = 0;; ++tries) {
-    try {
-      while (pump(0)) {
-      }
-      process_cancels();
-      const std::int64_t n = conn().declare_queue(queue);
-      declared_.insert(queue);
-      auto it = inbox_.find(queue);
-      return n + (it == inbox_.end() ? 0 : static_cast<std::int64_t>(it->second.size()));
-    } catch (const AmqpConnectionLost&) {
-      lost();
-      if (tries > 0) throw;
-    }
-  }
-}
-
-std::int64_t AmqpTaskQueue::cancel(std::string_view queue_name) {
-  require(!queue_name.empty(), "queue", "must not be empty");
-  const std::string queue(queue_name);
-  for (int tries = 0;; ++tries) {
-    try {
-      ensure_queue(queue);
-      ensure_control();
-      AmqpConnection& c = conn();
-      auto* ok = amqp_queue_purge(c.get(), AmqpConnection::kConsume, as_bytes(queue));
-      c.check_rpc("queue.purge '" + queue + "'");
-      const std::int64_t dropped = ok->message_count + drop_inbox(queue);
-      // Announce it, confirmed, so running workers stop the queue's trials.
-      amqp_basic_properties_t props{};
-      props._flags = AMQP_BASIC_DELIVERY_MODE_FLAG;
-      props.delivery_mode = AMQP_DELIVERY_PERSISTENT;
-      c.check(amqp_basic_publish(c.get(), AmqpConnection::kPublish,
-                                 amqp_cstring_bytes(kControlExchange), amqp_empty_bytes, 0, 0,
-                                 &props, as_bytes(queue)),
-              "basic.publish to the control exchange");
-      const std::uint64_t seq = next_seq_++;
-      confirms_[seq] = 0;
-      const auto give_up =
-          Clock::now() + std::chrono::duration<double>(options_.busy_timeout_seconds);
-      while (confirms_[seq] == 0) {
-        if (Clock::now() > give_up)
-          throw std::runtime_error("task queue " + shown_url_ + ": no confirm for the cancel of '" +
-                                   queue + "'");
-        pump(100);
-      }
-      confirms_.erase(seq);
-      cancelled_.insert(queue);
-      // Our own announcement comes back to us: its inbox is already empty.
-      return dropped;
-    } catch (const AmqpConnectionLost&) {
-      lost();
-      if (tries > 0) throw;
-    }
-  }
-}
-
-bool AmqpTaskQueue::cancelled(std::string_view queue) {
-  try {
-    ensure_control();
-    while (pump(0)) {
-    }
-    process_cancels();
-  } catch (const AmqpConnectionLost&) {
-    lost();  // the next call reconnects; what we knew stays known
-  }
-  return cancelled_.count(std::string(queue)) > 0;
 }
 
 }  // namespace dnnlab::queue

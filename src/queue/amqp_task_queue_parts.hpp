@@ -1,6 +1,7 @@
-// Shared by the two files of AmqpTaskQueue (amqp_task_queue.cpp: publish,
-// lease, ack; amqp_consumers.cpp: consumers, prefetch, give-back): the wire
-// helpers and the records of a delivery. Not a public header.
+// Shared by the files of AmqpTaskQueue (amqp_task_queue.cpp: publish, lease,
+// ack; amqp_pump.cpp: what the broker sends; amqp_cancel.cpp: cancels;
+// amqp_consumers.cpp: consumers, prefetch, give-back): the wire helpers and
+// the records of a delivery. Not a public header.
 #pragma once
 
 #include <amqp.h>
@@ -18,6 +19,9 @@ namespace amqp_parts {
 
 constexpr const char* kAttemptsHeader = "x-dnnlab-attempts";  // deliveries before this copy
 constexpr const char* kErrorHeader = "x-dnnlab-error";        // why they ended, "; "-joined
+// The fanout exchange that announces cancels, and this object's consumer of it.
+constexpr const char* kControlExchange = "dnnlab.control";
+constexpr const char* kControlTag = "dnnlab.control";
 
 // "q/<queue>", then "q<n>/<queue>" for the queue's n-th consumer on this
 // connection (want_prefetch() starts a new one).

@@ -3,12 +3,15 @@
 #include <limits>
 
 #include "server/api_internal.hpp"
-#include "server/trial_json.hpp"
+#include "store/trial_json.hpp"
 
 namespace dnnlab::server {
 
 using namespace api_detail;
 using nlohmann::json;
+using store::append_json_int;
+using store::append_json_string;
+using store::append_trial_json;
 
 namespace {
 

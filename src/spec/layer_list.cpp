@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "nn/model.hpp"
 #include "nn/registry.hpp"
@@ -46,24 +47,36 @@ struct Entry {
 // Keys of a layer entry that are not attributes of the layer.
 constexpr std::string_view kEntryKeys[] = {"activation", "name", "inputs", "repeat"};
 
-// Reads one attribute value against its registry row.
+// Reads one attribute value against its registry row: YAML decides only the
+// value's type (an integer, a number, a boolean, a name); whether it is valid
+// is nn::check_attr's verdict, the one the JSON codecs ask too.
 void read_attr(const YamlReader& r, const nn::AttrInfo& a, const YAML::Node& v,
                const std::string& path, LayerSpec& spec) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
   const std::string key(a.name);
+  std::string problem;
   switch (a.kind) {
     case AttrKind::kInt:
-      spec.attrs.num[key] = static_cast<double>(r.integer(v, path, {a.min, a.max}));
+    case AttrKind::kFloat: {
+      const double x = a.kind == AttrKind::kInt
+                           ? static_cast<double>(r.integer(v, path, {-kInf, kInf}))
+                           : static_cast<double>(r.real(v, path, {-kInf, kInf}));
+      problem = nn::check_attr(a, x);
+      spec.attrs.num[key] = x;
       break;
-    case AttrKind::kFloat:
-      spec.attrs.num[key] = r.real(v, path, {a.min, a.max});
-      break;
+    }
     case AttrKind::kBool:
       spec.attrs.num[key] = r.boolean(v, path) ? 1 : 0;
       break;
     case AttrKind::kEnum:
-      spec.attrs.text[key] = r.choice(v, path, a.name, a.choices);
+      // The default text ("": the model's init) is valid written out too.
+      if (v.IsScalar() && v.Scalar() == a.def_text && nn::check_attr(a, v.Scalar()).empty())
+        spec.attrs.text[key] = v.Scalar();
+      else
+        spec.attrs.text[key] = r.choice(v, path, a.name, a.choices);
       break;
   }
+  if (!problem.empty()) r.fail(v, path, problem);
 }
 
 class ListReader {

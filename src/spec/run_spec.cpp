@@ -198,7 +198,7 @@ void read_section(const YamlReader& r, const YAML::Node& v, const std::string& p
         x = r.real(value, path, {-kInf, kInf});
         break;
     }
-    const std::string problem = nn::check_section_value(field->info, x);
+    const std::string problem = nn::check_attr(field->info, x);
     if (!problem.empty()) r.fail(value, path, problem);
     field->set(out, x);
     seen.emplace_back(key, field);

@@ -36,10 +36,13 @@ class Fields {
   Fields(const Json& obj, std::string path) : obj_(obj), path_(std::move(path)) {
     if (obj.kind != Json::kObject) fail(obj.offset, path_, "expected an object");
   }
-  const Json* find(const char* key) {
+  // A null reads as absent (the default), except with `attribute`: a registry
+  // attribute's null (what JSON writers make of NaN and infinities) is then
+  // refused, as YAML refuses `.nan` and `~`, not read as the default.
+  const Json* find(const char* key, bool attribute = false) {
     used_.push_back(key);
     for (auto& m : obj_.members)
-      if (m.first == key) return m.second.kind == Json::kNull ? nullptr : &m.second;
+      if (m.first == key) return m.second.kind == Json::kNull && !attribute ? nullptr : &m.second;
     return nullptr;
   }
   std::string name(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
@@ -129,7 +132,7 @@ void read_section(const Json& obj, const nn::SectionInfo<S>& sec, S& out) {
   for (const nn::SectionAttr<S>& row : sec.attrs) {
     const nn::AttrInfo& a = row.info;
     const std::string key(a.name);
-    const Json* v = f.find(key.c_str());
+    const Json* v = f.find(key.c_str(), /*attribute=*/true);
     if (!v) continue;
     const std::string name = f.name(key.c_str());
     if (!nn::applies_to(row.types, out.type))
@@ -141,10 +144,10 @@ void read_section(const Json& obj, const nn::SectionInfo<S>& sec, S& out) {
       if (v->kind != Json::kBool) fail(v->offset, name, "expected true or false");
       x = v->b ? 1 : 0;
     } else {
-      if (v->kind != Json::kNumber) fail(v->offset, name, "expected a number");
+      if (v->kind != Json::kNumber) fail(v->offset, name, "expected a finite number");
       x = v->num;
     }
-    const std::string problem = nn::check_section_value(a, x);
+    const std::string problem = nn::check_attr(a, x);
     if (!problem.empty()) fail(v->offset, name, problem);
     row.set(out, x);
   }
@@ -175,7 +178,7 @@ void read_layers(const Json& list, const std::string& path, nn::ModelSpec& ms) {
     // Every attribute as the registry describes it: type, range, choices.
     for (const nn::AttrInfo& a : info->attrs) {
       const std::string key(a.name);
-      const Json* v = lf.find(key.c_str());
+      const Json* v = lf.find(key.c_str(), /*attribute=*/true);
       if (!v) continue;
       std::string err;
       if (a.kind == nn::AttrKind::kEnum) {
@@ -186,7 +189,8 @@ void read_layers(const Json& list, const std::string& path, nn::ModelSpec& ms) {
         if (v->kind != Json::kBool) fail(v->offset, lf.name(key.c_str()), "expected true or false");
         l.attrs.num[key] = v->b ? 1 : 0;
       } else {
-        if (v->kind != Json::kNumber) fail(v->offset, lf.name(key.c_str()), "expected a number");
+        if (v->kind != Json::kNumber)
+          fail(v->offset, lf.name(key.c_str()), "expected a finite number");
         err = nn::check_attr(a, v->num);
         l.attrs.num[key] = v->num;
       }

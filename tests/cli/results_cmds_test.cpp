@@ -16,6 +16,7 @@
 #include "dnnlab/build_info.hpp"
 #include "nn/kernels.hpp"
 #include "store/result_store.hpp"
+#include "store/trial_json.hpp"
 
 namespace dnnlab::cli_test {
 namespace {
@@ -214,6 +215,51 @@ TEST(ResultsCmd, TablesShowTheTrialIdThatRerunTakes) {
   EXPECT_EQ(rr.code, 0) << rr.out << rr.err;
   EXPECT_NE(rr.err.find("rerunning trial " + std::to_string(shown[0])), std::string::npos);
   EXPECT_NE(rr.err.find("lr=" + json[0]["params"]["lr"].dump()), std::string::npos) << rr.err;
+}
+
+// `results --json` writes each trial with the REST API's encoder
+// (store/trial_json.hpp): every field docs/openapi.yaml's Trial requires, the
+// 64-bit seed as its decimal digits (a JSON number loses digits past 2^53),
+// and each row byte for byte the object GET /api/experiments/{id}/trials
+// sends for that trial.
+TEST(ResultsCmd, JsonRowsAreTheRestApisTrialObjects) {
+  Store st;
+  Result sw = st.sweep(small_sweep("js", "    lr: [0.1, 0.03]\n", "${lr}"), "js.yaml");
+  ASSERT_EQ(sw.code, 0) << sw.err;
+  Result r = run("results js --json --sort index --ascending --store " + st.url);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  auto s = st.open();
+  const int64_t exp = s->experiments().at(0).id;
+  std::vector<store::TrialRecord> stored;
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.dump());
+    for (const char* key :
+         {"id", "experiment_id", "index", "params", "seed", "status", "attempt", "worker",
+          "started_at", "finished_at", "train_loss", "train_acc", "val_loss", "val_acc", "test_acc",
+          "epochs_done", "seconds", "error", "provisional"})
+      EXPECT_TRUE(row.contains(key)) << key;
+    auto t = s->trial(row["id"].get<int64_t>());
+    ASSERT_TRUE(t);
+    ASSERT_TRUE(row["seed"].is_string());
+    EXPECT_EQ(row["seed"].get<std::string>(), std::to_string(t->seed));
+    EXPECT_EQ(row["experiment_id"].get<int64_t>(), exp);
+    EXPECT_EQ(row["status"], "finished");
+    EXPECT_EQ(row["epochs_done"].get<int>(), 2);
+    EXPECT_EQ(row["val_acc"].get<double>(), t->metrics.val_acc.value_or(-1));
+    EXPECT_TRUE(row["started_at"].is_number());
+    EXPECT_EQ(row["provisional"], false);
+    stored.push_back(*t);
+  }
+  EXPECT_LT(rows[0]["index"].get<int64_t>(), rows[1]["index"].get<int64_t>());
+  // One trial a line, each the encoder's row for the stored trial.
+  std::string want = "[";
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    want += i ? ",\n  " : "\n  ";
+    store::append_trial_json(want, stored[i]);
+  }
+  EXPECT_EQ(r.out, want + "\n]\n");
 }
 
 TEST(RunCmd, BestPerDepthTableTakesAnyParameterType) {

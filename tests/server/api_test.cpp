@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "server/trial_json.hpp"
+#include "store/trial_json.hpp"
 #include "server_fixture.hpp"
 #include "store_backends.hpp"
 

@@ -1,9 +1,12 @@
-// Issue 25, "one description per spec type": the optimizer, schedule,
+// Issue 25, "one description per spec type": the layer, optimizer, schedule,
 // initializer and loss rows of the registry (nn/registry.hpp) are the only
 // description of those parts of a spec. For every attribute of every row this
 // test tries the bounds (at each one, just outside it, just inside an open
-// one), a wrong type and a type the attribute does not apply to through
-//   - YAML -> RunSpec (spec::parse_run_spec),
+// one), non-finite values, nothing (null), a wrong type and a type (or layer)
+// the attribute does not apply to through
+//   - YAML -> RunSpec (spec::parse_run_spec; a layer's entry through the
+//     layer-list reader it calls, so that the model's shape rules, checked
+//     after the attributes, do not stand in for an attribute's verdict),
 //   - the browser core's JSON reader (wasm::parse_core_spec), and
 //   - a RunSpec holding the value -> the gateway's JSON (core_spec_json) ->
 //     the browser core's reader,
@@ -15,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -24,7 +28,9 @@
 #include "nn/loss.hpp"
 #include "nn/registry.hpp"
 #include "server/gateway.hpp"
+#include "spec/layer_list.hpp"
 #include "spec/run_spec.hpp"
+#include "spec/yaml_reader.hpp"
 #include "spec_json.hpp"
 
 namespace dnnlab::server {
@@ -114,8 +120,27 @@ struct Try {
   bool valid;                   // what the row says
 };
 
-std::vector<Try> tries_for(const nn::AttrInfo& a) {
+// The values tried on attribute `a`. `primary`: it is a layer's value beside
+// its name, where YAML reads nothing (`dropout: ~`) as "the default".
+std::vector<Try> tries_for(const nn::AttrInfo& a, bool primary = false) {
   std::vector<Try> t;
+  if (!primary) t.push_back({"nothing (null)", "~", "null", std::nullopt, false});
+  if (a.kind == nn::AttrKind::kEnum) {
+    for (std::string_view c : a.choices) {
+      const std::string n(c);
+      t.push_back({"the choice " + n, n, "\"" + n + "\"", std::nullopt, true});
+    }
+    // The default text ("": the model's init) may be written out too.
+    if (!nn::check_attr(a, a.def_text).empty()) ADD_FAILURE() << a.name << "'s default invalid";
+    const std::string d(a.def_text);
+    t.push_back({"the default '" + d + "'", "\"" + d + "\"", "\"" + d + "\"", std::nullopt, true});
+    for (const char* bad : {"xavier", "HE", "linear"})
+      t.push_back({std::string("the name ") + bad, bad, std::string("\"") + bad + "\"",
+                   std::nullopt, false});
+    t.push_back({"a number", "3", "3", std::nullopt, false});
+    t.push_back({"a boolean", "true", "true", std::nullopt, false});
+    return t;
+  }
   if (a.kind == nn::AttrKind::kBool) {
     t.push_back({"true", "true", "true", 1.0, true});
     t.push_back({"false", "false", "false", 0.0, true});
@@ -140,6 +165,14 @@ std::vector<Try> tries_for(const nn::AttrInfo& a) {
     const std::string half = std::to_string(static_cast<int64_t>(a.min)) + ".5";
     t.push_back({"a fraction " + half, half, half, std::nullopt, false});
   }
+  // Not finite: YAML's .nan and .inf; JSON has no such numbers (1e999 is out
+  // of range, null is what JSON writers make of NaN). The gateway's writer is
+  // handed the value itself, for a float (an integer field cannot hold it).
+  const double kInf = std::numeric_limits<double>::infinity();
+  const auto non_finite = [&](double v) { return is_int ? std::nullopt : std::optional(v); };
+  t.push_back({"NaN", ".nan", "null", non_finite(std::nan("")), false});
+  t.push_back({"infinity", ".inf", "1e999", non_finite(kInf), false});
+  t.push_back({"minus infinity", "-.inf", "-1e999", non_finite(-kInf), false});
   t.push_back({"a string", "\"1\"", "\"1\"", std::nullopt, false});
   t.push_back({"a boolean", "true", "true", std::nullopt, false});
   return t;
@@ -321,6 +354,166 @@ TEST(SpecBounds, EveryTypeInitializerAndLossHasOneVerdictInEveryCodec) {
     n.put(wrong, "[3]", "3");
     expect_one_verdict(std::string(n.what) + " = a number", wrong, false, nullptr);
   }
+}
+
+// ---- layer attributes -------------------------------------------------------
+
+// One layer entry in both formats. JSON writes every attribute as a key;
+// YAML writes the primary one (`dense: 64`) beside the layer's name ("~":
+// none given) and the others as keys.
+struct LayerEntry {
+  std::string type, primary;
+  std::vector<Entry> keys;
+
+  std::string yaml() const {
+    std::string value = "~", rest;
+    for (const Entry& e : keys) {
+      if (e.key == primary)
+        value = e.yaml;
+      else
+        rest += ", " + e.key + ": " + e.yaml;
+    }
+    return "- {" + type + ": " + value + rest + "}\n";
+  }
+  std::string json() const {
+    std::string s = R"({"input": [784], "classes": 10, "layers": [{"type": ")" + type + "\"";
+    for (const Entry& e : keys) s += ", \"" + e.key + "\": " + e.json;
+    return s + "}], \"epochs\": 1}";
+  }
+};
+
+// The YAML codec of a layer entry: the reader that parse_run_spec gives
+// `model.layers`.
+Verdict through_yaml_layers(const std::string& yaml) {
+  try {
+    const spec::detail::YamlReader r("b.yaml");
+    spec::detail::read_layer_list(r, r.load(yaml), "model.layers");
+    return {true, ""};
+  } catch (const SpecError& e) {
+    return {false, e.what()};
+  }
+}
+
+// A valid value of a required attribute (one with no default), as text.
+std::string required_value(const nn::AttrInfo& a) {
+  return number_text(a, a.min_open ? a.min + 1 : a.min);
+}
+
+// `info`'s entry with every required attribute given a valid value.
+LayerEntry base_entry(const nn::LayerInfo& info) {
+  LayerEntry e{std::string(info.name), std::string(info.primary), {}};
+  for (const nn::AttrInfo& a : info.attrs) {
+    if (!std::isnan(a.def) || a.kind == nn::AttrKind::kEnum) continue;
+    const std::string v = required_value(a);
+    e.keys.push_back({std::string(a.name), v, v});
+  }
+  return e;
+}
+
+// The same layer as a LayerSpec: the required attributes, then the defaults.
+nn::LayerSpec base_layer(const nn::LayerInfo& info) {
+  nn::LayerSpec l;
+  l.type = std::string(info.name);
+  for (const nn::AttrInfo& a : info.attrs)
+    if (std::isnan(a.def) && a.kind != nn::AttrKind::kEnum)
+      l.attrs.num[std::string(a.name)] = std::stod(required_value(a));
+  EXPECT_EQ(nn::fill_defaults(info, l), "") << info.name;
+  return l;
+}
+
+void expect_layer_verdict(const std::string& what, const LayerEntry& entry, bool valid,
+                          const std::optional<nn::RunSpec>& gateway_run) {
+  const Verdict y = through_yaml_layers(entry.yaml());
+  const Verdict w = through_wasm(entry.json());
+  std::optional<Verdict> g;
+  if (gateway_run) g = through_gateway(*gateway_run);
+  std::string all = verdict_text("yaml", y) + "; " + verdict_text("wasm json", w);
+  if (g) all += "; " + verdict_text("gateway json", *g);
+  EXPECT_EQ(y.accepted, valid) << what << ": " << all << "\n" << entry.yaml() << entry.json();
+  EXPECT_EQ(w.accepted, valid) << what << ": " << all << "\n" << entry.json();
+  if (g) {
+    EXPECT_EQ(g->accepted, valid) << what << ": " << all;
+  }
+}
+
+// Every attribute of every layer type in the registry, in the layer's entry:
+// at its bounds, beyond them, not finite, nothing, a wrong type; and on a
+// layer that does not take it.
+TEST(SpecBounds, EveryLayerAttributeHasOneVerdictInEveryCodec) {
+  const nn::RunSpec base_run = parsed(Spec{});
+  int walked = 0;
+  for (const nn::LayerInfo& info : nn::layer_registry()) {
+    // The bare entry is valid everywhere.
+    expect_layer_verdict(std::string(info.name) + " with its defaults", base_entry(info), true,
+                         [&] {
+                           nn::RunSpec run = base_run;
+                           run.model.layers = {base_layer(info)};
+                           return run;
+                         }());
+    for (const nn::AttrInfo& a : info.attrs) {
+      ++walked;
+      const std::string key(a.name);
+      for (const Try& t : tries_for(a, a.name == info.primary)) {
+        const std::string what = std::string(info.name) + "." + key + " = " + t.what;
+        SCOPED_TRACE(what);
+        LayerEntry e = base_entry(info);
+        std::erase_if(e.keys, [&](const Entry& k) { return k.key == key; });
+        e.keys.push_back({key, t.yaml, t.json});
+        // The gateway writes what a RunSpec holds: a number, or a name.
+        std::optional<nn::RunSpec> run;
+        std::optional<std::string> name;
+        if (a.kind == nn::AttrKind::kEnum && t.json.starts_with("\""))
+          name = t.json.substr(1, t.json.size() - 2);
+        if (t.value || name) {
+          run = base_run;
+          nn::LayerSpec l = base_layer(info);
+          if (name)
+            l.attrs.text[key] = *name;
+          else
+            l.attrs.num[key] = *t.value;
+          run->model.layers = {l};
+        }
+        const Verdict y = through_yaml_layers(e.yaml());
+        const Verdict w = through_wasm(e.json());
+        std::optional<Verdict> g;
+        wasm::CoreSpec back;
+        if (run) g = through_gateway(*run, &back);
+        std::string all = verdict_text("yaml", y) + "; " + verdict_text("wasm json", w);
+        if (g) all += "; " + verdict_text("gateway json", *g);
+        EXPECT_EQ(y.accepted, t.valid) << what << ": " << all << "\n" << e.yaml();
+        EXPECT_EQ(w.accepted, t.valid) << what << ": " << all << "\n" << e.json();
+        if (g) {
+          EXPECT_EQ(g->accepted, t.valid) << what << ": " << all;
+          // What is accepted comes back from the gateway as it went in.
+          if (g->accepted && t.valid) {
+            ASSERT_EQ(back.model.layers.size(), 1u);
+            const nn::LayerSpec& l = back.model.layers[0];
+            if (name)
+              EXPECT_EQ(l.attrs.str(key), *name) << what;
+            else
+              EXPECT_EQ(l.attrs.get(key), *t.value) << what;
+          }
+        }
+      }
+      // A layer that does not take the attribute refuses it.
+      for (const nn::LayerInfo& other : nn::layer_registry()) {
+        if (nn::find_attr(other, a.name) || other.inputs == nn::kManyInputs) continue;
+        LayerEntry e = base_entry(other);
+        const std::string v = a.kind == nn::AttrKind::kEnum   ? "he"
+                              : a.kind == nn::AttrKind::kBool ? "true"
+                                                              : number_text(a, a.max);
+        e.keys.push_back({key, v, a.kind == nn::AttrKind::kEnum ? "\"he\"" : v});
+        expect_layer_verdict(key + " on " + std::string(other.name), e, false, std::nullopt);
+        break;
+      }
+    }
+  }
+  // Every layer's attributes were walked, not a few.
+  int listed = 0;
+  for (const nn::LayerInfo& info : nn::layer_registry())
+    listed += static_cast<int>(info.attrs.size());
+  EXPECT_EQ(walked, listed);
+  EXPECT_GT(walked, 10);
 }
 
 // Cross-field rules hold in every codec too: the cosine floor is at most the rate.

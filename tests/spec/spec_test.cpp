@@ -216,8 +216,10 @@ TEST(RunSpec, DocsLayerTableIsTheRegistrys) {
       << "regenerate the table in docs/spec.md from nn::layer_table_markdown()";
 }
 
-// docs/spec.md's `optimizer:` and `schedule:` tables are the registry's rows,
-// generated (nn::optimizer_table_markdown, nn::schedule_table_markdown).
+// docs/spec.md's `optimizer:` and `schedule:` tables, and its tables of
+// initializers and losses, are the registry's rows, generated
+// (nn::optimizer_table_markdown, nn::schedule_table_markdown,
+// nn::initializer_table_markdown, nn::loss_table_markdown).
 TEST(RunSpec, DocsOptimizerAndScheduleTablesAreTheRegistrys) {
   std::ifstream f(source_dir() + "/docs/spec.md");
   ASSERT_TRUE(f) << "docs/spec.md not found";
@@ -226,15 +228,17 @@ TEST(RunSpec, DocsOptimizerAndScheduleTablesAreTheRegistrys) {
   const std::string doc = ss.str();
   for (const auto& [name, table] :
        {std::pair<std::string, std::string>{"optimizer", nn::optimizer_table_markdown()},
-        {"schedule", nn::schedule_table_markdown()}}) {
+        {"schedule", nn::schedule_table_markdown()},
+        {"init", nn::initializer_table_markdown()},
+        {"loss", nn::loss_table_markdown()}}) {
     const std::string open = "<!-- " + name + " table:", close = "<!-- end " + name + " table -->";
     const size_t a = doc.find(open), b = doc.find(close);
     ASSERT_NE(a, std::string::npos) << open;
     ASSERT_NE(b, std::string::npos) << close;
     const size_t body = doc.find('\n', a) + 1;
     EXPECT_EQ(doc.substr(body, b - body), table)
-        << "regenerate the " << name << " table in docs/spec.md from nn::" << name
-        << "_table_markdown()";
+        << "regenerate the " << name
+        << " table in docs/spec.md from its nn::*_table_markdown() (src/nn/registry.cpp)";
   }
 }
 

@@ -1,5 +1,11 @@
-// The one JSON encoder of a trial: GET /api/trials/{id} (with its curve) and
-// the trial list (without) are both written by append_trial_json.
+// The one JSON encoder of a trial: GET /api/trials/{id} (with its curve), the
+// trial list (without) and `dnnlab results --json` are all written by
+// append_trial_json. Here, beside the records, so that the CLI and the server
+// reach it without one depending on the other.
+//
+//   std::string out;
+//   store::append_trial_json(out, trial);  //
+//   {"id":7,"experiment_id":2,...,"seed":"18446744073709551615",...}
 #pragma once
 #include <charconv>
 #include <string>
@@ -7,7 +13,7 @@
 
 #include "store/result_store.hpp"
 
-namespace dnnlab::server {
+namespace dnnlab::store {
 
 // The trial as a JSON object, appended to `out`: id, experiment_id, index,
 // params (the stored config, verbatim when it is JSON, else as a string),
@@ -20,7 +26,7 @@ namespace dnnlab::server {
 // "1.0", invalid UTF-8 replaced). Measured (December 2026, -O2, 2 shared
 // cores): 10,000 list rows in ~48 ms as before; 10,000 details with a 10-epoch
 // curve in 38 ms, against 252 ms through nlohmann (trial_json, removed).
-void append_trial_json(std::string& out, const store::TrialRecord& t, bool with_curve = false);
+void append_trial_json(std::string& out, const TrialRecord& t, bool with_curve = false);
 
 // `s` as a JSON string (quoted, escaped; non-ASCII text checked by nlohmann).
 void append_json_string(std::string& out, std::string_view s);
@@ -32,4 +38,4 @@ void append_json_int(std::string& out, Int v) {
   out.append(buf, p);
 }
 
-}  // namespace dnnlab::server
+}  // namespace dnnlab::store

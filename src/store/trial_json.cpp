@@ -1,12 +1,12 @@
 // The trial encoder (see trial_json.hpp): one field list, written straight
 // into a string.
-#include "server/trial_json.hpp"
+#include "store/trial_json.hpp"
 
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-namespace dnnlab::server {
+namespace dnnlab::store {
 
 using nlohmann::json;
 
@@ -68,7 +68,7 @@ void append_opt(std::string& out, const std::optional<double>& v) {
     out += "null";
 }
 
-void append_epoch(std::string& out, const store::EpochMetrics& e) {
+void append_epoch(std::string& out, const EpochMetrics& e) {
   out += "{\"epoch\":";
   append_json_int(out, e.epoch);
   out += ",\"train_loss\":";
@@ -88,7 +88,7 @@ void append_epoch(std::string& out, const store::EpochMetrics& e) {
 
 }  // namespace
 
-void append_trial_json(std::string& out, const store::TrialRecord& t, bool with_curve) {
+void append_trial_json(std::string& out, const TrialRecord& t, bool with_curve) {
   const auto& m = t.metrics;
   out += "{\"id\":";
   append_json_int(out, t.id);
@@ -105,7 +105,7 @@ void append_trial_json(std::string& out, const store::TrialRecord& t, bool with_
   append_json_int(out, t.seed);
   out += "\"";
   out += ",\"status\":";
-  append_json_string(out, store::to_string(t.status));
+  append_json_string(out, to_string(t.status));
   out += ",\"attempt\":";
   append_json_int(out, t.attempt);
   out += ",\"worker\":";
@@ -145,4 +145,4 @@ void append_trial_json(std::string& out, const store::TrialRecord& t, bool with_
   out += '}';
 }
 
-}  // namespace dnnlab::server
+}  // namespace dnnlab::store
