@@ -14,7 +14,7 @@
 #include "experiment/coordinator.hpp"
 #include "queue/test_support.hpp"
 
-namespace dnnlab {
+namespace dnnlab::lease_service_test {
 namespace {
 
 using experiment::LeaseService;
@@ -37,15 +37,15 @@ search:
     width: [4, 8]
 )";
 
-struct Fixture {
-  testing::TempDir dir;
+struct LeaseFixture {
+  dnnlab::testing::TempDir dir;
   experiment::Backends b;
   std::int64_t exp = 0;
   std::unique_ptr<experiment::Catalogue> catalogue;
   std::unique_ptr<LeaseService> svc;
   int released = 0;  // on_release calls
 
-  explicit Fixture(const char* sweep = kSweep, bool hold_last = true) {
+  explicit LeaseFixture(const char* sweep = kSweep, bool hold_last = true) {
     const std::string url = dir.url("dnnlab.db");
     b = experiment::open_backends(url, url);
     exp = experiment::Coordinator::submit(*b.store, *b.queue, sweep, "leases.yaml");
@@ -71,7 +71,7 @@ store::EpochMetrics epoch(std::int64_t e, double val_acc = 0.5) {
 }
 
 TEST(LeaseService, ALeaseResolvesTheSpecAndAStartedTrialEndsCountedOnce) {
-  Fixture f;
+  LeaseFixture f;
   experiment::TrialLease l;
   ASSERT_EQ(f.svc->lease(f.exp, "w1", 30, l), Got::kLeased);
   EXPECT_EQ(l.worker, "w1");
@@ -104,7 +104,7 @@ TEST(LeaseService, ALeaseResolvesTheSpecAndAStartedTrialEndsCountedOnce) {
 }
 
 TEST(LeaseService, ARefusedStartAcksTheDuplicateTask) {
-  Fixture f;
+  LeaseFixture f;
   experiment::TrialLease l;
   ASSERT_EQ(f.svc->lease(f.exp, "w1", 30, l), Got::kLeased);
   // Another worker runs a newer attempt of the same trial meanwhile.
@@ -116,7 +116,7 @@ TEST(LeaseService, ARefusedStartAcksTheDuplicateTask) {
 }
 
 TEST(LeaseService, AnUnreadableTaskIsDeadLetteredAndNothingIsHandedOut) {
-  Fixture f("name: one\ntemplate:\n  data: {dataset: synthetic, limit_train: 8}\n"
+  LeaseFixture f("name: one\ntemplate:\n  data: {dataset: synthetic, limit_train: 8}\n"
             "  model: {layers: [{dense: 10}]}\n  train: {epochs: 1, batch_size: 8, "
             "optimizer: {type: sgd, lr: ${lr}}}\nsearch: {method: grid, parameters: {lr: [0.1]}}\n");
   // Drain the real task, then publish garbage.
@@ -130,7 +130,7 @@ TEST(LeaseService, AnUnreadableTaskIsDeadLetteredAndNothingIsHandedOut) {
 }
 
 TEST(LeaseService, ATrialThatCannotRunFailsOnceWithTheReason) {
-  Fixture f;
+  LeaseFixture f;
   experiment::TrialLease l;
   ASSERT_EQ(f.svc->lease(f.exp, "w1", 30, l), Got::kLeased);
   const std::int64_t id = l.trial.id;
@@ -142,7 +142,7 @@ TEST(LeaseService, ATrialThatCannotRunFailsOnceWithTheReason) {
 }
 
 TEST(LeaseService, AGiveBackRequeuesANewerAttemptWithoutSpendingMaxAttempts) {
-  Fixture f;
+  LeaseFixture f;
   // The queue's max_attempts is 3: five give-backs in a row must not kill the task.
   std::int64_t id = 0;
   int attempt = 0;
@@ -168,7 +168,7 @@ TEST(LeaseService, AGiveBackRequeuesANewerAttemptWithoutSpendingMaxAttempts) {
 }
 
 TEST(LeaseService, ALostLeaseWritesNothingAndItsEpochsAreRefused) {
-  Fixture f;
+  LeaseFixture f;
   experiment::TrialLease l;
   ASSERT_EQ(f.svc->lease(f.exp, "w1", 30, l), Got::kLeased);
   ASSERT_TRUE(f.svc->start(l, nlohmann::json::object()));
@@ -185,7 +185,7 @@ TEST(LeaseService, ALostLeaseWritesNothingAndItsEpochsAreRefused) {
 }
 
 TEST(LeaseService, AProvisionalEndIsStoredButNotCounted) {
-  Fixture f(kSweep, /*hold_last=*/false);  // the gateway's way: every epoch written at once
+  LeaseFixture f(kSweep, /*hold_last=*/false);  // the gateway's way: every epoch written at once
   experiment::TrialLease l;
   ASSERT_EQ(f.svc->lease(f.exp, "browser-1", 30, l), Got::kLeased);
   ASSERT_TRUE(f.svc->start(l, nlohmann::json::object()));
@@ -204,11 +204,11 @@ TEST(LeaseService, AProvisionalEndIsStoredButNotCounted) {
 }
 
 TEST(LeaseService, AGoneExperimentThrowsBeforeAnythingIsLeased) {
-  Fixture f;
+  LeaseFixture f;
   experiment::TrialLease l;
   EXPECT_THROW(f.svc->lease(f.exp + 100, "w1", 30, l), std::invalid_argument);
   EXPECT_EQ(f.b.queue->waiting(f.q()), 2);
 }
 
 }  // namespace
-}  // namespace dnnlab
+}  // namespace dnnlab::lease_service_test
