@@ -27,14 +27,15 @@ std::size_t SchedulerFeed::catch_up(store::ResultStore& store) {
 }
 
 bool SchedulerFeed::verdict(store::ResultStore& store, const EpochPoint& at,
-                            const store::EpochMetrics& m, bool /*counts*/) {
+                            const store::EpochMetrics& m, bool counts) {
   if (!state_ || at.epoch >= at.epochs || !state_->judges(at.epoch)) return true;
   const auto key = std::make_pair(at.trial_id, at.epoch);
-  if (auto it = decided_.find(key); it != decided_.end()) return it->second;
+  if (counts)
+    if (auto it = decided_.find(key); it != decided_.end()) return it->second;
   catch_up(store);
   const double value = store::metric(m, sweep_.search.metric).value_or(NAN);
   const bool go = state_->verdict(at.trial_id, at.epoch, value);
-  decided_.emplace(key, go);
+  if (counts) decided_.emplace(key, go);
   return go;
 }
 

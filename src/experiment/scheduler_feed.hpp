@@ -45,14 +45,17 @@ class SchedulerFeed {
   SchedulerFeed& operator=(const SchedulerFeed&) = delete;
 
   // False stops the trial (pruned). The value is judged against the other
-  // trials' counted epochs as the store holds them now (read first); it is
-  // never kept: values count once stored and counted, whoever asks.
-  // `counts` says whose value it is (true: a native worker's, stored before
-  // it asks; false: a browser's, provisional until verified) and changes
-  // nothing in the verdict: both read the same history. Idempotent per
-  // (trial, epoch): a repeat gets the first answer. The last epoch gets no
-  // verdict (true): a trial that trained every epoch finished. A FIFO sweep
-  // never stops a trial and reads nothing.
+  // trials' counted epochs as the store holds them now (read first); the
+  // value itself is never kept here: values count once stored and counted,
+  // whoever asks, so both kinds of caller read the same history. `counts`:
+  // a native worker's value (stored before it asks): the verdict is kept,
+  // and a repeat of (trial, epoch) gets the first answer (idempotent, also
+  // for a later attempt in this process, as a kept scheduler decision
+  // was); false: a browser's (provisional until verified): judged, and
+  // neither it nor its verdict kept, so a trial reissued after an abandoned
+  // ticket is judged on its new value. The last epoch gets no verdict
+  // (true): a trial that trained every epoch finished. A FIFO sweep never
+  // stops a trial and reads nothing.
   bool verdict(store::ResultStore& store, const EpochPoint& at, const store::EpochMetrics& m,
                bool counts);
   // The trial ended; its values still count for the others.
@@ -67,7 +70,8 @@ class SchedulerFeed {
   std::int64_t experiment_id_;
   std::unique_ptr<SchedulerState> state_;  // none for FIFO
   std::int64_t cursor_ = 0;                // the last event read (0: load everything)
-  std::map<std::pair<std::int64_t, std::int64_t>, bool> decided_;  // (trial id, epoch)
+  // Verdicts on counted values, by (trial id, epoch).
+  std::map<std::pair<std::int64_t, std::int64_t>, bool> decided_;
 };
 
 }  // namespace dnnlab::experiment

@@ -177,8 +177,8 @@ TEST_P(SchedulerFeedTest, ProvisionalEpochsCountOnlyOnceVerified) {
   EXPECT_FALSE(reference_verdict(*worker_store_, exp_, sweep, ids[3], 1, 0.55));
 }
 
-// A value judged with counts = false is not kept: a later verdict on the
-// same history is as if it was never asked.
+// A value judged with counts = false is not kept, nor its verdict: a later
+// verdict is as if it was never asked.
 TEST_P(SchedulerFeedTest, AJudgedValueIsNotKept) {
   const sweep::SweepSpec sweep = sweep_with("asha");
   SchedulerFeed gateway(sweep, exp_), fresh(sweep, exp_);
@@ -191,6 +191,9 @@ TEST_P(SchedulerFeedTest, AJudgedValueIsNotKept) {
   ASSERT_TRUE(worker_store_->record_epoch(ids[2], 1, acc(1, 0.60)));
   EXPECT_TRUE(gateway.verdict(*gateway_store_, {ids[2], 2, 1, kEpochs}, acc(1, 0.60), false));
   EXPECT_TRUE(fresh.verdict(*worker_store_, {ids[2], 2, 1, kEpochs}, acc(1, 0.60), true));
+  // Nor is its verdict: trial 1 reissued (an abandoned ticket) is judged on
+  // its new value, 0.10 against {0.50, 0.60}.
+  EXPECT_FALSE(gateway.verdict(*gateway_store_, {ids[1], 1, 1, kEpochs}, acc(1, 0.10), false));
 }
 
 // The median rule compares with the others' running averages over their full
@@ -236,8 +239,9 @@ TEST_P(SchedulerFeedTest, ANewAttemptReplacesTheOldOnesEpochs) {
   EXPECT_TRUE(fresh.verdict(*gateway_store_, {ids[2], 2, 1, kEpochs}, acc(1, 0.80), false));
 }
 
-// Idempotent per (trial, epoch): a repeat gets the first answer, whatever
-// was stored since. The last epoch is never stopped; FIFO never stops.
+// Idempotent per (trial, epoch) for counted values: a repeat gets the first
+// answer, whatever was stored since. The last epoch is never stopped; FIFO
+// never stops.
 TEST_P(SchedulerFeedTest, RepeatsAndTheLastEpoch) {
   const sweep::SweepSpec sweep = sweep_with("asha");
   SchedulerFeed worker(sweep, exp_);
