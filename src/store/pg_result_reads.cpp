@@ -244,6 +244,60 @@ std::vector<TrialEpoch> PgResultStore::epochs_for(std::int64_t experiment_id, st
   });
 }
 
+CurveChanges PgResultStore::curves_since(std::int64_t experiment_id, std::int64_t after_id,
+                                         std::int64_t limit) {
+  return retrying(Retry::always, [&]() -> CurveChanges {
+    check_id(experiment_id, "experiment_id");
+    check_curve_cursor(after_id, limit);
+    // The events numbered first (as events_since does), then the cursor,
+    // then the trials: a change committed between is read now and again
+    // after its event, which is harmless.
+    pg::Transaction tx(*db_);
+    sequence_events();
+    CurveChanges out;
+    pg::Params cp;
+    if (after_id != 0) cp.add(after_id).add(limit);
+    pg::Result c = db_->query(after_id == 0 ? "SELECT coalesce(max(id), 0), 0 FROM events"
+                                            : "SELECT coalesce(max(id), $1), count(*) FROM "
+                                              "(SELECT id FROM events WHERE id > $1 ORDER BY id "
+                                              "LIMIT $2) AS s",
+                              cp);
+    tx.commit();
+    out.cursor = c.integer(0, 0);
+    const std::int64_t read = c.integer(0, 1);
+    out.more = read == limit;
+    if (after_id != 0 && read == 0) return out;
+    pg::Params p;
+    p.add(experiment_id);
+    if (after_id != 0) p.add(after_id).add(out.cursor);
+    // Each touched trial once, found by its id, its current attempt's epochs beside it.
+    const std::string touched =
+        after_id == 0
+            ? "trials t"
+            : "(SELECT DISTINCT (data::json->>'trial')::bigint AS tid FROM events WHERE id > $2 "
+              "AND id <= $3 AND type IN ('trial.epoch', 'trial.started', 'trial.provisional') "
+              "AND (data::json->>'experiment')::bigint = $1) AS ev JOIN trials t ON t.id = ev.tid";
+    pg::Result r = db_->query(
+        "SELECT t.id, t.idx, t.attempt, t.provisional, e.epoch, e.train_loss, e.train_acc, "
+        "e.val_loss, e.val_acc, e.seconds, e.lr FROM " +
+            touched +
+            " LEFT JOIN epochs e ON e.trial_id = t.id AND e.attempt = t.attempt "
+            "WHERE t.experiment_id = $1" +
+            (after_id == 0 ? " AND t.attempt > 0" : "") + " ORDER BY t.id, e.epoch",
+        p);
+    for (int i = 0; i < r.rows(); ++i) {
+      if (out.trials.empty() || out.trials.back().trial_id != r.integer(i, 0))
+        out.trials.push_back({r.integer(i, 0),
+                              r.integer(i, 1),
+                              static_cast<int>(r.integer(i, 2)),
+                              r.boolean(i, 3),
+                              {}});
+      if (!r.is_null(i, 4)) out.trials.back().curve.push_back(read_epoch(r, i, 4));
+    }
+    return out;
+  });
+}
+
 // ---- workers ----
 
 std::vector<WorkerRecord> PgResultStore::workers() {

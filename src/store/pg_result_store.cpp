@@ -417,11 +417,18 @@ bool PgResultStore::set_provisional(std::int64_t trial_id, int attempt, bool pro
     check_attempt(attempt, 1);
     pg::Params p;
     p.add(trial_id).add(attempt).add(provisional);
-    if (db_->query("UPDATE trials SET provisional = $3 WHERE id = $1 AND attempt = $2", p)
-            .affected() == 1)
-      return true;
-    require_trial(trial_id);
-    return false;
+    pg::Transaction tx(*db_);
+    pg::Result r = db_->query(
+        "UPDATE trials SET provisional = $3 WHERE id = $1 AND attempt = $2 RETURNING experiment_id",
+        p);
+    if (r.rows() != 1) {
+      require_trial(trial_id);
+      return false;
+    }
+    write_event(unix_now(), "trial.provisional",
+                trial_events::provisional(r.integer(0, 0), trial_id, attempt, provisional));
+    tx.commit();
+    return true;
   });
 }
 

@@ -49,6 +49,8 @@ class PgResultStore final : public ResultStore {
   std::optional<TrialRecord> best_trial(std::int64_t experiment_id, std::string_view metric,
                                         bool maximize) override;
   std::vector<TrialEpoch> epochs_for(std::int64_t experiment_id, std::int64_t epoch) override;
+  CurveChanges curves_since(std::int64_t experiment_id, std::int64_t after_id,
+                            std::int64_t limit) override;
   bool set_provisional(std::int64_t trial_id, int attempt, bool provisional) override;
 
   void upsert_worker(const WorkerRecord& worker) override;

@@ -149,6 +149,23 @@ struct TrialEpoch {
   EpochMetrics metrics;
 };
 
+// A trial's current attempt as an early-stopping scheduler follows it
+// (curves_since): its stored epochs, and whether they count (a provisional
+// trial's do not).
+struct TrialCurve {
+  std::int64_t trial_id = 0;
+  std::int64_t index = 0;
+  int attempt = 0;
+  bool provisional = false;
+  std::vector<EpochMetrics> curve;  // the current attempt's epochs, by epoch
+};
+// The trials whose counted epochs may have changed since an event cursor.
+struct CurveChanges {
+  std::int64_t cursor = 0;         // the last event read: the next call's after_id
+  bool more = false;               // `limit` events were read: call again from `cursor`
+  std::vector<TrialCurve> trials;  // by trial id, each once
+};
+
 struct WorkerRecord {
   std::string id;
   WorkerKind kind = WorkerKind::native;
@@ -280,7 +297,8 @@ class ResultStore {
   virtual std::optional<TrialRecord> trial(std::int64_t trial_id) = 0;  // with its curve
   virtual TrialCounts trial_counts(std::int64_t experiment_id) = 0;
   // Marks the trial's current attempt provisional (an untrusted client's
-  // result, not yet verified) or not. mark_running clears it. False,
+  // result, not yet verified) or not, with a "trial.provisional" event
+  // {experiment, trial, attempt, provisional}. mark_running clears it. False,
   // changing nothing, when `attempt` is not the trial's current one.
   virtual bool set_provisional(std::int64_t trial_id, int attempt, bool provisional) = 0;
   // The finished, not provisional trial with the best `metric` (a TrialQuery sort column).
@@ -289,6 +307,18 @@ class ResultStore {
                                                 bool maximize = true) = 0;
   // Every trial's metrics at `epoch` (current attempts, not provisional).
   virtual std::vector<TrialEpoch> epochs_for(std::int64_t experiment_id, std::int64_t epoch) = 0;
+  // Follows an experiment's epochs incrementally (experiment::SchedulerFeed):
+  // the trials of `experiment_id` named by a trial.epoch, trial.started or
+  // trial.provisional event with id in (after_id, cursor], each as it is now
+  // (current attempt, its epochs, provisional or not), reading at most
+  // `limit` (1..10000) events. Every change to what a trial's epochs count
+  // for (an epoch stored, a new attempt, set_provisional) appends one of
+  // those events, so a reader that applies each answer and passes `cursor`
+  // on holds every trial as the store does; the cost is that of the events
+  // since `after_id`, not of the experiment's size. after_id 0: every trial
+  // of the experiment that ever ran, and the newest event id as cursor.
+  virtual CurveChanges curves_since(std::int64_t experiment_id, std::int64_t after_id,
+                                    std::int64_t limit = 10000) = 0;
 
   // ---- workers ----
   virtual void upsert_worker(const WorkerRecord& worker) = 0;

@@ -207,6 +207,59 @@ std::vector<TrialEpoch> SqliteResultStore::epochs_for(std::int64_t experiment_id
   return out;
 }
 
+CurveChanges SqliteResultStore::curves_since(std::int64_t experiment_id, std::int64_t after_id,
+                                             std::int64_t limit) {
+  check_id(experiment_id, "experiment_id");
+  check_curve_cursor(after_id, limit);
+  // The cursor first, the trials second: a change committed between the two
+  // is read now and again after its event, which is harmless.
+  CurveChanges out;
+  std::int64_t read = 0;
+  {
+    auto c = db_->prepare(after_id == 0 ? "SELECT coalesce(max(id), 0), 0 FROM events"
+                                        : "SELECT coalesce(max(id), ?1), count(*) FROM "
+                                          "(SELECT id FROM events WHERE id > ?1 ORDER BY id "
+                                          "LIMIT ?2)");
+    if (after_id != 0) c.bind_int(1, after_id).bind_int(2, limit);
+    c.step();
+    out.cursor = c.column_int(0);
+    read = c.column_int(1);
+  }
+  out.more = read == limit;
+  if (after_id != 0 && read == 0) return out;
+  // Each touched trial once, found by its id (CROSS JOIN keeps the events
+  // outside: the experiment's other trials are never scanned), its current
+  // attempt's epochs beside it.
+  constexpr std::string_view kColumns =
+      "SELECT t.id, t.idx, t.attempt, t.provisional, e.epoch, e.train_loss, e.train_acc, "
+      "e.val_loss, e.val_acc, e.seconds, e.lr FROM ";
+  constexpr std::string_view kEpochs =
+      " LEFT JOIN epochs e ON e.trial_id = t.id AND e.attempt = t.attempt "
+      "WHERE t.experiment_id = ?1";
+  auto s = db_->prepare(
+      std::string(kColumns) +
+      (after_id == 0
+           ? "trials t" + std::string(kEpochs) + " AND t.attempt > 0"
+           : "(SELECT DISTINCT json_extract(data, '$.trial') AS tid FROM events WHERE id > ?2 "
+             "AND id <= ?3 AND type IN ('trial.epoch', 'trial.started', 'trial.provisional') "
+             "AND json_extract(data, '$.experiment') = ?1) AS ev CROSS JOIN trials t "
+             "ON t.id = ev.tid" +
+                 std::string(kEpochs)) +
+      " ORDER BY t.id, e.epoch");
+  s.bind_int(1, experiment_id);
+  if (after_id != 0) s.bind_int(2, after_id).bind_int(3, out.cursor);
+  while (s.step()) {
+    if (out.trials.empty() || out.trials.back().trial_id != s.column_int(0))
+      out.trials.push_back({s.column_int(0),
+                            s.column_int(1),
+                            static_cast<int>(s.column_int(2)),
+                            s.column_int(3) != 0,
+                            {}});
+    if (s.column_opt_int(4)) out.trials.back().curve.push_back(read_epoch(s, 4));
+  }
+  return out;
+}
+
 // ---- workers ----
 
 std::vector<WorkerRecord> SqliteResultStore::workers() {

@@ -425,12 +425,20 @@ void SqliteResultStore::mark_worker_gone(std::string_view worker_id) {
 bool SqliteResultStore::set_provisional(std::int64_t trial_id, int attempt, bool provisional) {
   check_id(trial_id, "trial_id");
   check_attempt(attempt, 1);
-  auto s = db_->prepare("UPDATE trials SET provisional = ?3 WHERE id = ?1 AND attempt = ?2");
+  sqlite::WriteTransaction tx(*db_);
+  auto s = db_->prepare(
+      "UPDATE trials SET provisional = ?3 WHERE id = ?1 AND attempt = ?2 RETURNING experiment_id");
   s.bind_int(1, trial_id).bind_int(2, attempt).bind_int(3, provisional ? 1 : 0);
-  s.run();
-  if (db_->changes() == 1) return true;
-  require_trial(trial_id);
-  return false;
+  if (!s.step()) {
+    require_trial(trial_id);
+    return false;
+  }
+  const std::int64_t experiment_id = s.column_int(0);
+  s.run();  // finish the RETURNING statement
+  write_event(sqlite::unix_now(), "trial.provisional",
+              trial_events::provisional(experiment_id, trial_id, attempt, provisional));
+  tx.commit();
+  return true;
 }
 
 std::int64_t SqliteResultStore::forget_gone_workers(WorkerKind kind, double last_seen_before) {

@@ -46,6 +46,8 @@ class SqliteResultStore final : public ResultStore {
   std::optional<TrialRecord> best_trial(std::int64_t experiment_id, std::string_view metric,
                                         bool maximize) override;
   std::vector<TrialEpoch> epochs_for(std::int64_t experiment_id, std::int64_t epoch) override;
+  CurveChanges curves_since(std::int64_t experiment_id, std::int64_t after_id,
+                            std::int64_t limit) override;
 
   void upsert_worker(const WorkerRecord& worker) override;
   void heartbeat(std::string_view worker_id, std::optional<std::int64_t> current_trial) override;

@@ -96,6 +96,14 @@ inline void check_attempt(int attempt, int minimum) {
     throw std::invalid_argument("attempt must be at least " + std::to_string(minimum) + ", got " +
                                 std::to_string(attempt));
 }
+// curves_since's cursor and page size.
+inline void check_curve_cursor(std::int64_t after_id, std::int64_t limit) {
+  if (after_id < 0)
+    throw std::invalid_argument("after_id must not be negative, got " + std::to_string(after_id));
+  if (limit < 1 || limit > 10000)
+    throw std::invalid_argument("limit must be in 1..10000, got " + std::to_string(limit));
+}
+
 inline void check_not_empty(std::string_view value, const char* field) {
   if (value.empty()) throw std::invalid_argument(std::string(field) + " must not be empty");
 }

@@ -65,6 +65,16 @@ inline nlohmann::json cancelled(std::int64_t experiment, std::int64_t trial, std
           {"worker", worker},         {"attempt", attempt}, {"epochs", epochs}};
 }
 
+// trial.provisional: set_provisional's change, which moves what the trial's
+// epochs count for (ResultStore::curves_since follows it).
+inline nlohmann::json provisional(std::int64_t experiment, std::int64_t trial, int attempt,
+                                  bool provisional) {
+  return {{"experiment", experiment},
+          {"trial", trial},
+          {"attempt", attempt},
+          {"provisional", provisional}};
+}
+
 // Whether mark_running may (re)start a trial in `status` at `current`
 // attempt on `current_worker` with `attempt` on `worker`, and whether that is
 // a start (an event, a worker's current trial) or the holder's retry.

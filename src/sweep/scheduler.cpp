@@ -17,10 +17,20 @@ Decision Scheduler::on_epoch(int64_t trial, int64_t epoch, double value) {
   return d;
 }
 
-bool Scheduler::better(double a, double b) const {
+bool better(double a, double b, bool maximize) {
   if (std::isnan(a)) return false;
   if (std::isnan(b)) return true;
-  return maximize_ ? a > b : a < b;
+  return maximize ? a > b : a < b;
+}
+
+bool asha_continues(std::size_t better_than_it, std::size_t recorded, int64_t eta, bool is_nan) {
+  if (is_nan) return false;
+  const std::size_t keep = std::max<std::size_t>(1, recorded / static_cast<std::size_t>(eta));
+  return better_than_it < keep;
+}
+
+bool Scheduler::better(double a, double b) const {
+  return sweep::better(a, b, maximize_);
 }
 
 AshaScheduler::AshaScheduler(bool maximize, int64_t min_epochs, int64_t reduction_factor,
@@ -42,9 +52,8 @@ Decision AshaScheduler::decide(int64_t trial, int64_t epoch, double value) {
   // Rank among everything recorded at this rung so far, ties in its favour.
   size_t ahead = 0;
   for (double v : rung) ahead += better(v, value) ? 1 : 0;
-  size_t keep = std::max<size_t>(1, rung.size() / static_cast<size_t>(eta_));
-  if (std::isnan(value)) return Decision::kStop;
-  return ahead < keep ? Decision::kContinue : Decision::kStop;
+  return asha_continues(ahead, rung.size(), eta_, std::isnan(value)) ? Decision::kContinue
+                                                                     : Decision::kStop;
 }
 
 MedianStoppingScheduler::MedianStoppingScheduler(bool maximize, int64_t grace_epochs,

@@ -24,6 +24,7 @@
 // replaying in another order may give other decisions for the past but never
 // changes a stored decision: trust the store for those.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -35,6 +36,15 @@
 namespace dnnlab::sweep {
 
 enum class Decision { kContinue, kStop };
+
+// The rules themselves, as pure functions, so that the schedulers below and
+// experiment::SchedulerFeed (which keeps an experiment's stored history
+// indexed instead of replaying it) decide alike.
+// a better than b under the mode; NaN is worse than anything.
+bool better(double a, double b, bool maximize);
+// ASHA at a rung: a value goes on when fewer than max(1, n / eta) of the n
+// values recorded there (its own included) are better; NaN never does.
+bool asha_continues(std::size_t better_than_it, std::size_t recorded, int64_t eta, bool is_nan);
 
 class Scheduler {
  public:
