@@ -17,6 +17,7 @@ packages=(
   clang-format clang-14 libclang-rt-14-dev libfuzzer-14-dev
   openssl
   dpkg-dev file lintian curl
+  podman runc mmdebstrap
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libopenblas-dev python3-torch python3-numpy hyperfine valgrind)
