@@ -64,8 +64,7 @@ json CoreAssets::urls() const {
 }
 
 std::string data_key(const nn::DataSpec& d) {
-  return d.dataset + "|" + std::to_string(d.validation) + "|" + d.normalize + "|" +
-         std::to_string(d.limit_train);
+  return d.key();  // every field: two data sets by path never share a shard
 }
 
 namespace {

@@ -139,10 +139,7 @@ class Worker {
     nlohmann::json provenance;
   };
 
-  static std::string data_key(const nn::DataSpec& spec) {
-    return spec.dataset + "|" + std::to_string(spec.validation) + "|" + spec.normalize + "|" +
-           std::to_string(spec.limit_train);
-  }
+  static std::string data_key(const nn::DataSpec& spec) { return spec.key(); }
   const LoadedData* cached_dataset(const nn::DataSpec& spec) const {
     auto it = data_.find(data_key(spec));
     return it == data_.end() ? nullptr : &it->second;
