@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -57,7 +57,7 @@ constexpr DatasetInfo kDatasets[] = {
     {"iris", {4, 0, 0}, 1, 3, 150},
 };
 constexpr std::string_view kDatasetNames[] = {"fashion-mnist", "mnist", "synthetic", "digits",
-                                              "breast-cancer", "wine", "iris"};
+                                              "breast-cancer", "wine",  "iris"};
 // Tables without a test file: this share of them is the test split unless
 // the spec says otherwise.
 constexpr float kTableTestFraction = 0.2f;
@@ -126,12 +126,16 @@ constexpr Field<nn::DataSpec> kDataFields[] = {
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
        d.test_path = r.string(v, p);
      },
-     [](const nn::DataSpec& d) { return d.test_path.empty() ? "" : detail::yaml_string(d.test_path); }},
+     [](const nn::DataSpec& d) {
+       return d.test_path.empty() ? "" : detail::yaml_string(d.test_path);
+     }},
     {"test_labels",
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
        d.test_labels = r.string(v, p);
      },
-     [](const nn::DataSpec& d) { return d.test_labels.empty() ? "" : detail::yaml_string(d.test_labels); }},
+     [](const nn::DataSpec& d) {
+       return d.test_labels.empty() ? "" : detail::yaml_string(d.test_labels);
+     }},
     {"test_fraction",
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
        d.test_fraction = r.real(v, p, {0, 1, false, true});
@@ -386,7 +390,8 @@ DataFacts resolve_data(const YamlReader& r, const YAML::Node& root, nn::DataSpec
     r.fail(at("dataset"), "data.dataset",
            "give either dataset (a name) or path (a file), not both");
   if (d.path.empty())
-    for (const char* key : {"format", "labels", "test_path", "test_labels", "label_column", "header"})
+    for (const char* key :
+         {"format", "labels", "test_path", "test_labels", "label_column", "header"})
       if (given(key))
         r.fail(at(key), std::string("data.") + key,
                "applies only to a data set given by path (add `path:`)");
@@ -422,8 +427,7 @@ DataFacts resolve_data(const YamlReader& r, const YAML::Node& root, nn::DataSpec
     }
   }
   // Small data sets hold out a fifth for validation unless told otherwise.
-  if (!given("validation") && facts.train_samples < 25000)
-    d.validation = facts.train_samples / 5;
+  if (!given("validation") && facts.train_samples < 25000) d.validation = facts.train_samples / 5;
   return facts;
 }
 
