@@ -4,13 +4,13 @@
 # other, printing per target the executions, executions per second and the
 # coverage libFuzzer reached. Needs the asan preset built:
 #   cmake --preset asan && cmake --build --preset asan
-#   bench/fuzz.sh [SECONDS] [TARGET...]      # targets: run_spec sweep idx safetensors http_api gateway
+#   bench/fuzz.sh [SECONDS] [TARGET...]      # targets: run_spec sweep idx csv npy safetensors http_api gateway
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-600}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(run_spec sweep idx safetensors http_api gateway)
+((${#targets[@]})) || targets=(run_spec sweep idx csv npy safetensors http_api gateway)
 printf '%-12s %12s %10s %8s %8s  %s\n' target executions exec/s cov ft result
 for t in "${targets[@]}"; do
   bin=build/asan/fuzz/fuzz_$t

@@ -13,6 +13,7 @@ packages=(
   libpq-dev postgresql
   libboost-dev libboost-system-dev
   dataset-fashion-mnist
+  python3-sklearn
   emscripten nodejs npm chromium
   clang-format clang-14 libclang-rt-14-dev libfuzzer-14-dev
   openssl

@@ -17,6 +17,7 @@
 #include <memory>
 #include <numeric>
 
+#include "data/files.hpp"
 #include "data/normalize.hpp"
 
 namespace dnnlab::data {
@@ -45,10 +46,73 @@ const std::vector<DatasetInfo>& known_datasets() {
   return table;
 }
 
+// Small tables that python3-sklearn installs, loaded through the CSV path.
+// digits.csv.gz has no header (64 pixel counts 0..16, then the digit); the
+// others open with scikit-learn's counts row, `n_samples,n_features,class
+// names...`, which the CSV reader checks against the data.
+struct TableInfo {
+  const char* name;
+  const char* file;
+  const char* header;
+};
+constexpr TableInfo kTables[] = {
+    {"digits", "digits.csv.gz", "false"},
+    {"breast-cancer", "breast_cancer.csv", "counts"},
+    {"wine", "wine_data.csv", "counts"},
+    {"iris", "iris.csv", "counts"},
+};
+constexpr const char* kSklearnDataDir = "/usr/lib/python3/dist-packages/sklearn/datasets/data";
+
+const TableInfo* table_info(const std::string& name) {
+  for (const TableInfo& t : kTables)
+    if (name == t.name) return &t;
+  return nullptr;
+}
+
 const DatasetInfo& dataset_info(const std::string& name) {
   for (const auto& d : known_datasets())
     if (name == d.name) return d;
-  throw DataError(name, -1, "unknown dataset '" + name + "' (known: fashion-mnist, mnist)");
+  throw DataError(name, -1,
+                  "unknown dataset '" + name +
+                      "' (known: fashion-mnist, mnist, synthetic, digits, breast-cancer, wine, "
+                      "iris; or give a file with path:)");
+}
+
+// The table's file: --data <dir>/<file>, $DNNLAB_DATA_DIR/<name>/<file>,
+// /usr/share/datasets/<name>/<file>, then python3-sklearn's copy.
+std::string locate_table(const TableInfo& t, const std::string& override_dir) {
+  std::vector<std::string> tried;
+  if (!override_dir.empty()) {
+    tried.push_back((fs::path(override_dir) / t.file).string());
+  } else {
+    if (const char* env = std::getenv("DNNLAB_DATA_DIR"); env && *env)
+      tried.push_back((fs::path(env) / t.name / t.file).string());
+    tried.push_back((fs::path(kDefaultRoot) / t.name / t.file).string());
+    tried.push_back((fs::path(kSklearnDataDir) / t.file).string());
+  }
+  std::string list;
+  for (const std::string& p : tried) {
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec)) return p;
+    list += "\n  " + p;
+  }
+  throw DataError(tried.front(), -1,
+                  std::string("dataset '") + t.name + "' not found; looked for:" + list +
+                      "\nInstall it with `apt-get install python3-sklearn`, or point --data <dir> "
+                      "at a directory holding " +
+                      t.file);
+}
+
+LoadOptions table_options(const TableInfo& t, const LoadOptions& opt) {
+  LoadOptions o = opt;
+  o.path = locate_table(t, opt.dir);
+  o.format = "csv";
+  o.header = t.header;
+  o.label_column.clear();
+  o.labels.clear();
+  o.test_path.clear();
+  o.test_labels.clear();
+  return o;
 }
 
 // dir/<base>.gz if present, else dir/<base>, else "".
@@ -61,7 +125,9 @@ std::string find_file(const fs::path& dir, const char* base) {
   return {};
 }
 
-std::string sha256_files(const std::array<std::string, 4>& paths) {
+}  // namespace
+
+std::string sha256_files(const std::vector<std::string>& paths) {
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
     throw DataError(paths[0], -1, "cannot initialise sha256");
@@ -86,6 +152,8 @@ std::string sha256_files(const std::array<std::string, 4>& paths) {
   }
   return hex;
 }
+
+namespace {
 
 struct RawSplit {
   IdxArray images, labels;
@@ -267,8 +335,29 @@ Dataset synthetic(const LoadOptions& opt) {
 
 }  // namespace
 
+LoadOptions load_options(const nn::DataSpec& spec, const std::string& data_dir) {
+  LoadOptions o;
+  o.name = spec.dataset;
+  o.dir = data_dir;
+  o.validation = spec.validation;
+  o.normalize = spec.normalize;
+  o.limit_train = spec.limit_train;
+  o.path = spec.path;
+  o.format = spec.format;
+  o.labels = spec.labels;
+  o.test_path = spec.test_path;
+  o.test_labels = spec.test_labels;
+  o.test_fraction = spec.test_fraction;
+  o.label_column = spec.label_column;
+  o.header = spec.header;
+  return o;
+}
+
 SampleShape sample_shape(const LoadOptions& opt) {
-  if (opt.name == "synthetic") return {nn::Shape{784}, 10};
+  if (!opt.path.empty()) return files_sample_shape(opt);
+  if (const TableInfo* t = table_info(opt.name)) return files_sample_shape(table_options(*t, opt));
+  if (opt.name == "synthetic")
+    return {nn::Shape{784}, 10, opt.limit_train > 0 ? opt.limit_train : 1000};
   const DatasetInfo& info = dataset_info(opt.name);
   const std::string dir = resolve_dir(opt.name, opt.dir);
   const std::string path = find_file(dir, kFiles[0]);
@@ -282,10 +371,16 @@ SampleShape sample_shape(const LoadOptions& opt) {
     for (size_t i = 1; i < dims.size(); ++i) got += (i > 1 ? "x" : "") + std::to_string(dims[i]);
     throw DataError(path, 8, opt.name + " images must be 28x28, found " + got);
   }
-  return {nn::Shape{1, dims[1], dims[2]}, static_cast<int>(info.class_names.size())};
+  return {nn::Shape{1, dims[1], dims[2]}, static_cast<int>(info.class_names.size()), dims[0]};
 }
 
 Dataset load(const LoadOptions& opt) {
+  if (!opt.path.empty()) return load_files(opt);
+  if (const TableInfo* t = table_info(opt.name)) {
+    Dataset ds = load_files(table_options(*t, opt));
+    ds.name = opt.name;
+    return ds;
+  }
   if (opt.name == "synthetic") return synthetic(opt);
   const DatasetInfo& info = dataset_info(opt.name);
   Dataset ds;
@@ -306,7 +401,7 @@ Dataset load(const LoadOptions& opt) {
   RawSplit test;
   nn::Tensor train_x, val_x, test_x;
   try {
-    ds.sha256 = sha256_files(paths);
+    ds.sha256 = sha256_files({paths.begin(), paths.end()});
     test = read_pair(paths[2], paths[3], opt.name, ds.num_classes);
     // Fresh memory costs a page fault per 4 KiB, as much as filling it: take
     // those faults now, beside the inflate. The size is trusted only up to
@@ -347,32 +442,17 @@ Dataset load(const LoadOptions& opt) {
   const int64_t* train_rows = order.data();
   const int64_t* val_rows = order.data() + (train.count - n_val);
 
-  float scale = 1.0f / 255.0f, bias = 0.0f;
+  // Exact statistics from a histogram of the train split's bytes.
+  std::array<int64_t, 256> hist{};
   if (opt.normalize == "standard") {
-    // Exact statistics from a histogram of the train split's bytes.
-    std::array<int64_t, 256> hist{};
     const uint8_t* px = train.images.bytes.data();
     for (int64_t r = 0; r < n_train; ++r) {
       const uint8_t* row = px + train_rows[r] * train.features;
       for (int64_t k = 0; k < train.features; ++k) ++hist[row[k]];
     }
-    const double n = static_cast<double>(n_train) * static_cast<double>(train.features);
-    double mean = 0;
-    for (int v = 0; v < 256; ++v) mean += static_cast<double>(hist[v]) * (v / 255.0);
-    mean /= n;
-    double var = 0;
-    for (int v = 0; v < 256; ++v) {
-      double d = v / 255.0 - mean;
-      var += static_cast<double>(hist[v]) * d * d;
-    }
-    double sd = std::sqrt(var / n);
-    if (!(sd > 1e-12)) sd = 1.0;  // constant images: only centre them
-    scale = static_cast<float>(1.0 / (255.0 * sd));
-    bias = static_cast<float>(-mean / sd);
   }
-
   ds.normalize = opt.normalize;
-  ds.lut = normalization_lut(scale, bias);
+  ds.lut = byte_lut(hist, opt.normalize);
   const float* lut = ds.lut.data();
 
   // Fill the train split on a second thread.

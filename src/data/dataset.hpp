@@ -19,6 +19,7 @@
 
 #include "data/idx.hpp"
 #include "nn/errors.hpp"
+#include "nn/spec.hpp"
 #include "nn/tensor.hpp"
 
 namespace dnnlab::data {
@@ -57,7 +58,21 @@ struct LoadOptions {
       "standard";           // "standard": (x/255 - mean)/std, train-split stats; "unit": x/255
   int64_t limit_train = 0;  // >0: keep only this many train samples (after the split)
   bool keep_raw = false;    // keep each split's pixel bytes (Split::raw), e.g. for shards
+
+  // Data files by path (files.hpp; docs/spec.md, "data"). A non-empty `path`
+  // loads it instead of `name`'s data set (and `dir` is not used).
+  std::string path;       // the training data: .csv[.gz], IDX images, .npy, .npz
+  std::string format;     // "" = by the file's name; "csv", "idx", "npy", "npz"
+  std::string labels;     // idx, npy: the labels beside `path`
+  std::string test_path;  // the test split's file (and test_labels beside it)
+  std::string test_labels;
+  double test_fraction = 0;     // no test_path: this share of `path` is the test split
+  std::string label_column;     // csv: a column name or 0-based index; "" = the last
+  std::string header = "auto";  // csv: auto | true | false | counts
 };
+
+// The options that load `spec`'s data, with `data_dir` (--data) as `dir`.
+LoadOptions load_options(const nn::DataSpec& spec, const std::string& data_dir);
 
 // The directory holding the dataset's four files (each .gz or raw; the .gz is
 // used, and hashed, when both are present). Throws
@@ -74,6 +89,7 @@ std::string resolve_dir(const std::string& name, const std::string& override_dir
 struct SampleShape {
   nn::Shape sample;
   int num_classes = 0;
+  int64_t train_samples = 0;  // before the validation hold-out (the test split taken out)
 };
 SampleShape sample_shape(const LoadOptions& opt);
 
@@ -82,6 +98,9 @@ SampleShape sample_shape(const LoadOptions& opt);
 // The train split keeps the shuffled order; limit_train keeps its first
 // limit_train samples, so the validation split does not depend on it.
 Dataset load(const LoadOptions& opt);
+
+// sha256 (hex) over the files' bytes as stored on disk, in this order.
+std::string sha256_files(const std::vector<std::string>& paths);
 
 // Deterministic Fisher-Yates shuffle driven by splitmix64(seed): the same
 // permutation on every platform and compiler.

@@ -58,8 +58,7 @@ const std::vector<std::int64_t>& Catalogue::running(double max_age) {
 }
 
 std::string data_key(const nn::DataSpec& d) {
-  return d.dataset + "|" + std::to_string(d.validation) + "|" + d.normalize + "|" +
-         std::to_string(d.limit_train);
+  return d.key();  // every field: two data sets by path never share a cache entry or shard
 }
 
 const LoadedData* DataCache::find(const nn::DataSpec& spec) const {

@@ -11,13 +11,7 @@ nlohmann::json or_null(const std::optional<double>& v) {
 }  // namespace
 
 data::LoadOptions load_options(const nn::DataSpec& spec, const std::string& data_dir) {
-  data::LoadOptions o;
-  o.name = spec.dataset;
-  o.dir = data_dir;
-  o.validation = spec.validation;
-  o.normalize = spec.normalize;
-  o.limit_train = spec.limit_train;
-  return o;
+  return data::load_options(spec, data_dir);
 }
 
 RunResult train_run(const nn::RunSpec& spec, const data::Dataset& data, nn::TrainObserver* obs,

@@ -3,6 +3,7 @@
 // the wasm API builds them from JSON. Nothing here parses text.
 #pragma once
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
 #include <string>
@@ -83,11 +84,35 @@ struct ScheduleSpec {
   int warmup_epochs = 0;          // linear warm-up before either
 };
 
+// What is trained on: a data set by name, or files by path (CSV, IDX, .npy,
+// .npz; docs/spec.md, "data"). Paths are used as written: a relative one is
+// relative to the working directory of whatever loads it.
 struct DataSpec {
   std::string dataset = "fashion-mnist";
   int64_t validation = 5000;
   std::string normalize = "standard";  // "standard" | "unit"
   int64_t limit_train = 0;             // >0: use only this many training samples
+  std::string path;             // non-empty: the training data's file (dataset names it then)
+  std::string format;           // "" (by the file's name) | "csv" | "idx" | "npy" | "npz"
+  std::string labels;           // idx, npy: the labels file beside `path`
+  std::string test_path;        // the test split's file; else test_fraction of `path`
+  std::string test_labels;      // idx, npy: the labels file beside `test_path`
+  double test_fraction = 0;     // [0, 1): the test split taken from `path` without test_path
+  std::string label_column;     // csv: a column name or 0-based index; "" = the last column
+  std::string header = "auto";  // csv: "auto" | "true" | "false" | "counts"
+
+  // Equal keys load the same data: caches of loaded data sets use it.
+  std::string key() const {
+    std::string k = dataset + "|" + std::to_string(validation) + "|" + normalize + "|" +
+                    std::to_string(limit_train);
+    if (path.empty()) return k;
+    for (const std::string* s :
+         {&path, &format, &labels, &test_path, &test_labels, &label_column, &header})
+      k += "|" + std::to_string(s->size()) + ":" + *s;
+    char fraction[32];
+    std::snprintf(fraction, sizeof fraction, "%.17g", test_fraction);
+    return k + "|" + fraction;
+  }
 };
 
 struct TrainSpec {

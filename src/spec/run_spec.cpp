@@ -2,8 +2,10 @@
 // then nn::Model::validate for the shapes. The format is in docs/spec.md.
 #include "spec/run_spec.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +14,7 @@
 #include <sstream>
 #include <vector>
 
+#include "data/dataset.hpp"
 #include "nn/model.hpp"
 #include "nn/registry.hpp"
 #include "spec/layer_list.hpp"
@@ -46,8 +49,20 @@ constexpr DatasetInfo kDatasets[] = {
     {"fashion-mnist", {1, 28, 28}, 3, 10, 60000},
     {"mnist", {1, 28, 28}, 3, 10, 60000},
     {"synthetic", {784, 0, 0}, 1, 10, 1000000},  // generated in memory: tests and benchmarks
+    // python3-sklearn's tables, read through the CSV path (src/data/dataset.cpp);
+    // tests/spec/data_spec_test.cpp checks these against the files.
+    {"digits", {64, 0, 0}, 1, 10, 1797},
+    {"breast-cancer", {30, 0, 0}, 1, 2, 569},
+    {"wine", {13, 0, 0}, 1, 3, 178},
+    {"iris", {4, 0, 0}, 1, 3, 150},
 };
-constexpr std::string_view kDatasetNames[] = {"fashion-mnist", "mnist", "synthetic"};
+constexpr std::string_view kDatasetNames[] = {"fashion-mnist", "mnist", "synthetic", "digits",
+                                              "breast-cancer", "wine",  "iris"};
+// Tables without a test file: this share of them is the test split unless
+// the spec says otherwise.
+constexpr float kTableTestFraction = 0.2f;
+constexpr std::string_view kFormats[] = {"csv", "idx", "npy", "npz"};
+constexpr std::string_view kHeaders[] = {"auto", "true", "false", "counts"};
 static_assert(std::size(kDatasetNames) == std::size(kDatasets));
 
 constexpr std::string_view kNormalizations[] = {"standard", "unit"};
@@ -75,7 +90,8 @@ constexpr Field<nn::DataSpec> kDataFields[] = {
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
        d.dataset = r.choice(v, p, "data set", kDatasetNames);
      },
-     [](const nn::DataSpec& d) { return detail::yaml_string(d.dataset); }},
+     // A data set by path is named by its file; `dataset:` is not written then.
+     [](const nn::DataSpec& d) { return d.path.empty() ? detail::yaml_string(d.dataset) : ""; }},
     {"validation",
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
        d.validation = r.integer(v, p, {0, kInf});
@@ -91,6 +107,54 @@ constexpr Field<nn::DataSpec> kDataFields[] = {
        d.limit_train = r.integer(v, p, {0, kInf});
      },
      [](const nn::DataSpec& d) { return str(d.limit_train); }},
+    {"path",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
+       d.path = r.string(v, p);
+     },
+     [](const nn::DataSpec& d) { return d.path.empty() ? "" : detail::yaml_string(d.path); }},
+    {"format",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
+       d.format = r.choice(v, p, "data format", kFormats);
+     },
+     [](const nn::DataSpec& d) { return d.format; }},
+    {"labels",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
+       d.labels = r.string(v, p);
+     },
+     [](const nn::DataSpec& d) { return d.labels.empty() ? "" : detail::yaml_string(d.labels); }},
+    {"test_path",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
+       d.test_path = r.string(v, p);
+     },
+     [](const nn::DataSpec& d) {
+       return d.test_path.empty() ? "" : detail::yaml_string(d.test_path);
+     }},
+    {"test_labels",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
+       d.test_labels = r.string(v, p);
+     },
+     [](const nn::DataSpec& d) {
+       return d.test_labels.empty() ? "" : detail::yaml_string(d.test_labels);
+     }},
+    {"test_fraction",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
+       d.test_fraction = r.real(v, p, {0, 1, false, true});
+     },
+     [](const nn::DataSpec& d) {
+       return d.test_fraction == 0 ? std::string() : str(static_cast<float>(d.test_fraction));
+     }},
+    {"label_column",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
+       d.label_column = r.string(v, p);  // a name, or a 0-based index (digits only)
+     },
+     [](const nn::DataSpec& d) {
+       return d.label_column.empty() ? "" : detail::yaml_string(d.label_column);
+     }},
+    {"header",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
+       d.header = r.choice(v, p, "header", kHeaders);
+     },
+     [](const nn::DataSpec& d) { return d.header == "auto" ? "" : d.header; }},
 };
 
 // ---- model -----------------------------------------------------------------
@@ -303,11 +367,74 @@ bool has_key(const YAML::Node& root, const char* key) {
   return root.IsMap() && map[key].IsDefined();
 }
 
+// What the data gives the model: one sample's shape, the classes, and the
+// training samples before the validation hold-out.
+struct DataFacts {
+  nn::Shape sample;
+  int64_t classes = 0;
+  int64_t train_samples = 0;
+};
+
+// The data section's checks between its keys, the defaults that depend on
+// the data set (a table's test split, a small set's validation share), and
+// the facts the model is checked against: from kDatasets for a name, from
+// the files' headers (data::sample_shape, remembered per file) for a path.
+DataFacts resolve_data(const YamlReader& r, const YAML::Node& root, nn::DataSpec& d) {
+  // Not find(): it assigns nodes, which rewrites the tree (fine only on the
+  // way to an error).
+  const YAML::Node& top = root;
+  const YAML::Node section = has_key(root, "data") ? top["data"] : YAML::Node();
+  auto given = [&](const char* key) { return section.IsMap() && has_key(section, key); };
+  auto at = [&](const char* key) { return find(root, {"data", key}); };
+  if (!d.path.empty() && given("dataset"))
+    r.fail(at("dataset"), "data.dataset",
+           "give either dataset (a name) or path (a file), not both");
+  if (d.path.empty())
+    for (const char* key :
+         {"format", "labels", "test_path", "test_labels", "label_column", "header"})
+      if (given(key))
+        r.fail(at(key), std::string("data.") + key,
+               "applies only to a data set given by path (add `path:`)");
+  if (!d.test_path.empty() && d.test_fraction > 0)
+    r.fail(at("test_fraction"), "data.test_fraction",
+           "the test split comes from test_path; give test_fraction only without it");
+  if (!d.test_labels.empty() && d.test_path.empty())
+    r.fail(at("test_labels"), "data.test_labels", "test_labels needs test_path beside it");
+
+  DataFacts facts;
+  if (d.path.empty()) {
+    const DatasetInfo& info = *find_dataset(d.dataset);
+    const bool table = info.rank == 1 && d.dataset != "synthetic";
+    if (!table && given("test_fraction"))
+      r.fail(at("test_fraction"), "data.test_fraction",
+             "'" + d.dataset + "' has its own test set; test_fraction applies to tables and files");
+    if (table && !given("test_fraction")) d.test_fraction = kTableTestFraction;
+    facts.sample = info.shape();
+    facts.classes = info.classes;
+    facts.train_samples = info.train_samples;
+    if (d.test_fraction > 0)  // as data::load_files splits it
+      facts.train_samples -= std::max<int64_t>(
+          1, std::llround(d.test_fraction * static_cast<double>(info.train_samples)));
+  } else {
+    d.dataset = std::filesystem::path(d.path).filename().string();
+    try {
+      const data::SampleShape s = data::sample_shape(data::load_options(d, ""));
+      facts.sample = s.sample;
+      facts.classes = s.num_classes;
+      facts.train_samples = s.train_samples;
+    } catch (const DataError& e) {
+      r.fail(at("path"), "data.path", e.what());
+    }
+  }
+  // Small data sets hold out a fifth for validation unless told otherwise.
+  if (!given("validation") && facts.train_samples < 25000) d.validation = facts.train_samples / 5;
+  return facts;
+}
+
 // Checks between fields and sections, once everything has been read.
 void check_consistency(const YamlReader& r, const YAML::Node& root, const Document& doc,
-                       nn::Shape* input, int64_t* classes) {
+                       const DataFacts& data, nn::Shape* input, int64_t* classes) {
   const nn::RunSpec& run = doc.run;
-  const DatasetInfo& data = *find_dataset(run.data.dataset);
   if (run.data.validation >= data.train_samples)
     r.fail(find(root, {"data", "validation"}), "data.validation",
            "must be smaller than the " + str(data.train_samples) + " training samples of '" +
@@ -321,7 +448,7 @@ void check_consistency(const YamlReader& r, const YAML::Node& root, const Docume
            "a model needs at least one layer (add a `layers:` list to `model:`)");
   }
   *classes = data.classes;
-  *input = data.shape();
+  *input = data.sample;
   if (!run.model.input.empty()) {
     nn::Shape s;
     for (int64_t d : run.model.input) s[s.rank++] = d;
@@ -397,9 +524,10 @@ Document parse_document(const YamlReader& r, const std::string& text,
   detail::read_fields(r, root, "", kTopFields, doc);
   if (!has_key(root, "model")) doc.run.model.where = r.where(root);
 
+  const DataFacts data = resolve_data(r, root, doc.run.data);
   nn::Shape input;
   int64_t classes = 0;
-  check_consistency(r, root, doc, &input, &classes);
+  check_consistency(r, root, doc, data, &input, &classes);
   try {
     nn::Model::validate(doc.run.model, input, classes);
   } catch (const SpecError& e) {
@@ -467,6 +595,18 @@ bool dataset_shape(const std::string& name, nn::Shape* sample, int64_t* classes)
   if (sample) *sample = d->shape();
   if (classes) *classes = d->classes;
   return true;
+}
+
+bool data_shape(const nn::DataSpec& data, nn::Shape* sample, int64_t* classes) {
+  if (data.path.empty()) return dataset_shape(data.dataset, sample, classes);
+  try {
+    const data::SampleShape s = data::sample_shape(data::load_options(data, ""));
+    if (sample) *sample = s.sample;
+    if (classes) *classes = s.num_classes;
+    return true;
+  } catch (const DataError&) {
+    return false;
+  }
 }
 
 std::string to_yaml(const nn::RunSpec& run) {

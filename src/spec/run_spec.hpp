@@ -62,6 +62,11 @@ nn::RunSpec load_run_spec(const std::string& path, std::span<const Override> ove
 // is unknown.
 bool dataset_shape(const std::string& name, nn::Shape* sample, int64_t* classes);
 
+// The same for a run's data, named or by path (a path's files are read, or
+// remembered from an earlier read: data::sample_shape). False (outputs
+// untouched) for an unknown name or files that cannot be read.
+bool data_shape(const nn::DataSpec& data, nn::Shape* sample, int64_t* classes);
+
 // The canonical YAML form of a run: every field written out, runs of equal
 // layers folded back into `repeat:` blocks. parse_run_spec(to_yaml(s)) gives
 // back s (apart from `where` locations and `source`). Fields that do not apply

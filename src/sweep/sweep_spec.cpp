@@ -476,7 +476,7 @@ LargestTrial largest_trial(const SweepSpec& sweep) {
   for (const nlohmann::json& combo : check_combos(all)) {
     const nn::RunSpec run = sweep.instantiate(combo);
     nn::Shape sample;
-    spec::dataset_shape(run.data.dataset, &sample, nullptr);
+    spec::data_shape(run.data, &sample, nullptr);
     const nn::MemoryEstimate m =
         nn::Model::estimate_memory(run.model, nn::model_input(run.model, sample), run.train);
     if (largest.params.is_null() || m.total() > largest.memory.total())

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "sweep/run_template.hpp"
 #include "sweep/sampler.hpp"
 #include "sweep/scheduler.hpp"
@@ -295,6 +297,25 @@ TEST(SweepSpec, ExamplesParse) {
     EXPECT_EQ(r.data.limit_train, 2000);
     EXPECT_EQ(r.train.epochs, 2);
   }
+}
+
+// The second data set's example: python3-sklearn's digits table by name,
+// through the CSV path (skipped where the package is not installed).
+TEST(SweepSpec, DigitsExampleParses) {
+  if (!std::filesystem::exists(
+          "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"))
+    GTEST_SKIP() << "python3-sklearn is not installed";
+  SweepSpec digits = load_sweep(testing::source_dir() + "/examples/digits-mlp.yaml");
+  GridSampler grid(digits.search);
+  EXPECT_EQ(grid.size(), 36u);
+  while (auto t = grid.next()) {
+    nn::RunSpec r = digits.materialize(*t);
+    EXPECT_EQ(r.data.dataset, "digits");
+    EXPECT_FLOAT_EQ(r.data.test_fraction, 0.2f);
+    EXPECT_EQ(r.data.validation, 300);
+  }
+  const LargestTrial largest = largest_trial(digits);
+  EXPECT_GT(largest.memory.total(), 0);
 }
 
 }  // namespace
