@@ -10,13 +10,13 @@
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
 #include "data/dataset.hpp"
+#include "experiment/training_run.hpp"
 #include "nn/kernels.hpp"
 #include "nn/memory.hpp"
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
 #include "spec/run_spec.hpp"
 #include "worker/thread_pool.hpp"
-#include "experiment/training_run.hpp"
 
 namespace dnnlab::cli {
 namespace {

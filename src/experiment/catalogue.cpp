@@ -11,8 +11,7 @@ namespace dnnlab::experiment {
 
 namespace {
 double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 }  // namespace
 
@@ -57,12 +56,8 @@ const std::vector<std::int64_t>& Catalogue::running(double max_age) {
   return running_;
 }
 
-std::string data_key(const nn::DataSpec& d) {
-  return d.key();  // every field: two data sets by path never share a cache entry or shard
-}
-
 const LoadedData* DataCache::find(const nn::DataSpec& spec) const {
-  auto it = sets_.find(data_key(spec));
+  auto it = sets_.find(spec.key());
   return it == sets_.end() ? nullptr : &it->second;
 }
 
@@ -71,7 +66,7 @@ const LoadedData& DataCache::get(const nn::DataSpec& spec) {
   if (sets_.size() >= capacity_) sets_.clear();
   LoadedData d{data::load(load_options(spec, dir_)), {}};
   d.provenance = provenance(d.data);
-  return sets_.emplace(data_key(spec), std::move(d)).first->second;
+  return sets_.emplace(spec.key(), std::move(d)).first->second;
 }
 
 }  // namespace dnnlab::experiment

@@ -66,17 +66,13 @@ class Catalogue {
   double listed_at_ = -1;
 };
 
-// What tells data sets apart in a cache: two specs with the same key load
-// the same samples (the same shard for a browser).
-std::string data_key(const nn::DataSpec& spec);
-
 // A loaded data set and the provenance trials trained on it record.
 struct LoadedData {
   data::Dataset data;
   nlohmann::json provenance;
 };
 
-// Data sets by data key, at most `capacity` at once (a worker rarely needs
+// Data sets by DataSpec::key(), at most `capacity` at once (a worker rarely needs
 // more than one; a full cache is emptied before the next load).
 class DataCache {
  public:

@@ -11,13 +11,12 @@ namespace dnnlab::experiment {
 
 namespace {
 double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 }  // namespace
 
-LeaseService::LeaseService(store::ResultStore& store, queue::TaskQueue& queue,
-                           Catalogue& catalogue, LeaseServiceOptions options)
+LeaseService::LeaseService(store::ResultStore& store, queue::TaskQueue& queue, Catalogue& catalogue,
+                           LeaseServiceOptions options)
     : store_(store),
       queue_(queue),
       catalogue_(catalogue),
@@ -157,11 +156,12 @@ bool LeaseService::extend(TrialLease& l, double seconds) {
   return queue_.extend(l.task, seconds);
 }
 
-bool LeaseService::keep_alive(TrialLease& l) { return queue_.keep_alive(l.task); }
+bool LeaseService::keep_alive(TrialLease& l) {
+  return queue_.keep_alive(l.task);
+}
 
 void LeaseService::finish(TrialLease&& l, store::TrialStatus status,
-                          const store::TrialMetrics& metrics, std::string error,
-                          bool provisional) {
+                          const store::TrialMetrics& metrics, std::string error, bool provisional) {
   if (status != store::TrialStatus::failed)
     catalogue_.get(l.trial.experiment_id).scheduler->on_finish(l.trial.index);
   PendingEnd p;
@@ -217,7 +217,7 @@ void LeaseService::give_back(const TrialLease& l) {
     if (!queue_.ack(l.task)) return;  // lost: the queue has redelivered it
     if (l.started) store_.release_trial(l.trial.id, l.attempt);
     // Published again as the attempt it reached: the next lease runs a newer one.
-    db::TrialTask task{l.trial.experiment_id, l.trial.id, l.trial.index, l.attempt,
+    db::TrialTask task{l.trial.experiment_id, l.trial.id,  l.trial.index, l.attempt,
                        l.trial.config_json,   l.trial.seed};
     queue_.publish(db::queue_name(l.trial.experiment_id), db::encode_task(task));
   });

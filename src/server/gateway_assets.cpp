@@ -8,11 +8,10 @@
 
 #include "data/dataset.hpp"
 #include "data/shard.hpp"
-#include "experiment/catalogue.hpp"
+#include "experiment/training_run.hpp"
 #include "server/gateway_wire.hpp"
 #include "server/static_files.hpp"
 #include "store/sha256.hpp"
-#include "experiment/training_run.hpp"
 
 namespace dnnlab::server {
 
@@ -84,7 +83,7 @@ ShardCache::~ShardCache() {
 }
 
 std::shared_ptr<const Shard> ShardCache::if_ready(const nn::DataSpec& spec) {
-  const std::string key = experiment::data_key(spec);
+  const std::string key = spec.key();
   auto it = by_key_.find(key);
   // A build started by this call is never ready in it, however fast it is:
   // the caller's answer ("preparing data") does not depend on scheduling.
@@ -117,7 +116,7 @@ std::shared_ptr<const Shard> ShardCache::if_ready(const nn::DataSpec& spec) {
 
 std::shared_ptr<const Shard> ShardCache::get(const nn::DataSpec& spec) {
   if (auto sh = if_ready(spec)) return sh;
-  by_key_.at(experiment::data_key(spec)).wait();
+  by_key_.at(spec.key()).wait();
   return if_ready(spec);
 }
 

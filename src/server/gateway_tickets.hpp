@@ -34,7 +34,7 @@ struct PendingResult {
 struct Ticket {
   std::string id;
   experiment::TrialLease work;  // the lease (trial, attempt, spec) it runs
-  double issued_at = 0;  // unix seconds: its lifetime counts from here
+  double issued_at = 0;         // unix seconds: its lifetime counts from here
   int attempt = 0;
   std::int64_t trial_id = 0, experiment_id = 0, index = 0;
   std::int64_t num_params = 0;
