@@ -232,7 +232,7 @@ bool method_fits(std::string_view route_method, const ApiRequest& r) {
 
 }  // namespace
 
-ApiResponse Api::handle(const ApiRequest& r) {
+ApiResponse Api::handle(const ApiRequest& r, store::ResultStore* store) {
   std::string_view target = r.target;
   std::size_t q = target.find('?');
   std::string_view path = target.substr(0, q);
@@ -245,7 +245,7 @@ ApiResponse Api::handle(const ApiRequest& r) {
   try {
     if (path.empty() || path[0] != '/')
       throw ApiError{400, "request target must be a path", "target"};
-    return failed(route(r, path, query, label));
+    return failed(route(r, path, query, label, store ? *store : store_));
   } catch (const ApiError& e) {
     return failed(error_response(e.status, e.message, e.field));
   } catch (const std::exception& e) {
@@ -255,7 +255,7 @@ ApiResponse Api::handle(const ApiRequest& r) {
 
 // Match, then method (405 with Allow), auth, query keys and id, then the handler.
 ApiResponse Api::route(const ApiRequest& r, std::string_view path, std::string_view query_text,
-                       std::string& label) {
+                       std::string& label, store::ResultStore& store) {
   const auto parts = split_path(path);
   const auto& table = routes();
   std::optional<std::string_view> id_text;
@@ -311,7 +311,7 @@ ApiResponse Api::route(const ApiRequest& r, std::string_view path, std::string_v
   }
   if (chosen->query != "*") only_keys(query, chosen->query);
   const std::int64_t id = id_text ? parse_id(*id_text) : 0;
-  return (this->*chosen->handler)(Call{r, path, id, query, token_holder});
+  return (this->*chosen->handler)(Call{r, path, id, query, token_holder, store});
 }
 
 ApiResponse Api::no_such_route(const Call& c) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -85,7 +86,10 @@ class Api {
   // Never throws: every failure is a JSON error response. Routes by one table
   // (kRoutes in api.cpp; the handlers in api_<resource>.cpp): pattern, method, who may call it, the
   // query keys it takes. GET routes answer HEAD too; other methods get 405 with Allow.
-  ApiResponse handle(const ApiRequest& request);
+  // `store`: the calling thread's own connection (the server runs handlers
+  // on reader threads, each with its own); null: the one given at construction.
+  // Thread-safe: handlers may run on several threads at once.
+  ApiResponse handle(const ApiRequest& request, store::ResultStore* store = nullptr);
 
   // Shared with the WebSocket stream. Without private_fields (a public
   // reader) a browser's User-Agent is left out of worker.joined.
@@ -93,8 +97,8 @@ class Api {
   // True when event_json(e, false) differs from event_json(e, true).
   static bool event_has_private_fields(const store::EventRecord& e);
   // The synthetic "throughput" event's data.
-  nlohmann::json throughput();
-  bool anything_running();
+  nlohmann::json throughput(store::ResultStore& store);
+  bool anything_running(store::ResultStore& store);
   // True when the request may read (public reads, or the token matches).
   bool may_read(std::string_view authorization, std::string_view query_token) const;
   // True when the request carries the write or the read token (Bearer or ?token=).
@@ -115,14 +119,15 @@ class Api {
     std::int64_t id;  // the {id} part; 0 when the route has none
     const std::map<std::string, std::string>& query;
     bool token_holder = false;  // the write or the read token came with it
+    store::ResultStore& store;  // this thread's connection
   };
   struct Route;
   static const std::vector<Route>& routes();
 
   ApiResponse route(const ApiRequest& r, std::string_view path, std::string_view query,
-                    std::string& label);
+                    std::string& label, store::ResultStore& store);
   ApiResponse list_experiments(const Call&);
-  nlohmann::json experiment_summary(const store::ExperimentRecord& e);
+  nlohmann::json experiment_summary(store::ResultStore& store, const store::ExperimentRecord& e);
   ApiResponse get_experiment(const Call&);
   ApiResponse submit(const Call&);
   ApiResponse cancel(const Call&);
@@ -138,19 +143,24 @@ class Api {
   ApiResponse join_socket(const Call&);
   ApiResponse gateway_file(const Call&);
   ApiResponse static_file(const Call&);
-  nlohmann::json stats();
-  std::string prometheus();
-  const ExperimentMeta& meta(const store::ExperimentRecord& e);
+  nlohmann::json stats(store::ResultStore& store);
+  std::string prometheus(store::ResultStore& store);
+  // Parsed once per experiment (the first caller parses, outside the lock).
+  ExperimentMeta meta(const store::ExperimentRecord& e);
   // trial_counts() scans the experiment's trials (about 12 ms at 100,000), so
   // every listing would pay it: counts are reused for up to kCountsMaxAge,
   // and dropped at once after this server's own writes.
-  store::TrialCounts counts(std::int64_t experiment_id);
-  void forget_counts() { counts_.clear(); }
+  store::TrialCounts counts(store::ResultStore& store, std::int64_t experiment_id);
+  void forget_counts() {
+    std::lock_guard lock(cache_mu_);
+    counts_.clear();
+  }
 
   store::ResultStore& store_;
   ExperimentRunner& runner_;
   const HttpMetrics& metrics_;
   ApiConfig config_;
+  std::mutex cache_mu_;  // meta_ and counts_: handlers run on several threads
   std::map<std::int64_t, ExperimentMeta> meta_;
   struct CachedCounts {
     std::chrono::steady_clock::time_point at;

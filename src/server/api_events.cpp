@@ -29,7 +29,7 @@ ApiResponse Api::events(const Call& c) {
     limit = parse_int(it->second, "limit", 1, 10000);
   json list = json::array();
   std::int64_t last = after;
-  for (const auto& e : store_.events_since(after, limit)) {
+  for (const auto& e : c.store.events_since(after, limit)) {
     last = e.id;
     list.push_back(event_json(e, c.token_holder));
   }

@@ -44,9 +44,11 @@ std::int64_t api_detail::count_of(const store::TrialCounts& c, store::TrialStatu
   return 0;
 }
 
-const Api::ExperimentMeta& Api::meta(const store::ExperimentRecord& e) {
-  auto it = meta_.find(e.id);
-  if (it != meta_.end()) return it->second;
+Api::ExperimentMeta Api::meta(const store::ExperimentRecord& e) {
+  {
+    std::lock_guard lock(cache_mu_);
+    if (auto it = meta_.find(e.id); it != meta_.end()) return it->second;
+  }
   ExperimentMeta m;
   try {
     sweep::SweepSpec s =
@@ -58,22 +60,23 @@ const Api::ExperimentMeta& Api::meta(const store::ExperimentRecord& e) {
   } catch (const std::exception&) {
     // An experiment made by other means (or an older format): report the defaults.
   }
+  std::lock_guard lock(cache_mu_);
   return meta_.emplace(e.id, std::move(m)).first->second;
 }
 
-json Api::experiment_summary(const store::ExperimentRecord& e) {
-  const ExperimentMeta& mt = meta(e);
+json Api::experiment_summary(store::ResultStore& store, const store::ExperimentRecord& e) {
+  const ExperimentMeta mt = meta(e);
   json j = {{"id", e.id},
             {"name", e.name},
             {"status", store::to_string(e.status)},
             {"method", e.method},
             {"created_at", e.created_at},
-            {"counts", counts_json(counts(e.id))},
+            {"counts", counts_json(counts(store, e.id))},
             {"metric", mt.metric},
             {"mode", mt.maximize ? "max" : "min"}};
   if (auto p = runner_.planned(e.id)) j["planned"] = *p;
   json best = nullptr;
-  if (auto b = store_.best_trial(e.id, mt.metric, mt.maximize))
+  if (auto b = store.best_trial(e.id, mt.metric, mt.maximize))
     best = {{"trial_id", b->id},
             {"index", b->index},
             {"metric", mt.metric},
@@ -82,26 +85,30 @@ json Api::experiment_summary(const store::ExperimentRecord& e) {
   return j;
 }
 
-store::TrialCounts Api::counts(std::int64_t experiment_id) {
+store::TrialCounts Api::counts(store::ResultStore& store, std::int64_t experiment_id) {
   const auto now = std::chrono::steady_clock::now();
-  auto it = counts_.find(experiment_id);
-  if (it != counts_.end() && now - it->second.at < kCountsMaxAge) return it->second.counts;
-  store::TrialCounts c = store_.trial_counts(experiment_id);
+  {
+    std::lock_guard lock(cache_mu_);
+    auto it = counts_.find(experiment_id);
+    if (it != counts_.end() && now - it->second.at < kCountsMaxAge) return it->second.counts;
+  }
+  store::TrialCounts c = store.trial_counts(experiment_id);
+  std::lock_guard lock(cache_mu_);
   counts_[experiment_id] = {now, c};
   return c;
 }
 
-ApiResponse Api::list_experiments(const Call&) {
+ApiResponse Api::list_experiments(const Call& c) {
   json list = json::array();
-  for (const auto& e : store_.experiments()) list.push_back(experiment_summary(e));
+  for (const auto& e : c.store.experiments()) list.push_back(experiment_summary(c.store, e));
   return json_response(200, {{"experiments", std::move(list)}});
 }
 
 ApiResponse Api::get_experiment(const Call& c) {
   const std::int64_t id = c.id;
-  auto e = store_.experiment(id);
+  auto e = c.store.experiment(id);
   if (!e) return error_response(404, "no experiment " + std::to_string(id), "id");
-  json j = experiment_summary(*e);
+  json j = experiment_summary(c.store, *e);
   j["spec_text"] = e->spec_text;
   j["spec_path"] = e->spec_path;
   j["spec_hash"] = e->spec_hash;
@@ -111,7 +118,7 @@ ApiResponse Api::get_experiment(const Call& c) {
 }
 
 // The body and the sweep are parsed on a worker thread (a large sweep takes
-// a while); the experiment is written back on the io thread.
+// a while); the experiment is written by the runner (its own connections).
 ApiResponse Api::submit(const Call& c) {
   ApiResponse resp;
   resp.background = [body = c.request.body, this]() -> std::function<ApiResponse()> {
@@ -141,7 +148,7 @@ ApiResponse Api::submit(const Call& c) {
     } catch (const SpecError& e) {
       return fail(error_response(400, e.what(), e.field().empty() ? "spec" : e.field()));
     }
-    // Back on the io thread: `this` outlives every pending handler of the server.
+    // `this` outlives every pending handler of the server.
     return [this, sweep, text = std::move(text), name = std::move(name)]() {
       try {
         std::int64_t id = runner_.submit_parsed(sweep, text, name);
@@ -159,7 +166,7 @@ ApiResponse Api::cancel(const Call& c) {
   const std::int64_t id = c.id;
   if (!runner_.cancel(id)) return error_response(404, "no experiment " + std::to_string(id), "id");
   forget_counts();
-  auto e = store_.experiment(id);
+  auto e = c.store.experiment(id);
   return json_response(200, {{"id", id}, {"status", store::to_string(e->status)}});
 }
 

@@ -19,26 +19,26 @@ double now_seconds() {
 
 }  // namespace
 
-ApiResponse Api::metrics(const Call&) {
+ApiResponse Api::metrics(const Call& c) {
   ApiResponse resp;
   resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  resp.body = prometheus();
+  resp.body = prometheus(c.store);
   return resp;
 }
 
-ApiResponse Api::get_stats(const Call&) {
-  return json_response(200, stats());
+ApiResponse Api::get_stats(const Call& c) {
+  return json_response(200, stats(c.store));
 }
 
-json Api::stats() {
+json Api::stats(store::ResultStore& store) {
   store::TrialCounts all;
   std::int64_t running = 0;
-  for (const auto& e : store_.experiments()) {
-    add(all, counts(e.id));
+  for (const auto& e : store.experiments()) {
+    add(all, counts(store, e.id));
     running += e.status == store::ExperimentStatus::running;
   }
   std::int64_t active = 0;
-  for (const auto& w : store_.workers()) active += !w.gone;
+  for (const auto& w : store.workers()) active += !w.gone;
   return {{"time", now_seconds()},
           {"trials_per_second", runner_.trials_per_second()},
           {"queue_depth", runner_.queue_depth()},
@@ -48,21 +48,21 @@ json Api::stats() {
           {"build", experiment::build_provenance()}};
 }
 
-json Api::throughput() {
-  return stats();
+json Api::throughput(store::ResultStore& store) {
+  return stats(store);
 }
 
-bool Api::anything_running() {
-  for (const auto& e : store_.experiments())
+bool Api::anything_running(store::ResultStore& store) {
+  for (const auto& e : store.experiments())
     if (e.status == store::ExperimentStatus::running) return true;
   return false;
 }
 
-std::string Api::prometheus() {
+std::string Api::prometheus(store::ResultStore& store) {
   std::ostringstream o;
   o.precision(9);
   store::TrialCounts all;
-  for (const auto& e : store_.experiments()) add(all, counts(e.id));
+  for (const auto& e : store.experiments()) add(all, counts(store, e.id));
   o << "# HELP dnnlab_trials Trials by state, over all experiments.\n"
        "# TYPE dnnlab_trials gauge\n";
   const std::pair<const char*, std::int64_t> states[] = {
@@ -78,7 +78,7 @@ std::string Api::prometheus() {
        "dnnlab_queue_depth "
     << runner_.queue_depth() << "\n";
   std::int64_t native = 0, browser = 0;
-  for (const auto& w : store_.workers())
+  for (const auto& w : store.workers())
     if (!w.gone) (w.kind == store::WorkerKind::native ? native : browser) += 1;
   o << "# HELP dnnlab_workers Workers that have not left, by kind.\n"
        "# TYPE dnnlab_workers gauge\n"

@@ -53,9 +53,9 @@ ApiResponse Api::list_trials(const Call& c) {
   if (auto it = query.find("offset"); it != query.end())
     tq.offset = parse_int(it->second, "offset", 0, std::numeric_limits<std::int64_t>::max() / 2);
 
-  if (!store_.experiment(id))
+  if (!c.store.experiment(id))
     return error_response(404, "no experiment " + std::to_string(id), "id");
-  const store::TrialCounts n = counts(id);
+  const store::TrialCounts n = counts(c.store, id);
   const std::int64_t total = tq.status ? count_of(n, *tq.status) : n.total();
   ApiResponse deferred;
   deferred.deferred = [id, tq, total](store::ResultStore& st) {
@@ -84,7 +84,7 @@ ApiResponse Api::list_trials(const Call& c) {
 
 ApiResponse Api::get_trial(const Call& c) {
   const std::int64_t id = c.id;
-  auto t = store_.trial(id);
+  auto t = c.store.trial(id);
   if (!t) return error_response(404, "no trial " + std::to_string(id), "id");
   ApiResponse r;
   append_trial_json(r.body, *t, /*with_curve=*/true);

@@ -11,7 +11,7 @@ using nlohmann::json;
 // only: public readers get the rows without "host".
 ApiResponse Api::workers(const Call& c) {
   json list = json::array();
-  for (const auto& w : store_.workers()) {
+  for (const auto& w : c.store.workers()) {
     json row = {{"id", w.id},
                 {"kind", store::to_string(w.kind)},
                 {"pid", w.pid},

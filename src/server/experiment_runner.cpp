@@ -1,4 +1,4 @@
-// Coordinators on the server's io thread, and the throughput figures.
+// Coordinators (ticked on the server's runner thread), and the throughput figures.
 #include "server/experiment_runner.hpp"
 
 #include <iostream>
@@ -18,6 +18,7 @@ ExperimentRunner::~ExperimentRunner() = default;
 
 void ExperimentRunner::resume_running() {
   if (!run_coordinators_) return;
+  std::lock_guard lock(mu_);
   for (const auto& e : store_.experiments()) {
     if (e.status != ExperimentStatus::running || adopted_.count(e.id) || coordinators_.count(e.id))
       continue;
@@ -30,6 +31,7 @@ void ExperimentRunner::resume_running() {
 }
 
 std::int64_t ExperimentRunner::submit(const std::string& sweep_text, const std::string& name) {
+  std::lock_guard lock(mu_);
   std::int64_t id = experiment::Coordinator::submit(store_, queue_, sweep_text, name,
                                                     experiment::SubmitMode::kNew);
   if (run_coordinators_ && !adopted_.count(id))
@@ -45,6 +47,7 @@ std::shared_ptr<sweep::SweepSpec> ExperimentRunner::parse(const std::string& swe
 std::int64_t ExperimentRunner::submit_parsed(std::shared_ptr<sweep::SweepSpec> sweep,
                                              const std::string& sweep_text,
                                              const std::string& name) {
+  std::lock_guard lock(mu_);
   std::int64_t id = experiment::Coordinator::create(store_, *sweep, sweep_text, name);
   if (run_coordinators_ && !adopted_.count(id))
     coordinators_[id] = std::make_unique<experiment::Coordinator>(
@@ -53,12 +56,12 @@ std::int64_t ExperimentRunner::submit_parsed(std::shared_ptr<sweep::SweepSpec> s
 }
 
 bool ExperimentRunner::cancel(std::int64_t id) {
+  std::lock_guard lock(mu_);
   auto e = store_.experiment(id);
   if (!e) return false;
   if (auto it = coordinators_.find(id); it != coordinators_.end()) {
     it->second->cancel();
-    coordinators_.erase(it);
-    planned_.erase(id);
+    forget(id);
     return true;
   }
   queue_.cancel(db::queue_name(id));
@@ -70,39 +73,51 @@ bool ExperimentRunner::cancel(std::int64_t id) {
 }
 
 void ExperimentRunner::adopt(std::int64_t id) {
+  std::lock_guard lock(mu_);
   adopted_.insert(id);
+  forget(id);
+}
+
+void ExperimentRunner::forget(std::int64_t id) {
   coordinators_.erase(id);
+  std::lock_guard lock(planned_mu_);
   planned_.erase(id);
 }
 
 void ExperimentRunner::tick() {
-  for (auto it = coordinators_.begin(); it != coordinators_.end();) {
+  std::lock_guard lock(mu_);
+  std::vector<std::int64_t> ended_here;
+  for (auto& [id, c] : coordinators_) {
     try {
-      experiment::Progress p = it->second->tick();
-      planned_[it->first] = p.planned;
+      experiment::Progress p = c->tick();
       if (p.done) {
-        planned_.erase(it->first);
-        it = coordinators_.erase(it);
+        ended_here.push_back(id);
         continue;
       }
+      std::lock_guard plock(planned_mu_);
+      planned_[id] = p.planned;
     } catch (const std::exception& ex) {
       // One broken experiment must not stop the others (or the server).
-      std::cerr << "dnnlab serve: experiment " << it->first << ": " << ex.what() << "\n";
-      planned_.erase(it->first);
-      it = coordinators_.erase(it);
-      continue;
+      std::cerr << "dnnlab serve: experiment " << id << ": " << ex.what() << "\n";
+      ended_here.push_back(id);
     }
-    ++it;
   }
-  sample_rate();
+  for (std::int64_t id : ended_here) forget(id);
+  sample();
 }
 
-void ExperimentRunner::sample_rate() {
+void ExperimentRunner::sample() {
   auto now = std::chrono::steady_clock::now();
-  if (now - last_sample_ < std::chrono::seconds(1)) return;
+  if (last_sample_ != std::chrono::steady_clock::time_point{} &&
+      now - last_sample_ < std::chrono::seconds(1))
+    return;
   last_sample_ = now;
-  std::int64_t total = 0;
-  for (const auto& e : store_.experiments()) total += ended(store_.trial_counts(e.id));
+  std::int64_t total = 0, depth = 0;
+  for (const auto& e : store_.experiments()) {
+    total += ended(store_.trial_counts(e.id));
+    if (e.status == ExperimentStatus::running) depth += queue_.waiting(db::queue_name(e.id));
+  }
+  depth_ = depth;
   ended_samples_.emplace_back(now, total);
   while (ended_samples_.size() > 1 && now - ended_samples_.front().first > std::chrono::seconds(10))
     ended_samples_.pop_front();
@@ -113,19 +128,10 @@ void ExperimentRunner::sample_rate() {
 
 std::optional<std::int64_t> ExperimentRunner::planned(std::int64_t id) const {
   // Documented as present only while this server drives the experiment.
-  if (!coordinators_.count(id)) return std::nullopt;
+  std::lock_guard lock(planned_mu_);
   auto it = planned_.find(id);
   if (it == planned_.end()) return std::nullopt;
   return it->second;
-}
-
-std::int64_t ExperimentRunner::queue_depth() {
-  std::int64_t depth = 0;
-  for (const auto& e : store_.experiments()) {
-    if (e.status != ExperimentStatus::running) continue;
-    depth += queue_.waiting(db::queue_name(e.id));
-  }
-  return depth;
 }
 
 }  // namespace dnnlab::server

@@ -1,13 +1,20 @@
 // ExperimentRunner: the server's side of running sweeps — submitting them,
-// ticking a Coordinator per running experiment (on the io thread, from a
-// timer), cancelling, and the live figures /api/stats reports (trials/s,
-// queue depth). Experiments adopted by `dnnlab run` are only reported on.
+// ticking a Coordinator per running experiment, cancelling, and the live
+// figures /api/stats reports (trials/s, queue depth). Experiments adopted by
+// `dnnlab run` are only reported on.
+//
+// Thread-safe. The server gives it a store and queue of its own and ticks it
+// on a thread of its own; REST handlers call submit/cancel from reader
+// threads (waiting for a tick at most), and the figures are read without
+// waiting (sampled by tick(), about once a second).
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -42,28 +49,34 @@ class ExperimentRunner {
   // False when the experiment does not exist.
   bool cancel(std::int64_t experiment_id);
   void adopt(std::int64_t experiment_id);
-  // Ticks every coordinator; samples throughput about once a second.
+  // Ticks every coordinator; samples throughput and queue depth about once
+  // a second (the first call samples at once).
   void tick();
 
   // Trials the sweep will run in all, while a coordinator here drives it.
   std::optional<std::int64_t> planned(std::int64_t experiment_id) const;
-  double trials_per_second() const { return rate_; }
-  // Tasks waiting in the queues of running experiments.
-  std::int64_t queue_depth();
+  double trials_per_second() const { return rate_.load(); }
+  // Tasks waiting in the queues of running experiments, as last sampled.
+  std::int64_t queue_depth() const { return depth_.load(); }
 
  private:
-  void sample_rate();
+  void sample();                            // under mu_
+  void forget(std::int64_t experiment_id);  // under mu_: no longer driven here
+
+  mutable std::mutex mu_;  // everything below but planned_ and the figures
 
   store::ResultStore& store_;
   queue::TaskQueue& queue_;
   bool run_coordinators_;
   std::map<std::int64_t, std::unique_ptr<experiment::Coordinator>> coordinators_;
-  std::map<std::int64_t, std::int64_t> planned_;
   std::set<std::int64_t> adopted_;
+  mutable std::mutex planned_mu_;
+  std::map<std::int64_t, std::int64_t> planned_;  // only experiments driven here
   // (time, trials ended over all experiments): the last ~10 s.
   std::deque<std::pair<std::chrono::steady_clock::time_point, std::int64_t>> ended_samples_;
   std::chrono::steady_clock::time_point last_sample_{};
-  double rate_ = 0;
+  std::atomic<double> rate_{0};
+  std::atomic<std::int64_t> depth_{0};
 };
 
 // Trials ended (finished, pruned, failed, cancelled) in `c`.

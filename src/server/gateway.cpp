@@ -653,12 +653,24 @@ Gateway::Gateway(store::ResultStore& store, queue::TaskQueue& queue, GatewayOpti
 Gateway::~Gateway() = default;
 
 Gateway::ClientId Gateway::open(std::string remote_address) {
-  const ClientId id = impl_->next_id++;
+  const ClientId id = impl_->next_id;
+  open(id, std::move(remote_address));
+  return id;
+}
+
+void Gateway::open(ClientId id, std::string remote_address) {
+  if (id == 0 || impl_->clients.count(id))
+    throw std::invalid_argument("gateway: client id " + std::to_string(id) + " is taken");
+  impl_->next_id = std::max(impl_->next_id, id + 1);
   Client& c = impl_->clients[id];
   c.address = address_of(remote_address);
   c.remote = std::move(remote_address);
   c.opened_at = impl_->now();
-  return id;
+}
+
+bool Gateway::greeted(ClientId id) const {
+  auto it = impl_->clients.find(id);
+  return it != impl_->clients.end() && it->second.greeted;
 }
 
 GatewayReply Gateway::on_text(ClientId id, std::string_view frame) {

@@ -7,9 +7,11 @@
 // quarantines clients whose results disagree.
 //
 // It is socket-free: the server's JoinSession feeds it frames and sends what
-// it answers, so the protocol is tested without a network. Everything but the
-// verifier runs on the server's io thread with the server's store and queue;
-// the verifier re-runs trials on its own thread with its own connections.
+// it answers, so the protocol is tested without a network. Not thread-safe
+// but for asset(): the server calls everything else from one thread of its
+// own (the gateway lane, with its own store and queue connections) and
+// asset() from the io thread; the verifier re-runs trials on its own thread
+// with its own connections.
 //
 //   Gateway gw(store, queue, options);
 //   auto id = gw.open("127.0.0.1:5123");
@@ -121,6 +123,10 @@ class Gateway {
   Gateway& operator=(const Gateway&) = delete;
 
   ClientId open(std::string remote_address);
+  // The same with an id the caller chose (unused so far, nonzero): the
+  // server numbers connections on its io thread and hands the gateway's
+  // work to a thread of its own.
+  void open(ClientId id, std::string remote_address);
   GatewayReply on_text(ClientId id, std::string_view frame);
   GatewayReply on_binary(ClientId id, std::string_view frame);
   // The connection ended (or is being closed): its ticket, if any, is
@@ -136,6 +142,8 @@ class Gateway {
   // The largest frame this client may send now (small before hello): the
   // session reads no more than this.
   std::size_t max_frame(ClientId id) const;
+  // Whether the client's hello was accepted.
+  bool greeted(ClientId id) const;
 
   // GET /core/<stem>.<hash>.<ext> and /shards/<sha256>.safetensors.
   std::optional<GatewayAsset> asset(std::string_view path);

@@ -19,6 +19,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 void CoreAssets::scan() {
+  std::lock_guard lock(mu_);
   const double now = wire::unix_now();
   if (now - scanned_at_ < 5) return;
   scanned_at_ = now;
@@ -44,12 +45,14 @@ void CoreAssets::scan() {
 
 std::optional<GatewayAsset> CoreAssets::find(const std::string& path) {
   scan();
+  std::lock_guard lock(mu_);
   auto it = assets_.find(path);
   if (it == assets_.end()) return std::nullopt;
   return it->second;
 }
 
 json CoreAssets::urls() const {
+  std::lock_guard lock(mu_);
   auto url = [&](const char* name) {
     auto it = url_of_.find(name);
     return it == url_of_.end() ? std::string() : it->second;
@@ -91,6 +94,7 @@ std::shared_ptr<const Shard> ShardCache::if_ready(const nn::DataSpec& spec) {
   if (started) {
     if (by_key_.size() >= 4) {  // bound memory: keep the shards of a few data specs
       by_key_.clear();
+      std::lock_guard lock(bytes_mu_);
       bytes_.clear();
       // ... but never one a held ticket still points its client to.
       for (const auto& sh : held_()) bytes_[sh->sha256] = sh->bytes;
@@ -110,6 +114,7 @@ std::shared_ptr<const Shard> ShardCache::if_ready(const nn::DataSpec& spec) {
   if (started || it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
     return nullptr;
   std::shared_ptr<const Shard> sh = it->second.get();
+  std::lock_guard lock(bytes_mu_);
   bytes_[sh->sha256] = sh->bytes;
   return sh;
 }
@@ -126,6 +131,7 @@ std::optional<GatewayAsset> ShardCache::find(std::string_view path) const {
       path.substr(path.size() - kExt.size()) != kExt)
     return std::nullopt;
   std::string sha(path.substr(kShards.size(), path.size() - kShards.size() - kExt.size()));
+  std::lock_guard lock(bytes_mu_);
   auto it = bytes_.find(sha);
   if (it == bytes_.end()) return std::nullopt;
   return GatewayAsset{"application/octet-stream", it->second};

@@ -7,6 +7,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -20,16 +21,21 @@
 namespace dnnlab::server {
 
 // <web_root>/core/* as /core/<stem>.<sha256:16>.<ext>; rescanned at most every 5 s.
+// Thread-safe: the io thread serves the files, the gateway's thread names them.
 class CoreAssets {
  public:
   explicit CoreAssets(std::string web_root) : web_root_(std::move(web_root)) {}
   void scan();
   std::optional<GatewayAsset> find(const std::string& path);
-  bool has(const std::string& file) const { return url_of_.count(file) > 0; }
+  bool has(const std::string& file) const {
+    std::lock_guard lock(mu_);
+    return url_of_.count(file) > 0;
+  }
   nlohmann::json urls() const;  // {"js","wasm"[,"relaxed_wasm"]}
 
  private:
   std::string web_root_;
+  mutable std::mutex mu_;
   std::map<std::string, GatewayAsset> assets_;  // hashed path -> file
   std::map<std::string, std::string> url_of_;   // file name -> hashed path
   double scanned_at_ = -1e9;
@@ -59,7 +65,8 @@ class ShardCache {
   std::shared_ptr<const Shard> if_ready(const nn::DataSpec& spec);
   // The same, waiting for the build.
   std::shared_ptr<const Shard> get(const nn::DataSpec& spec);
-  // /shards/<sha256>.safetensors
+  // /shards/<sha256>.safetensors. Thread-safe (the io thread serves them);
+  // the rest is called from one thread.
   std::optional<GatewayAsset> find(std::string_view path) const;
 
  private:
@@ -69,6 +76,7 @@ class ShardCache {
   // takes 1-2 s: the io thread must not wait for it)
   std::map<std::string, std::shared_future<std::shared_ptr<const Shard>>> by_key_;
   std::vector<std::thread> builders_;
+  mutable std::mutex bytes_mu_;
   std::map<std::string, std::shared_ptr<const std::string>> bytes_;  // sha -> bytes
 };
 

@@ -134,6 +134,22 @@ class HttpSession final : public OpenSession,
     a.authorization = std::string(req[http::field::authorization]);
     a.websocket = websocket::is_upgrade(req);
     if (!a.websocket) a.body = std::move(req.body());
+    if (impl_->pool && !a.websocket && on_reader_thread(a.target)) {
+      // The REST API reads and writes the store (and the runner, the
+      // broker): a reader thread, with its own store, answers it; the io
+      // thread goes on serving sockets.
+      Reply reply{req.version(), req.keep_alive(), req.method() == http::verb::head, a.method, t0};
+      asio::post(*impl_->pool, [self = this->shared_from_this(), a = std::move(a),
+                                reply = std::move(reply)]() mutable {
+        ApiResponse out = self->answer_on_reader(a);
+        auto ex = self->stream_.get_executor();
+        asio::post(
+            ex, [self = std::move(self), out = std::move(out), reply = std::move(reply)]() mutable {
+              self->respond(std::move(out), reply);
+            });
+      });
+      return;
+    }
     ApiResponse r = impl_->api->handle(a);
     if (r.upgrade != Upgrade::none) {
       // Browsers send Origin on every WebSocket handshake and let any page
@@ -221,6 +237,31 @@ class HttpSession final : public OpenSession,
     Clock::time_point t0;
   };
 
+  // /api/... and /metrics; the upgrades, the pages and files stay on the io thread.
+  static bool on_reader_thread(std::string_view target) {
+    const std::string_view path = target.substr(0, target.find('?'));
+    return path.rfind("/api/", 0) == 0 || path == "/metrics";
+  }
+
+  // The whole request on this reader thread, with its store: the handler,
+  // then what it hands on (a slow parse, a deferred read) here too.
+  ApiResponse answer_on_reader(const ApiRequest& a) {
+    ApiResponse out;
+    try {
+      store::ResultStore& st = reader_store(impl_->opt.store_url, impl_->opt.store_wait_seconds);
+      out = impl_->api->handle(a, &st);
+      const std::string route = out.route;
+      if (out.background) out = out.background()();
+      if (out.deferred) out = out.deferred(st);
+      out.route = route;
+    } catch (const std::exception& e) {
+      const std::string route = out.route;
+      out = failure_response(e);
+      out.route = route;
+    }
+    return out;
+  }
+
   // `store` is called inside the try: opening a reader's store can fail too
   // (the server store unreachable), and must answer, not end the thread.
   static ApiResponse run_deferred(const ApiResponse& r,
@@ -242,7 +283,15 @@ class HttpSession final : public OpenSession,
     if (!s) {
       store::StoreOptions o;
       o.reconnect_seconds = wait_seconds;
-      s = store::open_result_store(url, nullptr, o);
+      try {
+        s = store::open_result_store(url, nullptr, o);
+      } catch (const store::StoreUnavailableError&) {
+        throw;
+      } catch (const std::exception& e) {
+        // Not connected yet (the server's store is down): the next request
+        // tries again; this one gets 503, as a lost connection's would.
+        throw store::StoreUnavailableError(e.what(), false);
+      }
     }
     return *s;
   }

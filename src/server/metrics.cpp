@@ -26,6 +26,7 @@ std::string_view HttpMetrics::method_label(std::string_view method) {
 
 void HttpMetrics::observe(const std::string& method, const std::string& route, unsigned code,
                           double seconds) {
+  std::lock_guard lock(mu_);
   ++requests_[{std::string(method_label(method)), route, code}];
   Histogram& h = durations_[route];
   ++h.count;
@@ -38,6 +39,7 @@ void HttpMetrics::observe(const std::string& method, const std::string& route, u
 }
 
 std::string HttpMetrics::render() const {
+  std::lock_guard lock(mu_);
   std::ostringstream o;
   o.precision(9);
   o << "# HELP dnnlab_http_requests_total HTTP requests served, by method, route and status.\n"

@@ -1,9 +1,10 @@
 // Request counters and latency histograms for /metrics (Prometheus text format).
-// Single-threaded: used from the server's io thread only.
+// Thread-safe: the io thread observes while a reader thread renders /metrics.
 #pragma once
 #include <array>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -33,6 +34,7 @@ class HttpMetrics {
     std::uint64_t count = 0;
     double sum = 0;
   };
+  mutable std::mutex mu_;
   std::map<std::tuple<std::string, std::string, unsigned>, std::uint64_t> requests_;
   std::map<std::string, Histogram> durations_;
 };

@@ -153,10 +153,33 @@ void Server::Impl::refuse(tcp::socket socket, const std::string& why) {
   });
 }
 
-std::int64_t Server::Impl::newest_event_id() {
+Lane::Lane(std::string name)
+    : name_(std::move(name)), guard_(asio::make_work_guard(ctx_)), thread_([this] {
+        for (;;) {
+          try {
+            ctx_.run();
+            return;
+          } catch (const std::exception& e) {
+            log_error(name_, e.what());  // a handler threw: the lane goes on
+          }
+        }
+      }) {}
+
+void Lane::shutdown(bool drain) {
+  if (!thread_.joinable()) return;
+  closing_ = true;
+  guard_.reset();
+  if (!drain) ctx_.stop();
+  thread_.join();
+  // What is still queued only drops what it holds (it sees closing()).
+  ctx_.restart();
+  ctx_.poll();
+}
+
+std::int64_t Server::Impl::newest_event_id(store::ResultStore& st) {
   std::int64_t id = 0;
   for (;;) {
-    auto events = store->events_since(id, 10000);
+    auto events = st.events_since(id, 10000);
     if (events.empty()) return id;
     id = events.back().id;
   }
@@ -164,58 +187,66 @@ std::int64_t Server::Impl::newest_event_id() {
 
 void Server::Impl::broadcast(const std::string& frame, const std::string& public_frame,
                              std::int64_t id) {
+  if (id > 0) last_event_id = std::max(last_event_id, id);
   std::vector<std::shared_ptr<EventSink>> live;
   for (auto& [p, w] : event_sessions)
     if (auto s = w.lock()) live.push_back(std::move(s));
   for (auto& s : live) s->deliver(s->private_fields() ? frame : public_frame, id);
 }
 
+// On the events lane: reads with its own store, hands the frames to the io thread.
 void Server::Impl::on_event_poll() {
-  if (stopped) return;
+  if (events_lane->closing()) return;
   auto pause = std::chrono::duration_cast<Clock::duration>(kTickPeriod);
   try {
+    struct Out {
+      std::string frame, public_frame;
+      std::int64_t id;
+    };
+    std::vector<Out> out;
     for (;;) {
-      auto events = store->events_since(last_event_id, 1000);
+      auto events = events_store->events_since(polled_event_id, 1000);
       for (const auto& e : events) {
-        last_event_id = e.id;
-        if (event_sessions.empty()) continue;
+        polled_event_id = e.id;
+        if (event_readers == 0) continue;
         std::string frame = Api::event_json(e, true).dump();
-        broadcast(frame,
-                  Api::event_has_private_fields(e) ? Api::event_json(e, false).dump() : frame,
-                  e.id);
+        std::string pub =
+            Api::event_has_private_fields(e) ? Api::event_json(e, false).dump() : frame;
+        out.push_back({std::move(frame), std::move(pub), e.id});
       }
       if (events.size() < 1000) break;
-    }
-    for (auto& [id, reply] : gateway->poll()) {
-      auto it = join_sessions.find(id);
-      if (it != join_sessions.end())
-        if (auto js = it->second.lock()) js->apply(std::move(reply));
     }
     auto now = Clock::now();
     if (now - last_throughput >= std::chrono::seconds(1)) {
       last_throughput = now;
-      if (!event_sessions.empty() && api->anything_running()) {
-        const std::string frame = json{
-            {"id", nullptr},
-            {"time", unix_now()},
-            {"type", "throughput"},
-            {"data",
-             api->throughput()}}.dump();
-        broadcast(frame, frame, 0);
+      if (event_readers > 0 && api->anything_running(*events_store)) {
+        const std::string frame = json{{"id", nullptr},
+                                       {"time", unix_now()},
+                                       {"type", "throughput"},
+                                       {"data", api->throughput(*events_store)}}
+                                      .dump();
+        out.push_back({frame, frame, 0});
       }
     }
+    const std::int64_t newest = polled_event_id;
+    asio::post(io, [this, out = std::move(out), newest] {
+      if (stopped) return;
+      last_event_id = std::max(last_event_id, newest);
+      for (const auto& o : out) broadcast(o.frame, o.public_frame, o.id);
+    });
   } catch (const std::exception& e) {
     log_error("event poll", e.what());
     if (dynamic_cast<const store::StoreUnavailableError*>(&e)) pause = kStoreDownPause;
   }
-  event_timer.expires_after(pause);
-  event_timer.async_wait([self = shared_from_this()](beast::error_code ec) {
-    if (!ec) self->on_event_poll();
+  event_timer->expires_after(pause);
+  event_timer->async_wait([this](beast::error_code ec) {
+    if (!ec) on_event_poll();
   });
 }
 
+// On the runner lane.
 void Server::Impl::on_tick() {
-  if (stopped) return;
+  if (runner_lane->closing()) return;
   auto pause = std::chrono::duration_cast<Clock::duration>(kTickPeriod);
   try {
     runner->tick();
@@ -223,10 +254,45 @@ void Server::Impl::on_tick() {
     log_error("coordinators", e.what());
     if (dynamic_cast<const store::StoreUnavailableError*>(&e)) pause = kStoreDownPause;
   }
-  tick_timer.expires_after(pause);
-  tick_timer.async_wait([self = shared_from_this()](beast::error_code ec) {
-    if (!ec) self->on_tick();
+  tick_timer->expires_after(pause);
+  tick_timer->async_wait([this](beast::error_code ec) {
+    if (!ec) on_tick();
   });
+}
+
+// On the gateway lane: what poll() decided goes to the sessions on the io thread.
+void Server::Impl::on_gateway_poll() {
+  if (gateway_lane->closing()) return;
+  auto pause = std::chrono::duration_cast<Clock::duration>(kTickPeriod);
+  try {
+    auto out = gateway->poll();
+    if (!out.empty())
+      asio::post(io, [this, out = std::move(out)]() mutable {
+        for (auto& [id, reply] : out) {
+          auto it = join_sessions.find(id);
+          if (it != join_sessions.end())
+            if (auto js = it->second.lock()) js->apply(std::move(reply));
+        }
+      });
+  } catch (const std::exception& e) {
+    log_error("gateway", e.what());
+    if (dynamic_cast<const store::StoreUnavailableError*>(&e)) pause = kStoreDownPause;
+  }
+  gateway_timer->expires_after(pause);
+  gateway_timer->async_wait([this](beast::error_code ec) {
+    if (!ec) on_gateway_poll();
+  });
+}
+
+void Server::Impl::stop_lanes() {
+  // The gateway's queued work runs (closed connections give their tickets
+  // back); its timer sees closing() and stops re-arming.
+  if (gateway_lane) {
+    gateway_lane->post([this] { gateway_timer->cancel(); });
+    gateway_lane->shutdown(/*drain=*/true);
+  }
+  if (runner_lane) runner_lane->shutdown();
+  if (events_lane) events_lane->shutdown();
 }
 
 Server::Server(asio::io_context& io, ServerOptions options)
@@ -236,13 +302,20 @@ Server::Server(asio::io_context& io, ServerOptions options)
   if (s.opt.broker_url.empty()) s.opt.broker_url = s.opt.store_url;
   auto [host, port] = parse_listen(s.opt.listen);
   s.host = host;
-  // One connection when both are the same embedded file.
-  db::Connections shared;
-  s.queue = queue::open_task_queue(s.opt.broker_url, {}, &shared);
   store::StoreOptions store_options;
   store_options.reconnect_seconds = s.opt.store_wait_seconds;
-  s.store = store::open_result_store(s.opt.store_url, &shared, store_options);
-  s.runner = std::make_unique<ExperimentRunner>(*s.store, *s.queue, s.opt.run_coordinators);
+  // Connections per thread that uses them (one shared connection where
+  // queue and store are the same embedded file).
+  db::Connections io_shared, runner_shared, events_shared, gateway_shared;
+  s.queue = queue::open_task_queue(s.opt.broker_url, {}, &io_shared);
+  s.store = store::open_result_store(s.opt.store_url, &io_shared, store_options);
+  s.runner_queue = queue::open_task_queue(s.opt.broker_url, {}, &runner_shared);
+  s.runner_store = store::open_result_store(s.opt.store_url, &runner_shared, store_options);
+  s.events_store = store::open_result_store(s.opt.store_url, &events_shared, store_options);
+  s.gateway_queue = queue::open_task_queue(s.opt.broker_url, {}, &gateway_shared);
+  s.gateway_store = store::open_result_store(s.opt.store_url, &gateway_shared, store_options);
+  s.runner =
+      std::make_unique<ExperimentRunner>(*s.runner_store, *s.runner_queue, s.opt.run_coordinators);
   if (s.opt.token_file.empty()) s.opt.token_file = default_token_file(s.opt.store_url);
   s.token = load_or_create_token(s.opt.token_file);
   if (s.opt.read_token_file.empty())
@@ -296,7 +369,7 @@ Server::Server(asio::io_context& io, ServerOptions options)
   go.lease_seconds = s.opt.browser_lease_seconds;
   go.verify_fraction = s.opt.verify_fraction;
   go.max_binary_bytes = s.opt.max_join_frame;
-  s.gateway = std::make_unique<Gateway>(*s.store, *s.queue, go);
+  s.gateway = std::make_unique<Gateway>(*s.gateway_store, *s.gateway_queue, go);
 
   // Before binding: a bad certificate or key stops the start, naming the file.
   if (!s.opt.tls_cert.empty() || !s.opt.tls_key.empty()) {
@@ -318,17 +391,17 @@ Server::Server(asio::io_context& io, ServerOptions options)
 }
 
 Server::~Server() {
-  if (impl_ && !impl_->stopped) {
+  if (!impl_) return;
+  if (!impl_->stopped) {
     impl_->stopped = true;
     beast::error_code ec;
     impl_->acceptor.close(ec);
-    impl_->tick_timer.cancel();
-    impl_->event_timer.cancel();
     impl_->accept_timer.cancel();
   }
   // Reader jobs hand their sessions back to the io thread; none is left here.
-  if (impl_ && impl_->pool) impl_->pool->join();
-  if (impl_ && impl_->work_pool) impl_->work_pool->join();
+  if (impl_->pool) impl_->pool->join();
+  if (impl_->work_pool) impl_->work_pool->join();
+  impl_->stop_lanes();
 }
 
 unsigned short Server::port() const {
@@ -373,11 +446,20 @@ std::string Server::dashboard_url() const {
 
 void Server::start() {
   Impl& s = *impl_;
-  s.last_event_id = s.newest_event_id();
+  s.last_event_id = s.polled_event_id = s.newest_event_id(*s.events_store);
   s.runner->resume_running();
   s.accept();
-  s.on_event_poll();
-  if (s.opt.run_coordinators) s.on_tick();
+  s.runner_lane = std::make_unique<Lane>("runner");
+  s.events_lane = std::make_unique<Lane>("events");
+  s.gateway_lane = std::make_unique<Lane>("gateway");
+  s.tick_timer = std::make_unique<asio::steady_timer>(s.runner_lane->context());
+  s.event_timer = std::make_unique<asio::steady_timer>(s.events_lane->context());
+  s.gateway_timer = std::make_unique<asio::steady_timer>(s.gateway_lane->context());
+  Impl* p = &s;
+  // The runner ticks without coordinators too: it samples the figures.
+  s.runner_lane->post([p] { p->on_tick(); });
+  s.events_lane->post([p] { p->on_event_poll(); });
+  s.gateway_lane->post([p] { p->on_gateway_poll(); });
 }
 
 void Server::stop() {
@@ -386,8 +468,6 @@ void Server::stop() {
   s.stopped = true;
   beast::error_code ec;
   s.acceptor.close(ec);
-  s.tick_timer.cancel();
-  s.event_timer.cancel();
   s.accept_timer.cancel();
   std::vector<std::shared_ptr<OpenSession>> https;
   for (auto& [p, w] : s.http_sessions)

@@ -5,6 +5,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
@@ -23,6 +24,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <thread>
 #include <type_traits>
 
 #include "db/connections.hpp"
@@ -76,6 +78,37 @@ inline double unix_now() {
 inline void log_error(std::string_view where, std::string_view what) {
   std::cerr << "dnnlab serve: " << where << ": " << what << "\n";
 }
+
+// A thread of its own running an io_context. The gateway, the experiment
+// runner and the event poller each work on one, with their own store and
+// queue connections, so the io thread only moves bytes: a broker round trip
+// or a slow store stalls that lane, never every socket.
+class Lane {
+ public:
+  explicit Lane(std::string name);
+  ~Lane() { shutdown(); }
+  Lane(const Lane&) = delete;
+  Lane& operator=(const Lane&) = delete;
+
+  asio::io_context& context() { return ctx_; }
+  template <class F>
+  void post(F&& f) {
+    asio::post(ctx_, std::forward<F>(f));
+  }
+  // True once shutdown() began: handlers still queued return at once.
+  bool closing() const { return closing_.load(); }
+  // Runs what is queued (`drain`: its handlers do their work; else they see
+  // closing() and return), then ends the thread. Timers must not re-arm
+  // once closing() is true.
+  void shutdown(bool drain = false);
+
+ private:
+  std::string name_;
+  asio::io_context ctx_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  std::atomic<bool> closing_{false};
+  std::thread thread_;
+};
 
 // What Server::Impl keeps of each session, whatever its stream: enough to
 // close it, feed it events, or hand it the gateway's replies.
@@ -132,32 +165,45 @@ void start_event_session(TlsStream&& stream, std::shared_ptr<Server::Impl> impl,
 
 struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   Impl(asio::io_context& io, ServerOptions o)
-      : io(io),
-        opt(std::move(o)),
-        acceptor(io),
-        tick_timer(io),
-        event_timer(io),
-        accept_timer(io) {}
+      : io(io), opt(std::move(o)), acceptor(io), accept_timer(io) {}
 
   void accept();
   void on_accept_error(const beast::error_code& ec);
   // Answers 503 (over the limits) on a connection that is not counted, then closes it.
   void refuse(tcp::socket socket, const std::string& why);
+  // The runner lane's timer: ticks the coordinators and samples the figures.
   void on_tick();
+  // The events lane's timer: new store events (and throughput) to readers.
   void on_event_poll();
+  // The gateway lane's timer: the gateway's periodic duties.
+  void on_gateway_poll();
+  // Ends the lanes (the gateway's queued work first: closed connections
+  // give their tickets back). Called by ~Server.
+  void stop_lanes();
   // `public_frame` goes to readers without a token (the same text, mostly).
+  // On the io thread.
   void broadcast(const std::string& frame, const std::string& public_frame, std::int64_t id);
-  std::int64_t newest_event_id();
+  std::int64_t newest_event_id(store::ResultStore& store);
 
   asio::io_context& io;
   ServerOptions opt;
+  // The io thread's own connections: used only when read_threads is 0 (REST
+  // handlers then run on the io thread).
   std::unique_ptr<store::ResultStore> store;
   std::unique_ptr<queue::TaskQueue> queue;
+  // The runner lane's connections and the runner (also called from reader
+  // threads: it is thread-safe).
+  std::unique_ptr<store::ResultStore> runner_store;
+  std::unique_ptr<queue::TaskQueue> runner_queue;
   std::unique_ptr<ExperimentRunner> runner;
+  std::unique_ptr<store::ResultStore> events_store;  // the events lane's
+  // The gateway lane's connections.
+  std::unique_ptr<store::ResultStore> gateway_store;
+  std::unique_ptr<queue::TaskQueue> gateway_queue;
   HttpMetrics metrics;
   std::unique_ptr<Api> api;
   tcp::acceptor acceptor;
-  asio::steady_timer tick_timer, event_timer, accept_timer;
+  asio::steady_timer accept_timer;
   std::unique_ptr<RequestGuard> guard;
   std::size_t connections = 0;                // counted by ConnectionSlot
   std::map<std::string, std::size_t> per_ip;  // remote address -> open connections
@@ -169,15 +215,22 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   std::string host;
   unsigned short port = 0;
   bool stopped = false;
-  std::int64_t last_event_id = 0;
+  std::int64_t last_event_id = 0;             // io thread: the newest event broadcast
+  std::int64_t polled_event_id = 0;           // events lane: the newest event read
+  std::atomic<std::size_t> event_readers{0};  // event_sessions.size(), for the lane
   Clock::time_point last_throughput{};
   std::map<const void*, std::weak_ptr<OpenSession>> http_sessions;
   std::map<const void*, std::weak_ptr<EventSink>> event_sessions;
   LoadedToken join_token;
   std::unique_ptr<Gateway> gateway;
   std::map<Gateway::ClientId, std::weak_ptr<JoinSink>> join_sessions;
+  Gateway::ClientId next_join_id = 1;       // io thread
   std::unique_ptr<asio::thread_pool> pool;  // reader threads; null when read_threads is 0
   std::unique_ptr<ssl::context> tls;        // --tls-cert/--tls-key; null: plain HTTP
+  // Last, so they end first: their handlers use everything above.
+  std::unique_ptr<Lane> runner_lane, events_lane, gateway_lane;
+  // Their timers, after them so that they go before their lanes' contexts.
+  std::unique_ptr<asio::steady_timer> tick_timer, event_timer, gateway_timer;
 };
 
 }  // namespace dnnlab::server

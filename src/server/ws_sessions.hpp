@@ -1,6 +1,7 @@
 // The two WebSocket sessions, templates on the stream (plain or TLS):
 // /api/events readers and /join browser workers. Private to the server.
 #pragma once
+#include "server/gateway_wire.hpp"
 #include "server/server_impl.hpp"
 
 namespace dnnlab::server {
@@ -83,6 +84,7 @@ class EventSession final : public EventSink,
 
   void run(http::request<http::string_body> req) {
     impl_->event_sessions[this] = this->weak_from_this();
+    impl_->event_readers = impl_->event_sessions.size();
     // A ping at half the idle time; a stream that sends nothing back (no
     // pong) for the whole of it is closed and its slot freed.
     auto timeout = websocket::stream_base::timeout::suggested(beast::role_type::server);
@@ -105,7 +107,12 @@ class EventSession final : public EventSink,
   // has already. While catching up, the store pages bring stored events (and
   // a missed throughput figure is replaced by the next one).
   void deliver(const std::string& frame, std::int64_t id) override {
-    if (catching_up_) return;
+    if (catching_up_) {
+      // The page being read may have been read before this event was
+      // written: catching up ends only past it.
+      skipped_ = std::max(skipped_, id);
+      return;
+    }
     if (id > 0) {
       if (id <= cursor_) return;
       cursor_ = id;
@@ -134,6 +141,7 @@ class EventSession final : public EventSink,
     if (impl_) {
       auto it = impl_->event_sessions.find(this);
       if (it != impl_->event_sessions.end()) impl_->event_sessions.erase(it);
+      impl_->event_readers = impl_->event_sessions.size();
     }
   }
 
@@ -179,27 +187,48 @@ class EventSession final : public EventSink,
   // The next page of the backlog, once the queue has drained. A short page
   // means the store has nothing newer: live delivery takes over from there
   // (broadcasts of events this page already sent are skipped by the cursor).
+  // Read on the events lane (its store), queued back here.
   void next_page() {
-    auto events = impl_->store->events_since(cursor_, kEventPage);
-    for (const auto& e : events) {
-      std::string frame = Api::event_json(e, private_fields_).dump();
-      queued_bytes_ += frame.size();
-      out_.push_back(std::move(frame));
-      cursor_ = e.id;
-    }
-    if (events.size() < kEventPage) catching_up_ = false;
+    fetching_ = true;
+    Server::Impl* impl = impl_.get();
+    impl->events_lane->post([self = this->shared_from_this(), impl, after = cursor_,
+                             pf = private_fields_, ex = ws_.get_executor()] {
+      if (impl->events_lane->closing()) return;
+      std::vector<std::string> frames;
+      std::int64_t last = after;
+      std::string error;
+      try {
+        for (const auto& e : impl->events_store->events_since(after, kEventPage)) {
+          frames.push_back(Api::event_json(e, pf).dump());
+          last = e.id;
+        }
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      asio::post(ex, [self, frames = std::move(frames), last, error = std::move(error)]() mutable {
+        self->fetching_ = false;
+        if (!error.empty()) {
+          log_error("events", error);
+          return self->close();
+        }
+        if (self->closed_) return;
+        if (last > self->cursor_) {  // a newer {"after"} since then asks again
+          for (auto& f : frames) {
+            self->queued_bytes_ += f.size();
+            self->out_.push_back(std::move(f));
+          }
+          self->cursor_ = last;
+        }
+        if (frames.size() < kEventPage && self->skipped_ <= self->cursor_)
+          self->catching_up_ = false;
+        self->flush();
+      });
+    });
   }
 
   void flush() {
-    if (!open_ || writing_ || closed_) return;
-    if (out_.empty() && catching_up_) {
-      try {
-        next_page();
-      } catch (const std::exception& e) {
-        log_error("events", e.what());
-        return close();
-      }
-    }
+    if (!open_ || writing_ || closed_ || fetching_) return;
+    if (out_.empty() && catching_up_) return next_page();
     if (out_.empty()) return;
     writing_ = true;
     ws_.text(true);
@@ -222,14 +251,22 @@ class EventSession final : public EventSink,
   std::int64_t cursor_;  // the newest event id queued (or skipped as already sent)
   bool private_fields_;  // the reader holds a token
   bool catching_up_ = false;
+  bool fetching_ = false;     // a page is being read on the events lane
+  std::int64_t skipped_ = 0;  // the newest live event skipped while catching up
   bool open_ = false, writing_ = false, closed_ = false;
 };
 
-// One browser worker on /join: frames go to the gateway, its replies come back.
+// One browser worker on /join: frames go to the gateway on its lane, its
+// replies come back here in order. The io thread never waits for the
+// gateway: a heartbeat is answered at once (the gateway still checks and
+// records it), and up to kMaxFramesInFlight frames may wait on the lane
+// before the session stops reading.
 template <class Stream>
 class JoinSession final : public JoinSink,
                           public std::enable_shared_from_this<JoinSession<Stream>> {
  public:
+  static constexpr int kMaxFramesInFlight = 8;
+
   JoinSession(Stream stream, beast::flat_buffer read_ahead, std::shared_ptr<Server::Impl> impl)
       : ws_(std::move(stream), std::move(read_ahead)), impl_(std::move(impl)) {}
 
@@ -238,13 +275,20 @@ class JoinSession final : public JoinSink,
   void run(http::request<http::string_body> req) {
     beast::error_code ec;
     auto ep = beast::get_lowest_layer(ws_).socket().remote_endpoint(ec);
-    id_ =
-        impl_->gateway->open(ec ? "?" : ep.address().to_string() + ":" + std::to_string(ep.port()));
+    id_ = impl_->next_join_id++;
     impl_->join_sessions[id_] = this->weak_from_this();
+    max_frame_ = impl_->opt.gateway.max_hello_bytes;
+    Server::Impl* impl = impl_.get();
+    impl->gateway_lane->post(
+        [impl, id = id_,
+         remote = ec ? std::string("?")
+                     : ep.address().to_string() + ":" + std::to_string(ep.port())]() mutable {
+          impl->gateway->open(id, std::move(remote));
+        });
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, "dnnlab"); }));
-    ws_.read_message_max(impl_->gateway->max_frame(id_));
+    ws_.read_message_max(max_frame_);
     ws_.async_accept(req, [self = this->shared_from_this()](beast::error_code ec) {
       if (ec) return self->finish();
       self->open_ = true;
@@ -290,30 +334,74 @@ class JoinSession final : public JoinSink,
     if (finished_ || !impl_) return;
     finished_ = true;
     impl_->join_sessions.erase(id_);
-    if (impl_->gateway) impl_->gateway->close(id_);
+    // After every frame already handed to the lane: its ticket goes back.
+    Server::Impl* impl = impl_.get();
+    if (impl->gateway_lane)
+      impl->gateway_lane->post([impl, id = id_] { impl->gateway->close(id); });
+  }
+
+  // {"v":1,"type":"heartbeat",...}: answered here, checked on the lane.
+  static bool is_heartbeat(const std::string& frame) {
+    if (frame.size() > 512) return false;
+    json msg = json::parse(frame, nullptr, false);
+    if (msg.is_discarded() || !msg.is_object()) return false;
+    auto v = msg.find("v"), type = msg.find("type");
+    return v != msg.end() && *v == wire::kVersion && type != msg.end() && *type == "heartbeat";
   }
 
   void read() {
-    // Small until hello: a client that has not said hello cannot make us hold 64 MiB.
-    ws_.read_message_max(impl_->gateway->max_frame(id_));
+    ws_.read_message_max(max_frame_);
+    reading_ = true;
     ws_.async_read(in_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
+      self->reading_ = false;
       if (ec == websocket::error::message_too_big) {
         // Beast has already sent close 1009; end the session.
         return self->finish();
       }
       if (ec) return self->abort();
-      if (self->closing_) return;
+      if (self->closing_ || self->finished_) return;
       try {
-        const std::string frame = beast::buffers_to_string(self->in_.data());
-        self->in_.consume(self->in_.size());
-        self->apply(self->ws_.got_binary() ? self->impl_->gateway->on_binary(self->id_, frame)
-                                           : self->impl_->gateway->on_text(self->id_, frame));
+        self->hand_on();
       } catch (const std::exception& e) {
         log_error("join", e.what());
         return self->abort();
       }
-      if (!self->closing_) self->read();
+      if (self->in_flight_ < kMaxFramesInFlight) self->read();
     });
+  }
+
+  // The frame just read goes to the gateway's lane; the reply comes back
+  // to answered().
+  void hand_on() {
+    const bool binary = ws_.got_binary();
+    std::string frame = beast::buffers_to_string(in_.data());
+    in_.consume(in_.size());
+    const bool answered_here = !binary && greeted_ && is_heartbeat(frame);
+    if (answered_here) apply(GatewayReply{{wire::frame({{"type", "heartbeat"}})}});
+    ++in_flight_;
+    Server::Impl* impl = impl_.get();
+    impl->gateway_lane->post([self = this->shared_from_this(), impl, id = id_, binary,
+                              answered_here, ex = ws_.get_executor(),
+                              frame = std::move(frame)]() mutable {
+      if (impl->gateway_lane->closing()) return;
+      GatewayReply r =
+          binary ? impl->gateway->on_binary(id, frame) : impl->gateway->on_text(id, frame);
+      // The heartbeat's echo was sent already; a close (the check failed) is not.
+      if (answered_here && !r.close) r.frames.clear();
+      const std::size_t max = impl->gateway->max_frame(id);
+      const bool greeted = impl->gateway->greeted(id);
+      asio::post(ex, [self = std::move(self), r = std::move(r), max, greeted]() mutable {
+        self->answered(std::move(r), max, greeted);
+      });
+    });
+  }
+
+  void answered(GatewayReply r, std::size_t max_frame, bool greeted) {
+    --in_flight_;
+    max_frame_ = max_frame;
+    greeted_ = greeted;
+    apply(std::move(r));
+    if (!reading_ && open_ && !closing_ && !finished_ && in_flight_ < kMaxFramesInFlight) read();
   }
 
   void flush() {
@@ -346,6 +434,10 @@ class JoinSession final : public JoinSink,
   std::shared_ptr<ConnectionSlot> slot_;
   std::size_t queued_bytes_ = 0;
   Gateway::ClientId id_ = 0;
+  std::size_t max_frame_ = 0;  // the gateway's limit for this client, as last heard
+  bool greeted_ = false;       // the gateway accepted its hello
+  int in_flight_ = 0;          // frames handed to the gateway lane, not answered yet
+  bool reading_ = false;
   beast::flat_buffer in_;
   std::deque<std::string> out_;
   websocket::close_reason reason_;
