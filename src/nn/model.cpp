@@ -385,6 +385,13 @@ void Model::validate(const ModelSpec& spec, const Shape& input, int64_t num_clas
   build_impl(spec, input, num_classes, 0, false, "");
 }
 
+int64_t Model::count_params(const ModelSpec& spec, const Shape& input, int64_t num_classes) {
+  const std::unique_ptr<Impl> impl = build_impl(spec, input, num_classes, 0, false, "");
+  int64_t n = 0;
+  for (const Impl::Node& node : impl->nodes) n += node.layer->param_count();
+  return n;
+}
+
 MemoryEstimate Model::estimate_memory(const ModelSpec& spec, const Shape& input,
                                       const TrainSpec& train) {
   const std::unique_ptr<Impl> impl = build_impl(spec, input, 0, 0, false, "");

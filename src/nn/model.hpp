@@ -69,6 +69,9 @@ class Model {
                           int64_t num_classes, uint64_t seed);
   // The same checks as build() without keeping the model.
   static void validate(const ModelSpec& spec, const Shape& input, int64_t num_classes);
+  // num_params() of the model build() would make, from its shapes only
+  // (nothing of the model's size is allocated). Throws as validate().
+  static int64_t count_params(const ModelSpec& spec, const Shape& input, int64_t num_classes);
   // What training the model needs in memory (see memory.hpp), from its shapes
   // only: nothing of the model's size is allocated. Throws as validate().
   static MemoryEstimate estimate_memory(const ModelSpec& spec, const Shape& input,

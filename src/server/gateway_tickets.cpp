@@ -147,9 +147,7 @@ std::optional<std::pair<Ticket, json>> TicketDesk::issue(const TicketHolder& hol
     sh = shards_.get(run.data);
     nn::Shape in;
     for (std::int64_t d : sh->sample_shape) in.d[in.rank++] = d;
-    num_params =
-        nn::Model::build(run.model, nn::model_input(run.model, in), sh->classes, run.train.seed)
-            .num_params();
+    num_params = nn::Model::count_params(run.model, nn::model_input(run.model, in), sh->classes);
   } catch (const std::exception& e) {
     svc_.fail(std::move(l), e.what());
     svc_.commit();

@@ -58,6 +58,17 @@ double sum_r(const TensorView& y, const Tensor& r) {
   return s;
 }
 
+// The gateway counts a ticket's parameters without building the model.
+TEST(Graph, CountParamsFromShapesMatchesTheBuiltModel) {
+  const Shape in{5};
+  EXPECT_EQ(Model::count_params(dag(), in, 3), Model::build(dag(), in, 3, 1).num_params());
+  ModelSpec wide;
+  wide.layers = {node("dense", 4096), node("relu"), node("dense", 4096), node("dense", 10)};
+  EXPECT_EQ(Model::count_params(wide, Shape{784}, 10),
+            784 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 10 + 10);
+  EXPECT_THROW(Model::count_params(wide, Shape{784}, 7), SpecError);
+}
+
 TEST(Graph, BackwardMatchesNumericalGradientThroughFanOutAddConcat) {
   for (bool training : {false, true}) {
     Model m = Model::build(dag(), Shape{5}, 3, 7);
