@@ -90,8 +90,8 @@ void pick_axes(Study& s, const ParamInfo& p, const std::vector<json>& configs) {
     s.notes.push_back(s.depth_param.empty()
                           ? "the sweep has no depth parameter and no numeric one: trials are "
                             "drawn by their index"
-                          : "the sweep has no depth parameter: its numeric parameter `" +
-                                s.depth_param + "` stands in for depth");
+                          : "the sweep has no depth parameter: its numeric parameter " +
+                                s.depth_param + " stands in for depth");
   }
   if (const auto* f = first_present(p, {"family", "arch", "architecture", "block", "net"}))
     s.family_param = *f;
