@@ -35,7 +35,9 @@ DataRootScope::DataRootScope(std::string root) : root_(std::move(root)), outer_(
   scoped_root = &root_;
 }
 
-DataRootScope::~DataRootScope() { scoped_root = outer_; }
+DataRootScope::~DataRootScope() {
+  scoped_root = outer_;
+}
 
 void check_scoped_root(const std::string& path, const std::string& labels,
                        const std::string& test_path, const std::string& test_labels) {
@@ -51,8 +53,7 @@ void check_scoped_root(const std::string& path, const std::string& labels,
     // The message without the location: the spec parser places it.
     const std::string what = e.what(), mark = "'" + e.field() + "': ";
     const auto at = what.find(mark);
-    throw DataError(e.field(), -1,
-                    at == std::string::npos ? what : what.substr(at + mark.size()));
+    throw DataError(e.field(), -1, at == std::string::npos ? what : what.substr(at + mark.size()));
   }
 }
 

@@ -152,8 +152,8 @@ Study gather(store::ResultStore& store, std::int64_t experiment_id, const Gather
         if (std::find(p.names.begin(), p.names.end(), it.key()) == p.names.end())
           p.names.push_back(it.key());
   }
-  if (s.metric != "val_acc") s.notes.push_back("accuracy is val_acc (the sweep ranks by " +
-                                               s.metric + ")");
+  if (s.metric != "val_acc")
+    s.notes.push_back("accuracy is val_acc (the sweep ranks by " + s.metric + ")");
   s.metric = "val_acc";
   pick_axes(s, p, configs);
   if (sweep && !trials.empty()) find_data_facts(s, *sweep, configs.front(), o);
@@ -185,15 +185,15 @@ Study gather(store::ResultStore& store, std::int64_t experiment_id, const Gather
     if (auto it = curves.find(t.id); it != curves.end() && it->second.attempt == t.attempt)
       curve = it->second.curve;
     std::erase_if(curve, [](const store::EpochMetrics& m) { return m.epoch <= 0; });
-    r.epochs = std::max<std::int64_t>(static_cast<std::int64_t>(curve.size()),
-                                      t.status == store::TrialStatus::finished
-                                          ? t.metrics.epochs_done
-                                          : 0);
+    r.epochs = std::max<std::int64_t>(
+        static_cast<std::int64_t>(curve.size()),
+        t.status == store::TrialStatus::finished ? t.metrics.epochs_done : 0);
     // A finished trial's accuracy is its final one (what the store ranks);
     // any other's the last epoch it reported (where a pruned one stopped).
     if (t.status == store::TrialStatus::finished && t.metrics.val_acc)
       r.accuracy = t.metrics.val_acc;
-    for (auto it = curve.rbegin(); !r.accuracy && it != curve.rend(); ++it) r.accuracy = it->val_acc;
+    for (auto it = curve.rbegin(); !r.accuracy && it != curve.rend(); ++it)
+      r.accuracy = it->val_acc;
     double secs = 0;
     std::int64_t n = 0;
     for (const auto& m : curve)

@@ -21,17 +21,18 @@ std::vector<std::string> rules_text(const Study& s, const Analysis& a) {
                 " is at chance when its best accuracy is at most chance + " +
                 fmt_num(a.rules.chance_fraction, "%g") + " × (1 − chance) = " +
                 fmt_num(s.chance() + a.rules.chance_fraction * (1 - s.chance()), "%.4f") +
-                "; a family falls to chance at the smallest " + dn +
-                " from which every measured " + dn + " is at chance.");
+                "; a family falls to chance at the smallest " + dn + " from which every measured " +
+                dn + " is at chance.");
   r.push_back("Plateau: with the peak the best accuracy over all " + dn +
               " values, the plateau starts at the smallest " + dn + " within " +
               fmt_num(a.rules.plateau_tolerance, "%g") +
               " of the peak, if every larger one stays within it; otherwise accuracy peaks "
-              "and declines, or is still rising when that " + dn + " is the largest tried.");
+              "and declines, or is still rising when that " +
+              dn + " is the largest tried.");
   r.push_back("Cost per unit of " + dn +
               ": the slope of an ordinary least-squares line through every trial's mean "
-              "training seconds per epoch (and per training sample) against " + dn +
-              "; R² = 1 − SS_res/SS_tot.");
+              "training seconds per epoch (and per training sample) against " +
+              dn + "; R² = 1 − SS_res/SS_tot.");
   if (!a.plain_family.empty())
     r.push_back("Gaps: a family's best accuracy minus " + s.family_param + " " + a.plain_family +
                 "'s best, at each " + dn + " both measured.");
@@ -43,13 +44,16 @@ std::string status_counts(const Study& s) {
   for (const auto& t : s.trials) ++n[t.status];
   std::string out;
   for (const char* st : {"finished", "pruned", "failed", "running", "queued", "cancelled"})
-    if (n.count(st)) out += (out.empty() ? "" : ", ") + std::string(st) + " " + std::to_string(n[st]);
+    if (n.count(st))
+      out += (out.empty() ? "" : ", ") + std::string(st) + " " + std::to_string(n[st]);
   return out.empty() ? "no trials" : out;
 }
 
 namespace {
 
-std::string e(const std::string& t) { return html_escape(t); }
+std::string e(const std::string& t) {
+  return html_escape(t);
+}
 
 std::string series_name(const Study& s, const std::string& family, const std::string& act) {
   std::string n;
@@ -70,8 +74,7 @@ std::string accuracy_plot(const Study& s, const Analysis& a, const std::string& 
                           std::size_t n) {
   Plot p;
   p.id = "accuracy-" + std::to_string(n);
-  p.title = s.family_param.empty() ? "Accuracy vs " + s.depth_param
-                                   : s.family_param + " " + family;
+  p.title = s.family_param.empty() ? "Accuracy vs " + s.depth_param : s.family_param + " " + family;
   p.x_label = s.depth_param;
   p.y_label = s.metric;
   p.log_x = true;
@@ -93,8 +96,7 @@ std::string accuracy_plot(const Study& s, const Analysis& a, const std::string& 
         for (const auto& b : r.best) l.points.emplace_back(b.depth, b.value);
         p.lines.push_back(std::move(l));
       }
-    if (any)
-      p.legend.emplace_back(color, s.activation_param.empty() ? "trials" : act);
+    if (any) p.legend.emplace_back(color, s.activation_param.empty() ? "trials" : act);
   }
   if (s.classes > 0 && !p.points.empty()) {
     double lo = p.points[0].x, hi = lo;
@@ -129,9 +131,11 @@ std::string time_plot(const Study& s, const Analysis& a, bool per_sample) {
         double lo = 1e300, hi = -1e300;
         for (const auto& pt : p.points)
           if (pt.color == color) lo = std::min(lo, pt.x), hi = std::max(hi, pt.x);
-        p.lines.push_back({{{lo, fit->intercept + fit->slope * lo},
-                            {hi, fit->intercept + fit->slope * hi}},
-                           color, true, "fit " + s.families[i]});
+        p.lines.push_back(
+            {{{lo, fit->intercept + fit->slope * lo}, {hi, fit->intercept + fit->slope * hi}},
+             color,
+             true,
+             "fit " + s.families[i]});
       }
     }
   }
@@ -139,9 +143,11 @@ std::string time_plot(const Study& s, const Analysis& a, bool per_sample) {
   if (fit && !p.points.empty()) {
     double lo = p.points[0].x, hi = lo;
     for (const auto& pt : p.points) lo = std::min(lo, pt.x), hi = std::max(hi, pt.x);
-    p.lines.push_back({{{lo, fit->intercept + fit->slope * lo},
-                        {hi, fit->intercept + fit->slope * hi}},
-                       "#000", false, "fit all"});
+    p.lines.push_back(
+        {{{lo, fit->intercept + fit->slope * lo}, {hi, fit->intercept + fit->slope * hi}},
+         "#000",
+         false,
+         "fit all"});
     p.legend.emplace_back("#000", "least-squares fit, all");
   }
   return render_svg(p);
@@ -149,14 +155,14 @@ std::string time_plot(const Study& s, const Analysis& a, bool per_sample) {
 
 std::string fit_row(const std::string& who, const std::optional<LinearFit>& f) {
   if (!f) return "<tr><td>" + e(who) + "</td><td colspan=\"4\">too few points</td></tr>\n";
-  return "<tr><td>" + e(who) + "</td><td class=\"slope\">" + fmt_num(f->slope) +
-         "</td><td>" + fmt_num(f->intercept) + "</td><td class=\"r2\">" +
-         fmt_num(f->r2, "%.4f") + "</td><td>" + std::to_string(f->n) + "</td></tr>\n";
+  return "<tr><td>" + e(who) + "</td><td class=\"slope\">" + fmt_num(f->slope) + "</td><td>" +
+         fmt_num(f->intercept) + "</td><td class=\"r2\">" + fmt_num(f->r2, "%.4f") + "</td><td>" +
+         std::to_string(f->n) + "</td></tr>\n";
 }
 
 std::string fit_table(const Study& s, const Analysis& a, bool per_sample) {
-  std::string h = "<table class=\"fits\"><tr><th>" + e(s.family_param.empty() ? "trials"
-                                                                             : s.family_param) +
+  std::string h = "<table class=\"fits\"><tr><th>" +
+                  e(s.family_param.empty() ? "trials" : s.family_param) +
                   "</th><th>seconds per unit of " + e(s.depth_param) +
                   "</th><th>intercept (s)</th><th>R²</th><th>trials</th></tr>\n";
   if (s.families.size() > 1)
@@ -166,7 +172,8 @@ std::string fit_table(const Study& s, const Analysis& a, bool per_sample) {
   return h + "</table>\n";
 }
 
-const char* kStyle = R"(body{font-family:system-ui,sans-serif;max-width:70rem;margin:1rem auto;padding:0 1rem;color:#222}
+const char* kStyle =
+    R"(body{font-family:system-ui,sans-serif;max-width:70rem;margin:1rem auto;padding:0 1rem;color:#222}
 svg.plot{width:100%;max-width:640px;height:auto;border:1px solid #ddd;margin:.5rem 0}
 .figs{display:flex;flex-wrap:wrap;gap:1rem}
 table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left}
@@ -196,8 +203,7 @@ std::string render_html(const Study& s, const Analysis& a) {
        "</h2>\n<p>Every trial that reported an accuracy: filled circles finished, hollow ones "
        "pruned (at the epoch where they stopped) or still running; lines join the best per " +
        e(s.depth_param) + ".</p>\n<div class=\"figs\">\n";
-  for (std::size_t i = 0; i < s.families.size(); ++i)
-    h += accuracy_plot(s, a, s.families[i], i);
+  for (std::size_t i = 0; i < s.families.size(); ++i) h += accuracy_plot(s, a, s.families[i], i);
   h += "</div>\n<h2>Training time vs " + e(s.depth_param) + "</h2>\n";
   h += "<p>Mean training seconds per epoch of each trial (evaluation excluded), with a "
        "least-squares line.</p>\n" +
@@ -207,8 +213,9 @@ std::string render_html(const Study& s, const Analysis& a) {
     h += "<p>Per training sample (" + (s.samples ? std::to_string(*s.samples) : "?") +
          " per epoch).</p>\n" + time_plot(s, a, true) + fit_table(s, a, true);
   h += "<h2>Best configuration per " + e(s.depth_param) + "</h2>\n<table class=\"best\"><tr><th>" +
-       e(s.depth_param) + "</th><th>trial</th><th>parameters</th><th>status</th><th>epochs</th><th>" +
-       e(s.metric) + "</th></tr>\n";
+       e(s.depth_param) +
+       "</th><th>trial</th><th>parameters</th><th>status</th><th>epochs</th><th>" + e(s.metric) +
+       "</th></tr>\n";
   for (const auto& b : a.best) {
     const TrialRow& t = s.trials[b.trial];
     h += "<tr><td class=\"num\">" + fmt_num(b.depth, "%g") + "</td><td class=\"num\">" +
@@ -222,13 +229,16 @@ std::string render_html(const Study& s, const Analysis& a) {
     if (t.status == "failed")
       failed += "<tr><td class=\"num\">" + std::to_string(t.id) + "</td><td>" + e(t.params) +
                 "</td><td>" + e(t.error) + "</td></tr>\n";
-  h += failed.empty() ? "<p>None.</p>\n"
-                      : "<table class=\"failed\"><tr><th>trial</th><th>parameters</th><th>error</th>"
-                        "</tr>\n" + failed + "</table>\n";
+  h += failed.empty()
+           ? "<p>None.</p>\n"
+           : "<table class=\"failed\"><tr><th>trial</th><th>parameters</th><th>error</th>"
+             "</tr>\n" +
+                 failed + "</table>\n";
   h += "<h2>Rules</h2>\n<ul class=\"rules\">\n";
   for (const auto& r : rules_text(s, a)) h += "<li>" + e(r) + "</li>\n";
-  return h + "</ul>\n<p class=\"note\">Written by <code>dnnlab report</code> from the store.</p>\n"
-             "</body></html>\n";
+  return h +
+         "</ul>\n<p class=\"note\">Written by <code>dnnlab report</code> from the store.</p>\n"
+         "</body></html>\n";
 }
 
 }  // namespace dnnlab::report

@@ -3,46 +3,28 @@
 // Markdown passes through.
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "report/render.hpp"
+#include "report/svg_plot.hpp"
 
 namespace dnnlab::report {
 
 namespace {
 
+// Markdown's own marks escaped (a table cell's `|` included), line breaks
+// as spaces, then what Markdown passes through as HTML.
 std::string md(const std::string& t) {
   std::string out;
   for (char c : t) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '\n':
-      case '\r':
-        out += ' ';
-        break;
-      case '|':
-      case '\\':
-      case '`':
-      case '*':
-      case '_':
-      case '[':
-      case ']':
-      case '#':
-        out += '\\';
-        out += c;
-        break;
-      default:
-        out += c;
+    if (c == '\n' || c == '\r') {
+      out += ' ';
+      continue;
     }
+    if (std::string_view("|\\`*_[]#").find(c) != std::string_view::npos) out += '\\';
+    out += c;
   }
-  return out;
+  return html_escape(out, false);
 }
 
 std::string fit_cells(const std::optional<LinearFit>& f) {
@@ -73,12 +55,13 @@ std::string series_label(const Study& s, const SeriesResult& r) {
 }  // namespace
 
 std::string render_markdown(const Study& s, const Analysis& a) {
-  std::string m = "# Study report: " + md(s.name) + "\n\nExperiment " +
-                  std::to_string(s.experiment_id) + " (" + md(s.status) + "), " +
-                  std::to_string(s.trials.size()) + " trials: " + status_counts(s) +
-                  ". Depth axis: `" + s.depth_param + "`; family: " +
-                  (s.family_param.empty() ? "-" : "`" + s.family_param + "`") + "; activation: " +
-                  (s.activation_param.empty() ? "-" : "`" + s.activation_param + "`") + ".\n\n";
+  std::string m =
+      "# Study report: " + md(s.name) + "\n\nExperiment " + std::to_string(s.experiment_id) + " (" +
+      md(s.status) + "), " + std::to_string(s.trials.size()) + " trials: " + status_counts(s) +
+      ". Depth axis: `" + s.depth_param +
+      "`; family: " + (s.family_param.empty() ? "-" : "`" + s.family_param + "`") +
+      "; activation: " + (s.activation_param.empty() ? "-" : "`" + s.activation_param + "`") +
+      ".\n\n";
   for (const auto& n : s.notes) m += "Note: " + md(n) + ".\n\n";
   m += "## Conclusions\n\n";
   for (const auto& c : a.conclusions) m += "- " + md(c) + "\n";
@@ -105,7 +88,8 @@ std::string render_markdown(const Study& s, const Analysis& a) {
     m += "\n";
   }
   m += "\n## Best configuration per " + md(s.depth_param) + "\n\n| " + md(s.depth_param) +
-       " | trial | parameters | status | epochs | " + s.metric + " |\n|---:|---:|---|---|---:|---:|\n";
+       " | trial | parameters | status | epochs | " + s.metric +
+       " |\n|---:|---:|---|---|---:|---:|\n";
   for (const auto& b : a.best) {
     const TrialRow& t = s.trials[b.trial];
     m += "| " + fmt_num(b.depth, "%g") + " | " + std::to_string(t.id) + " | " + md(t.params) +

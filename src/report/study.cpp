@@ -177,15 +177,13 @@ void add_conclusions(const Study& s, Analysis& a) {
       a.conclusions.push_back(who + "against " + s.family_param + " " + a.plain_family + ", " +
                               fmt_num(f.gap.back().value, "%+.4f") + " at " + dn + " " +
                               fmt_num(f.gap.back().depth) + " (the largest " + dn +
-                              " both measured); the widest gap " +
-                              fmt_num(widest->value, "%+.4f") + " at " + dn + " " +
-                              fmt_num(widest->depth));
+                              " both measured); the widest gap " + fmt_num(widest->value, "%+.4f") +
+                              " at " + dn + " " + fmt_num(widest->depth));
     }
     if (f.epoch_fit)
-      a.conclusions.push_back(who + "each unit of " + dn + " costs " +
-                              fmt_num(f.epoch_fit->slope) + " s per epoch (least squares over " +
-                              std::to_string(f.epoch_fit->n) + " trials, R² = " +
-                              fmt_num(f.epoch_fit->r2, "%.3f") + ")");
+      a.conclusions.push_back(who + "each unit of " + dn + " costs " + fmt_num(f.epoch_fit->slope) +
+                              " s per epoch (least squares over " + std::to_string(f.epoch_fit->n) +
+                              " trials, R² = " + fmt_num(f.epoch_fit->r2, "%.3f") + ")");
   }
   if (a.epoch_fit) {
     const bool linear = a.epoch_fit->r2 >= 0.9;

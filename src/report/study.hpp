@@ -72,10 +72,10 @@ struct TrialRow {
   std::int64_t id = 0, index = 0;
   std::string status;  // finished, pruned, failed, running, queued, cancelled
   bool provisional = false;
-  std::string family, activation;  // "" when the sweep has no such parameter
-  double depth = 0;                // the depth parameter (or its stand-in)
-  std::optional<double> accuracy;  // val_acc at the last epoch it reported
-  std::int64_t epochs = 0;         // epochs it reported
+  std::string family, activation;                       // "" when the sweep has no such parameter
+  double depth = 0;                                     // the depth parameter (or its stand-in)
+  std::optional<double> accuracy;                       // val_acc at the last epoch it reported
+  std::int64_t epochs = 0;                              // epochs it reported
   std::optional<double> epoch_seconds, sample_seconds;  // mean training time per epoch, per sample
   std::string params;                                   // "depth=4, activation=relu"
   std::string error;
@@ -87,9 +87,9 @@ struct Study {
   std::string metric = "val_acc";  // what `accuracy` holds
   // The parameters the axes come from ("" when absent), and how they were chosen.
   std::string depth_param, family_param, activation_param;
-  std::vector<std::string> notes;      // e.g. "no `depth` parameter: `width` is used instead"
-  int classes = 0;                     // 0: unknown (no chance line)
-  std::optional<std::int64_t> samples; // training samples per epoch, when known
+  std::vector<std::string> notes;       // e.g. "no `depth` parameter: `width` is used instead"
+  int classes = 0;                      // 0: unknown (no chance line)
+  std::optional<std::int64_t> samples;  // training samples per epoch, when known
   std::vector<std::string> families, activations;  // in the sweep's order
   std::vector<TrialRow> trials;                    // by index
   double chance() const { return classes > 0 ? 1.0 / classes : 0.0; }
@@ -115,8 +115,8 @@ struct BestAtDepth {
 };
 struct Analysis {
   Rules rules;
-  std::vector<SeriesResult> series;   // per (family, activation), in the sweep's order
-  std::vector<FamilyResult> families; // per family
+  std::vector<SeriesResult> series;                // per (family, activation), in the sweep's order
+  std::vector<FamilyResult> families;              // per family
   std::optional<LinearFit> epoch_fit, sample_fit;  // every family together
   std::vector<BestAtDepth> best;                   // the best trial at each depth
   std::string plain_family;                        // the family gaps are measured against

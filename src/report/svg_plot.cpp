@@ -9,7 +9,7 @@
 
 namespace dnnlab::report {
 
-std::string html_escape(const std::string& text) {
+std::string html_escape(const std::string& text, bool quotes) {
   std::string out;
   out.reserve(text.size());
   for (char c : text) {
@@ -24,10 +24,10 @@ std::string html_escape(const std::string& text) {
         out += "&gt;";
         break;
       case '"':
-        out += "&quot;";
+        out += quotes ? "&quot;" : "\"";
         break;
       case '\'':
-        out += "&#39;";
+        out += quotes ? "&#39;" : "'";
         break;
       default:
         out += c;
@@ -103,14 +103,15 @@ std::string render_svg(const Plot& p) {
     xhi = log_x ? xhi * 2 : xhi + 1;
   }
   Scale sx{xlo, xhi, kLeft, kWidth - kRight, log_x};
-  if (log_x) sx.lo /= 1.15, sx.hi *= 1.15;
+  if (log_x)
+    sx.lo /= 1.15, sx.hi *= 1.15;
   else {
     const double pad = (xhi - xlo) * 0.04;
     sx.lo -= pad, sx.hi += pad;
   }
   const double ypad = (yhi - ylo) * 0.05;
-  Scale sy{p.y_min ? *p.y_min : ylo - ypad, p.y_max ? *p.y_max : yhi + ypad, kHeight - kBottom, kTop,
-           false};
+  Scale sy{p.y_min ? *p.y_min : ylo - ypad, p.y_max ? *p.y_max : yhi + ypad, kHeight - kBottom,
+           kTop, false};
 
   std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\"";
   if (!p.id.empty()) s += " id=\"" + html_escape(p.id) + "\"";
@@ -152,8 +153,8 @@ std::string render_svg(const Plot& p) {
   }
   s += "</g>\n";
   s += "<text class=\"xlabel\" x=\"" + num((kLeft + kWidth - kRight) / 2) + "\" y=\"" +
-       num(kHeight - 10) + "\" text-anchor=\"middle\" font-size=\"12\">" +
-       html_escape(p.x_label) + (log_x ? " (log scale)" : "") + "</text>\n";
+       num(kHeight - 10) + "\" text-anchor=\"middle\" font-size=\"12\">" + html_escape(p.x_label) +
+       (log_x ? " (log scale)" : "") + "</text>\n";
   s += "<text class=\"ylabel\" transform=\"translate(14," + num((kTop + kHeight - kBottom) / 2) +
        ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">" + html_escape(p.y_label) +
        "</text>\n";

@@ -13,8 +13,9 @@
 
 namespace dnnlab::report {
 
-// Text for HTML/SVG content and attribute values: & < > " ' escaped.
-std::string html_escape(const std::string& text);
+// Text for HTML/SVG content and attribute values: & < > " ' escaped (the
+// quotes only with `quotes`: text outside attributes, e.g. in Markdown).
+std::string html_escape(const std::string& text, bool quotes = true);
 
 struct PlotPoint {
   double x = 0, y = 0;
@@ -22,7 +23,7 @@ struct PlotPoint {
   std::string status;  // css class: finished, pruned, running, ...
   std::string color;   // a CSS colour
   bool hollow = false;
-  std::string title;   // the tooltip (plain text)
+  std::string title;  // the tooltip (plain text)
 };
 
 struct PlotLine {
@@ -39,7 +40,7 @@ struct Plot {
   std::vector<PlotPoint> points;
   std::vector<PlotLine> lines;
   std::vector<std::pair<std::string, std::string>> legend;  // (colour, label)
-  std::string id;                                          // the <svg> element's id
+  std::string id;                                           // the <svg> element's id
 };
 
 std::string render_svg(const Plot& plot);

@@ -1,10 +1,13 @@
 // The data sets a sweep can train on (sweep_data.hpp).
 #include "sweep/sweep_data.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
 #include <tuple>
+
+#include "sweep/run_template.hpp"
 
 namespace dnnlab::sweep {
 
@@ -36,6 +39,13 @@ std::vector<nn::DataSpec> data_specs(const SweepSpec& sweep) {
   std::vector<const ParamSpec*> naming;
   std::size_t product = 1;
   for (const ParamSpec& p : sweep.search.parameters) {
+    // Only a placeholder in the data section can name a file: the others
+    // are not tried (a sweep of 12,000 widths would be parsed 12,000 times more).
+    const auto& phs = sweep.run_template().placeholders();
+    if (std::none_of(phs.begin(), phs.end(), [&p](const Placeholder& ph) {
+          return ph.name == p.name && ph.field.starts_with("template.data");
+        }))
+      continue;
     const auto values = p.check_values();
     for (std::size_t i = 1; i < values.size(); ++i) {
       nlohmann::json n = base;

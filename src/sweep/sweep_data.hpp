@@ -14,8 +14,9 @@ namespace dnnlab::sweep {
 
 // The distinct data specs of the template under every combination of the
 // check values (ParamSpec::check_values) of the parameters that change a
-// data file's name (path, labels, test_path, test_labels), each found by
-// varying it alone. Values substituted into a name are choices (any text)
+// data file's name (path, labels, test_path, test_labels): those with a
+// placeholder in the template's data section that changes a name when
+// varied alone. Values substituted into a name are choices (any text)
 // or numbers (no '/' and no "..": a range's inner values name files beside
 // its ends'). Throws SpecError when those parameters have more than 4096
 // combinations.

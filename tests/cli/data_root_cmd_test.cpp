@@ -49,14 +49,16 @@ TEST(DataRootCmd, SubmittedSweepsReadOnlyInsideTheDataRoot) {
   std::filesystem::create_symlink(outside, dir.path / "data" / "link.csv");
   const std::string root = (dir.path / "data").string();
 
-  pid_t pid = spawn(dir.path, {"serve", "--listen", "127.0.0.1:0", "--store", "sqlite:s.db",
-                               "--data", root});
+  pid_t pid = spawn(dir.path,
+                    {"serve", "--listen", "127.0.0.1:0", "--store", "sqlite:s.db", "--data", root});
   std::string url;
   for (int i = 0; i < 300 && url.empty(); ++i) {
     std::smatch m;
     const std::string out = slurp(dir.path / "out.txt");
-    if (std::regex_search(out, m, std::regex(R"(serving (http://127\.0\.0\.1:\d+))"))) url = m[1];
-    else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (std::regex_search(out, m, std::regex(R"(serving (http://127\.0\.0\.1:\d+))")))
+      url = m[1];
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_FALSE(url.empty()) << slurp(dir.path / "log.txt");
   auto submit = [&](const std::string& path, const std::string& file) {

@@ -59,7 +59,8 @@ std::map<std::int64_t, Point> accuracy_points(const std::string& html) {
     const std::string svg = html.substr(at, end - at);
     at = end;
     if (svg.find("id=\"accuracy-") == std::string::npos) continue;
-    std::regex pt(R"re(<circle class="pt (\w+)" data-trial="(\d+)" data-x="([^"]+)" data-y="([^"]+)")re");
+    std::regex pt(
+        R"re(<circle class="pt (\w+)" data-trial="(\d+)" data-x="([^"]+)" data-y="([^"]+)")re");
     for (auto it = std::sregex_iterator(svg.begin(), svg.end(), pt); it != std::sregex_iterator();
          ++it)
       out[std::stoll((*it)[2])] = {(*it)[1], std::stod((*it)[3]), std::stod((*it)[4])};
@@ -100,10 +101,10 @@ TEST(ReportCmd, PlotsAndNumbersAreTheStores) {
     ASSERT_TRUE(full);
     auto cfg = nlohmann::json::parse(t.config_json);
     const int depth = cfg["depth"];
-    std::optional<double> acc = t.status == store::TrialStatus::finished
-                                    ? t.metrics.val_acc
-                                    : (full->curve.empty() ? std::nullopt
-                                                           : full->curve.back().val_acc);
+    std::optional<double> acc =
+        t.status == store::TrialStatus::finished
+            ? t.metrics.val_acc
+            : (full->curve.empty() ? std::nullopt : full->curve.back().val_acc);
     pruned += t.status == store::TrialStatus::pruned;
     ASSERT_TRUE(acc) << "trial " << t.id;
     ASSERT_TRUE(points.count(t.id)) << "trial " << t.id << " is not drawn";
@@ -119,7 +120,8 @@ TEST(ReportCmd, PlotsAndNumbersAreTheStores) {
     ys.push_back(secs / static_cast<double>(full->curve.size()));
   }
   EXPECT_EQ(points.size(), trials.size());
-  EXPECT_GT(pruned, 0) << "the median rule pruned nothing: the sweep no longer covers pruned trials";
+  EXPECT_GT(pruned, 0)
+      << "the median rule pruned nothing: the sweep no longer covers pruned trials";
   EXPECT_NE(html.find("at epoch"), std::string::npos);  // pruned trials' tooltips say where
 
   // The Markdown's best per depth and activation.
@@ -141,7 +143,8 @@ TEST(ReportCmd, PlotsAndNumbersAreTheStores) {
   }
   const double slope = sxy / sxx, r2 = sxy * sxy / (sxx * syy);
   std::smatch fit;
-  ASSERT_TRUE(std::regex_search(md, fit, std::regex(R"(\| all \| ([-0-9.e+]+) \| [-0-9.e+]+ \| ([0-9.]+) \| 12 \|)")))
+  ASSERT_TRUE(std::regex_search(
+      md, fit, std::regex(R"(\| all \| ([-0-9.e+]+) \| [-0-9.e+]+ \| ([0-9.]+) \| 12 \|)")))
       << md;
   EXPECT_NEAR(std::stod(fit[1]), slope, std::abs(slope) * 1e-3 + 1e-12);
   EXPECT_NEAR(std::stod(fit[2]), r2, 1e-4);

@@ -2,14 +2,13 @@
 // symbolic links out, relative paths and an unset root fail, naming the field.
 #include "data/data_root.hpp"
 
-#include "data/dataset.hpp"
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include <unistd.h>
+#include "data/dataset.hpp"
 
 namespace dnnlab::data {
 namespace data_root_test {
@@ -47,10 +46,10 @@ TEST(DataRoot, InsideOnlyAfterResolvingLinksAndDots) {
   const std::string root = r.root.string();
   EXPECT_TRUE(inside_root((r.root / "sub/a.csv").string(), root));
   EXPECT_TRUE(inside_root((r.root / "sub/../sub/a.csv").string(), root));
-  EXPECT_TRUE(inside_root((r.root / "in.csv").string(), root));        // a link that stays in
-  EXPECT_TRUE(inside_root((r.root / "not-yet.csv").string(), root));   // does not exist (yet)
+  EXPECT_TRUE(inside_root((r.root / "in.csv").string(), root));       // a link that stays in
+  EXPECT_TRUE(inside_root((r.root / "not-yet.csv").string(), root));  // does not exist (yet)
   EXPECT_TRUE(inside_root((r.root / "sub/a.csv").string(), root + "/"));
-  EXPECT_FALSE(inside_root((r.root / "out.csv").string(), root));      // a link out
+  EXPECT_FALSE(inside_root((r.root / "out.csv").string(), root));  // a link out
   EXPECT_FALSE(inside_root((r.root / "updir/secret.csv").string(), root));
   EXPECT_FALSE(inside_root((r.root / "../secret.csv").string(), root));
   EXPECT_FALSE(inside_root((r.base / "data-other/x.csv").string(), root));  // a sibling prefix

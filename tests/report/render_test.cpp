@@ -1,8 +1,9 @@
 // The renderers: every trial drawn once with its values, failed trials
 // listed, strings from the store escaped in HTML and Markdown, nothing fetched.
+#include "report/render.hpp"
+
 #include <gtest/gtest.h>
 
-#include "report/render.hpp"
 #include "report/svg_plot.hpp"
 
 namespace dnnlab::report {
@@ -42,8 +43,7 @@ TEST(ReportRender, HtmlDrawsEveryTrialAndEscapesStoreStrings) {
   EXPECT_NE(h.find("diverged: &quot;loss&quot; is &lt;nan&gt; &amp; | more"), std::string::npos);
   // Five accuracy points, the pruned one hollow and titled with its epoch.
   std::size_t n = 0;
-  for (std::size_t at = 0; (at = h.find("<circle class=\"pt ", at)) != std::string::npos; ++at)
-    ++n;
+  for (std::size_t at = 0; (at = h.find("<circle class=\"pt ", at)) != std::string::npos; ++at) ++n;
   EXPECT_EQ(n, 5u + 6u);  // the accuracy figure; the time figure has the failed trial too
   EXPECT_NE(h.find("data-trial=\"104\" data-x=\"16\" data-y=\"0.54\""), std::string::npos) << h;
   EXPECT_NE(h.find("pruned at epoch 1"), std::string::npos);
@@ -59,7 +59,8 @@ TEST(ReportRender, MarkdownEscapesAndListsFailures) {
                    "\"loss\" is &lt;nan&gt; &amp; \\| more |"),
             std::string::npos)
       << m;
-  EXPECT_NE(m.find("| 16 | 0.5400 |   |"), std::string::npos) << m;  // best per depth, by activation
+  EXPECT_NE(m.find("| 16 | 0.5400 |   |"), std::string::npos)
+      << m;  // best per depth, by activation
 }
 
 TEST(ReportRender, SvgEscapesAndKeepsExactValues) {

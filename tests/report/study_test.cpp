@@ -102,10 +102,10 @@ TEST(ReportAnalyse, SmallStudyKnownAnswers) {
   s.samples = 1000;
   // plain: learns at 1 and 4, at chance from 16; time = 0.5 + 0.25 depth.
   // residual: learns everywhere; time = 1 + 0.5 depth.
-  s.trials = {row(1, "plain", 1, 0.80, 0.75),         row(2, "plain", 4, 0.82, 1.5),
+  s.trials = {row(1, "plain", 1, 0.80, 0.75),           row(2, "plain", 4, 0.82, 1.5),
               row(3, "plain", 16, 0.11, 4.5, "pruned"), row(4, "plain", 64, 0.10, 16.5, "pruned"),
-              row(5, "residual", 1, 0.79, 1.5),       row(6, "residual", 4, 0.84, 3),
-              row(7, "residual", 16, 0.845, 9),       row(8, "residual", 64, 0.85, 33)};
+              row(5, "residual", 1, 0.79, 1.5),         row(6, "residual", 4, 0.84, 3),
+              row(7, "residual", 16, 0.845, 9),         row(8, "residual", 64, 0.85, 33)};
   TrialRow failed = row(9, "plain", 64, 0, 0, "failed");
   failed.accuracy.reset();
   failed.epoch_seconds.reset();

@@ -4,12 +4,11 @@
 #include "sweep/sweep_data.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <set>
-
-#include <unistd.h>
 
 namespace dnnlab::sweep {
 namespace sweep_data_test {
@@ -21,7 +20,8 @@ struct DataFiles {
       std::filesystem::temp_directory_path() / ("dnnlab-sweepdata-" + std::to_string(::getpid()));
   DataFiles() {
     std::string csv = "a,b,label\n";
-    for (int i = 0; i < 40; ++i) csv += std::to_string(i % 3) + ",1," + std::to_string(i % 2) + "\n";
+    for (int i = 0; i < 40; ++i)
+      csv += std::to_string(i % 3) + ",1," + std::to_string(i % 2) + "\n";
     for (const char* dir : {"data/a", "data/b", "."}) {
       std::filesystem::create_directories(base / dir);
       for (const char* f : {"train.csv", "x.csv"}) std::ofstream(base / dir / f) << csv;
@@ -34,7 +34,8 @@ struct DataFiles {
   std::string sweep() const {
     return R"(name: p
 template:
-  data: {path: ")" + (base / "data").string() + R"(/${set}/${part}.csv", validation: 8}
+  data: {path: ")" +
+           (base / "data").string() + R"(/${set}/${part}.csv", validation: 8}
   model:
     layers:
       - dense: ${width}
@@ -60,8 +61,7 @@ TEST(SweepData, EveryCombinationOfTheParametersThatNameFiles) {
   const std::string root = (files.base / "data").string();
   std::set<std::string> want;
   for (const char* set : {"a", "..", "b"})
-    for (const char* part : {"train", "x"})
-      want.insert(root + "/" + set + "/" + part + ".csv");
+    for (const char* part : {"train", "x"}) want.insert(root + "/" + set + "/" + part + ".csv");
   EXPECT_EQ(paths, want);
 }
 
