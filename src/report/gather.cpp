@@ -160,6 +160,7 @@ Study gather(store::ResultStore& store, std::int64_t experiment_id, const Gather
 
   std::map<std::int64_t, store::TrialCurve> curves;
   for (auto& c : store.curves_since(experiment_id, 0).trials) curves[c.trial_id] = std::move(c);
+  std::int64_t undrawn = 0;
   for (std::size_t i = 0; i < trials.size(); ++i) {
     const auto& t = trials[i];
     const json& c = configs[i];
@@ -179,8 +180,10 @@ Study gather(store::ResultStore& store, std::int64_t experiment_id, const Gather
       r.depth = static_cast<double>(t.index);
     else if (c.contains(s.depth_param) && c[s.depth_param].is_number())
       r.depth = c[s.depth_param].get<double>();
-    else
-      continue;  // no numeric value to draw it at: listed in no plot
+    else {
+      ++undrawn;  // no numeric value to draw it at
+      continue;
+    }
     std::vector<store::EpochMetrics> curve;
     if (auto it = curves.find(t.id); it != curves.end() && it->second.attempt == t.attempt)
       curve = it->second.curve;
@@ -207,6 +210,9 @@ Study gather(store::ResultStore& store, std::int64_t experiment_id, const Gather
     }
     s.trials.push_back(std::move(r));
   }
+  if (undrawn)
+    s.notes.push_back(std::to_string(undrawn) + " trials have no numeric " + s.depth_param +
+                      " value and are left out");
   if (s.depth_param.empty()) s.depth_param = "trial index";
   return s;
 }
