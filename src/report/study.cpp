@@ -170,7 +170,7 @@ void add_conclusions(const Study& s, Analysis& a) {
         a.conclusions.push_back(who + "stays above chance up to the largest " + dn + " tried (" +
                                 fmt_num(f.overall.best.back().depth) + ")");
     }
-    a.conclusions.push_back(who + "accuracy " + describe(f.overall.plateau, dn));
+    a.conclusions.push_back(who + "accuracy: " + describe(f.overall.plateau, dn));
     if (!f.gap.empty()) {
       auto widest = std::max_element(f.gap.begin(), f.gap.end(),
                                      [](auto& l, auto& r) { return l.value < r.value; });

@@ -73,5 +73,40 @@ TEST(ReportRender, SvgEscapesAndKeepsExactValues) {
   EXPECT_NE(svg.find("<title>t&lt;1&gt;</title>"), std::string::npos);
 }
 
+TEST(ReportRender, OneAccuracyFigurePerFamilyAndTheGapInWords) {
+  Study s;
+  s.name = "fam";
+  s.depth_param = "depth";
+  s.family_param = "family";
+  s.families = {"plain", "res<net>"};
+  s.activations = {""};
+  s.classes = 10;
+  int id = 1;
+  for (const std::string& f : s.families)
+    for (double d : {1.0, 8.0, 64.0}) {
+      TrialRow t;
+      t.id = id++;
+      t.family = f;
+      t.depth = d;
+      t.status = "finished";
+      t.accuracy = f == "plain" && d == 64 ? 0.1 : 0.8;
+      t.epoch_seconds = d;
+      t.params = "family=" + f;
+      s.trials.push_back(t);
+    }
+  const Analysis a = analyse(s);
+  const std::string h = render_html(s, a);
+  EXPECT_NE(h.find("id=\"accuracy-0\""), std::string::npos);
+  EXPECT_NE(h.find("id=\"accuracy-1\""), std::string::npos);
+  EXPECT_EQ(h.find("accuracy-2"), std::string::npos);
+  EXPECT_EQ(h.find("res<net>"), std::string::npos);
+  EXPECT_NE(h.find("family res&lt;net&gt;: against family plain, +0.7000 at depth 64"),
+            std::string::npos)
+      << h;
+  EXPECT_NE(h.find("family plain: falls to chance (0.1000) from depth 64"), std::string::npos);
+  const std::string m = render_markdown(s, a);
+  EXPECT_NE(m.find("| res&lt;net&gt; | 1 | 0 | 1.0000 | 3 |"), std::string::npos) << m;  // its fit
+}
+
 }  // namespace render_test
 }  // namespace dnnlab::report
