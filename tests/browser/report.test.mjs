@@ -9,36 +9,18 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { CHROMIUM, LAUNCH, prerequisite } from './launch.mjs';
 
 const arg = (n, d) => { const i = process.argv.indexOf(n); return i > 0 ? process.argv[i + 1] : d; };
 const DNNLAB_ARG = arg('--dnnlab', process.env.DNNLAB_BIN || null);
 const DNNLAB = DNNLAB_ARG && resolve(DNNLAB_ARG);
 
-const SWEEP = `name: rep
-template:
-  data: {dataset: synthetic, limit_train: 256, validation: 64}
-  model:
-    layers:
-      - repeat: \${depth}
-        dense: 16
-        activation: \${activation}
-      - dense: 10
-  train:
-    epochs: 3
-    batch_size: 32
-    optimizer: {type: sgd, lr: \${lr}}
-search:
-  method: grid
-  parameters:
-    depth: [1, 2, 4]
-    activation: [relu, tanh]
-    lr: [0.3, 0.0003]
-scheduler: {type: median, grace_epochs: 1}
-`;
+const here = dirname(fileURLToPath(import.meta.url));
+const SWEEP = readFileSync(join(here, '../report/fixtures/small-depth-sweep.yaml'), 'utf8');
 
 const skip = prerequisite(test, !existsSync(CHROMIUM) ? `no Chromium at ${CHROMIUM}`
   : !DNNLAB || !existsSync(DNNLAB) ? 'no dnnlab binary (--dnnlab)' : false);

@@ -12,29 +12,10 @@
 namespace dnnlab::cli_test {
 namespace report_cmd_test {
 
-// 3 depths x 2 activations x 2 learning rates on synthetic data; the median
-// rule stops the slow learners early, so some trials end pruned.
-const std::string kDepthSweep = R"(name: rep
-template:
-  data: {dataset: synthetic, limit_train: 256, validation: 64}
-  model:
-    layers:
-      - repeat: ${depth}
-        dense: 16
-        activation: ${activation}
-      - dense: 10
-  train:
-    epochs: 3
-    batch_size: 32
-    optimizer: {type: sgd, lr: ${lr}}
-search:
-  method: grid
-  parameters:
-    depth: [1, 2, 4]
-    activation: [relu, tanh]
-    lr: [0.3, 0.0003]
-scheduler: {type: median, grace_epochs: 1}
-)";
+// A depth study in miniature; some of its trials end pruned.
+std::string depth_sweep() {
+  return slurp(std::string(DNNLAB_SOURCE_DIR) + "/tests/report/fixtures/small-depth-sweep.yaml");
+}
 
 struct ReportStore {
   TempDir dir;
@@ -76,7 +57,7 @@ std::string f4(double v) {
 
 TEST(ReportCmd, PlotsAndNumbersAreTheStores) {
   ReportStore s;
-  auto r = s.sweep(kDepthSweep);
+  auto r = s.sweep(depth_sweep());
   ASSERT_EQ(r.code, 0) << r.err;
   auto out = s.dir.path / "report";
   r = run("report rep --store " + s.url + " --out " + out.string());
