@@ -71,6 +71,7 @@ Command add_export(CLI::App& app);
 Command add_rerun(CLI::App& app);
 Command add_serve(CLI::App& app);
 Command add_submit(CLI::App& app);
+Command add_report(CLI::App& app);
 // Hidden: `dnnlab help-man [SUB] [--outdir DIR] [--bash-completion]`, the man
 // pages and the bash completion written from `app` (man_page.cpp). Add it last.
 Command add_help_man(CLI::App& app);

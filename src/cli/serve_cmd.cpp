@@ -137,7 +137,9 @@ Command add_serve(CLI::App& app) {
        "Threads (each with its own store connection) answering trial lists; 0: the io thread")
       ->capture_default_str();
   c->add_option("--data", o->server.data_dir,
-                "Data set directory for browser shards and re-runs (default: the usual places)");
+                "Data set directory for browser shards and re-runs (default: the usual places); "
+                "also the data root: sweeps submitted over the REST API may name data files "
+                "(data.path, ...) only inside it, and none without it");
   c->add_option("--verify-fraction", o->server.verify_fraction,
                 "Least fraction of a trusted browser client's results re-run natively and "
                 "compared (0..1); a new client's are all re-run until --trust-after agreed")

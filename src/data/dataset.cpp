@@ -17,6 +17,7 @@
 #include <memory>
 #include <numeric>
 
+#include "data/data_root.hpp"
 #include "data/files.hpp"
 #include "data/normalize.hpp"
 
@@ -354,7 +355,10 @@ LoadOptions load_options(const nn::DataSpec& spec, const std::string& data_dir) 
 }
 
 SampleShape sample_shape(const LoadOptions& opt) {
-  if (!opt.path.empty()) return files_sample_shape(opt);
+  if (!opt.path.empty()) {
+    check_scoped_root(opt.path, opt.labels, opt.test_path, opt.test_labels);
+    return files_sample_shape(opt);
+  }
   if (const TableInfo* t = table_info(opt.name)) return files_sample_shape(table_options(*t, opt));
   if (opt.name == "synthetic")
     return {nn::Shape{784}, 10, opt.limit_train > 0 ? opt.limit_train : 1000};
@@ -375,7 +379,10 @@ SampleShape sample_shape(const LoadOptions& opt) {
 }
 
 Dataset load(const LoadOptions& opt) {
-  if (!opt.path.empty()) return load_files(opt);
+  if (!opt.path.empty()) {
+    check_scoped_root(opt.path, opt.labels, opt.test_path, opt.test_labels);
+    return load_files(opt);
+  }
   if (const TableInfo* t = table_info(opt.name)) {
     Dataset ds = load_files(table_options(*t, opt));
     ds.name = opt.name;

@@ -66,6 +66,9 @@ struct ApiConfig {
   bool public_reads = true;
   std::string read_token;  // also lets reads through when public_reads is false; never writes
   std::string web_root;
+  // Submitted sweeps may name data files (data.path, ...) only inside this
+  // directory (the server's --data); empty: they may name none.
+  std::string data_root;
   // /core/... and /shards/... files; none when unset.
   std::function<std::optional<ServedFile>(std::string_view path)> gateway_file;
 };

@@ -2,8 +2,10 @@
 // cancel; each experiment's metric and counts, cached.
 #include <chrono>
 
+#include "data/data_root.hpp"
 #include "nn/errors.hpp"
 #include "server/api_internal.hpp"
+#include "sweep/sweep_data.hpp"
 #include "sweep/sweep_spec.hpp"
 
 namespace dnnlab::server {
@@ -144,7 +146,13 @@ ApiResponse Api::submit(const Call& c) {
     std::string text = req["spec"].get<std::string>();
     std::shared_ptr<sweep::SweepSpec> sweep;
     try {
+      // A token holder may not make the server read its files: data files
+      // only from inside the data root, checked before the parser reads a
+      // file's header (docs/security.md, "Data files").
+      data::DataRootScope only_inside(config_.data_root);
       sweep = ExperimentRunner::parse(text, name);
+      for (const nn::DataSpec& d : sweep::data_specs(*sweep))
+        data::check_data_root(d, config_.data_root, "template.data", name);
     } catch (const SpecError& e) {
       return fail(error_response(400, e.what(), e.field().empty() ? "spec" : e.field()));
     }

@@ -334,6 +334,7 @@ Server::Server(asio::io_context& io, ServerOptions options)
   ac.read_token = s.read_token.token;
   ac.public_reads = s.opt.public_reads;
   ac.web_root = s.opt.web_root;
+  ac.data_root = s.opt.data_dir;
   ac.gateway_file = [&s](std::string_view path) -> std::optional<ServedFile> {
     if (!s.gateway) return std::nullopt;
     auto f = s.gateway->asset(path);
