@@ -1,0 +1,77 @@
+#include "hybrid/checks.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+namespace dnnlab::hybrid {
+namespace {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  double m = v[mid];
+  if (v.size() % 2 == 0) {
+    const double lower = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
+    m = (m + lower) / 2;
+  }
+  return m;
+}
+
+std::string fmt(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4g", v);
+  return b;
+}
+
+}  // namespace
+
+void NormHistory::add(double norm, int keep) {
+  norms_.push_back(norm);
+  while (static_cast<int>(norms_.size()) > keep) norms_.pop_front();
+}
+
+double NormHistory::median(int min) const {
+  if (static_cast<int>(norms_.size()) < std::max(1, min)) return 0;
+  return median_of(std::vector<double>(norms_.begin(), norms_.end()));
+}
+
+std::string shape_problem(const nn::TensorView& t, const nn::Shape& shape) {
+  if (t.shape() == shape) return {};
+  return "shape " + t.shape().str() + ", expected " + shape.str();
+}
+
+std::string finite_problem(const nn::TensorView& t) {
+  const float* p = t.data();
+  for (int64_t i = 0, n = t.numel(); i < n; ++i)
+    if (!std::isfinite(p[i])) return "value " + std::to_string(i) + " is " + fmt(p[i]);
+  return {};
+}
+
+double l2_norm(std::span<const nn::TensorView> tensors) {
+  double s = 0;
+  for (const auto& t : tensors) {
+    const float* p = t.data();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) s += static_cast<double>(p[i]) * p[i];
+  }
+  return std::sqrt(s);
+}
+
+std::string norm_problem(double norm, std::span<const double> step_norms,
+                         const NormHistory& history, const CheckLimits& limits) {
+  if (static_cast<int>(step_norms.size()) >= limits.min_peers) {
+    const double m = median_of(std::vector<double>(step_norms.begin(), step_norms.end()));
+    if (m > 0 && (norm > m * limits.step_factor || norm < m / limits.step_factor))
+      return "norm " + fmt(norm) + " against the step's median " + fmt(m) + " (allowed x" +
+             fmt(limits.step_factor) + " either way)";
+  }
+  const double h = history.median(limits.history_min);
+  if (h > 0 && norm > h * limits.history_factor)
+    return "norm " + fmt(norm) + " against the recent median " + fmt(h) + " (allowed x" +
+           fmt(limits.history_factor) + ")";
+  return {};
+}
+
+}  // namespace dnnlab::hybrid

@@ -1,0 +1,50 @@
+// The tensor checks: shape, finiteness, norms against the step and history.
+#include "hybrid/checks.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace dnnlab::hybrid {
+namespace checks_test {
+
+TEST(HybridChecks, ShapeAndFiniteness) {
+  nn::Tensor t(nn::Shape{2, 2});
+  EXPECT_EQ(shape_problem(t.view(), nn::Shape{2, 2}), "");
+  EXPECT_NE(shape_problem(t.view(), nn::Shape{4}).find("[2,2]"), std::string::npos);
+  EXPECT_EQ(finite_problem(t.view()), "");
+  t[3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_NE(finite_problem(t.view()).find("value 3"), std::string::npos);
+  t[3] = std::numeric_limits<float>::infinity();
+  EXPECT_NE(finite_problem(t.view()), "");
+}
+
+TEST(HybridChecks, NormAgainstTheStepMedian) {
+  const CheckLimits lim;
+  const NormHistory none;
+  const std::vector<double> step{1.0, 1.3, 0.8, 130.0};
+  EXPECT_EQ(norm_problem(1.0, step, none, lim), "");
+  EXPECT_EQ(norm_problem(0.8, step, none, lim), "");
+  EXPECT_NE(norm_problem(130.0, step, none, lim).find("median"), std::string::npos);
+  const std::vector<double> with_zero{1.0, 1.1, 0.9, 0.0};
+  EXPECT_NE(norm_problem(0.0, with_zero, none, lim), "");  // too small as well
+  // Two contributions: no majority to compare with, so only the history.
+  const std::vector<double> pair{1.0, 100.0};
+  EXPECT_EQ(norm_problem(100.0, pair, none, lim), "");
+  NormHistory h;
+  for (int i = 0; i < lim.history_min; ++i) h.add(1.0 + 0.01 * i, lim.history_size);
+  EXPECT_NE(norm_problem(100.0, pair, h, lim).find("recent"), std::string::npos);
+  EXPECT_EQ(norm_problem(5.0, pair, h, lim), "");  // drift within x20 passes
+}
+
+TEST(HybridChecks, HistoryKeepsTheLastN) {
+  NormHistory h;
+  EXPECT_EQ(h.median(1), 0);
+  for (int i = 1; i <= 10; ++i) h.add(i, 3);  // keeps 8, 9, 10
+  EXPECT_EQ(h.median(3), 9);
+  EXPECT_EQ(h.median(4), 0);
+}
+
+}  // namespace checks_test
+}  // namespace dnnlab::hybrid
