@@ -453,6 +453,16 @@ struct HybridServer::Impl {
     ++version;
   }
 
+  // Whether a weight gradient still out would be too stale once the next
+  // version is published: then the step waits for it (until its deadline),
+  // as stale-synchronous parallel does. With s = 0 that is every one.
+  bool blocks_next_version() const {
+    for (const auto& [id, t] : open)
+      if (t.stage == Stage::kBackward && version + 1 - t.version > static_cast<uint64_t>(opt.staleness))
+        return true;
+    return false;
+  }
+
   bool any(Stage stage) const {
     for (const auto& [id, t] : open)
       if (t.stage == stage) return true;
@@ -534,7 +544,7 @@ nn::EpochResult HybridServer::run_epoch(int epoch, const nn::LabeledData& train,
       return true;
     });
     m.classifier_step(round, obs);
-    if (m.opt.staleness == 0) m.pump(Stage::kBackward, [&] { return !m.any(Stage::kBackward); });
+    m.pump(Stage::kBackward, [&] { return !m.blocks_next_version(); });
     m.apply_grads();
     if (obs && (m.stats.rounds % interval == 0 || m.pending.empty())) {
       const double secs = std::chrono::duration<double>(Clock::now() - start).count();
