@@ -458,7 +458,8 @@ struct HybridServer::Impl {
   // as stale-synchronous parallel does. With s = 0 that is every one.
   bool blocks_next_version() const {
     for (const auto& [id, t] : open)
-      if (t.stage == Stage::kBackward && version + 1 - t.version > static_cast<uint64_t>(opt.staleness))
+      if (t.stage == Stage::kBackward &&
+          version + 1 - t.version > static_cast<uint64_t>(opt.staleness))
         return true;
     return false;
   }
