@@ -9,6 +9,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "hybrid/aggregate.hpp"
+
 namespace dnnlab::hybrid {
 namespace {
 
@@ -377,10 +379,9 @@ struct HybridServer::Impl {
     (void)obs;
   }
 
-  // Averages the arrived weight gradients into the features' step: weight
-  // rows * 1 / (1 + age) over the sum of rows, age = version - computed on;
-  // beyond the staleness bound, dropped. State (BatchNorm running
-  // statistics) is the same weighted mean, normalised.
+  // Averages the arrived weight gradients into the features' step
+  // (mix_weights: by rows, down-weighted by age); beyond the staleness
+  // bound, or failing the norm checks, a gradient is dropped.
   void apply_grads() {
     std::vector<GradResult> use;
     for (GradResult& g : grads) {
@@ -419,35 +420,20 @@ struct HybridServer::Impl {
     }
     if (ok.empty()) return;
     for (double n : ok_norms) grad_history.add(n, opt.limits.history_size);
-    double rows = 0, weight_sum = 0;
-    for (const GradResult* g : ok) rows += static_cast<double>(g->rows);
-    std::vector<float> coef, state_coef;
+    std::vector<GradientShare> shares;
     for (const GradResult* g : ok) {
-      const double w =
-          static_cast<double>(g->rows) / (1.0 + static_cast<double>(version - g->version));
-      coef.push_back(static_cast<float>(w / rows));
-      weight_sum += w;
+      shares.push_back({g->rows, version - g->version});
       if (g->version != version) ++stats.grads_stale;
     }
-    for (const GradResult* g : ok) {
-      const double w =
-          static_cast<double>(g->rows) / (1.0 + static_cast<double>(version - g->version));
-      state_coef.push_back(static_cast<float>(w / weight_sum));
+    const MixWeights w = mix_weights(shares);
+    std::vector<const nn::Tensor*> parts(ok.size());
+    for (size_t i = 0; i < f_params.size() + f_state.size(); ++i) {
+      for (size_t j = 0; j < ok.size(); ++j) parts[j] = &ok[j]->tensors[i];
+      if (i < f_params.size())
+        weighted_sum(f_params[i]->grad, parts, w.grad);
+      else
+        weighted_sum(f_state[i - f_params.size()]->value, parts, w.state);
     }
-    auto mix = [&](nn::Tensor& dst, size_t index, const std::vector<float>& k) {
-      float* d = dst.data();
-      const int64_t n = dst.numel();
-      for (size_t j = 0; j < ok.size(); ++j) {
-        const float* s = ok[j]->tensors[index].data();
-        if (j == 0)
-          for (int64_t i = 0; i < n; ++i) d[i] = s[i] * k[j];
-        else
-          for (int64_t i = 0; i < n; ++i) d[i] += s[i] * k[j];
-      }
-    };
-    for (size_t i = 0; i < f_params.size(); ++i) mix(f_params[i]->grad, i, coef);
-    for (size_t i = 0; i < f_state.size(); ++i)
-      mix(f_state[i]->value, f_params.size() + i, state_coef);
     stats.grads_applied += static_cast<int64_t>(ok.size());
     opt_f.step();
     ++version;
