@@ -3,6 +3,7 @@
 
 #include <bit>
 #include <cstring>
+#include <iterator>
 
 namespace dnnlab::hybrid {
 
@@ -13,27 +14,31 @@ namespace {
 
 constexpr char kMagic[4] = {'D', 'N', 'H', 'F'};
 
+// What each kind may carry, indexed by kind - 1.
 struct KindRule {
+  FrameKind kind;
+  const char* name;
   bool indices;           // must carry indices (else must not)
   uint32_t min_t, max_t;  // tensor count range
 };
+constexpr KindRule kKindRules[] = {
+    {FrameKind::kTicket, "ticket", true, 0, 0},
+    {FrameKind::kWeights, "weights", false, 1, kMaxTensors},
+    {FrameKind::kActivations, "activations", false, 1, 1},
+    {FrameKind::kActivationGrads, "activation gradients", false, 1, 1},
+    {FrameKind::kWeightGrads, "weight gradients", false, 1, kMaxTensors},
+    {FrameKind::kBye, "bye", false, 0, 0},
+};
+static_assert(std::size(kKindRules) == kFrameKinds, "a rule for every frame kind");
+constexpr bool rules_in_kind_order() {
+  for (int i = 0; i < kFrameKinds; ++i)
+    if (static_cast<int>(kKindRules[i].kind) != i + 1) return false;
+  return true;
+}
+static_assert(rules_in_kind_order(), "kKindRules[i] describes kind i + 1");
 
-KindRule rule_of(FrameKind k) {
-  switch (k) {
-    case FrameKind::kTicket:
-      return {true, 0, 0};
-    case FrameKind::kWeights:
-      return {false, 1, kMaxTensors};
-    case FrameKind::kActivations:
-      return {false, 1, 1};
-    case FrameKind::kActivationGrads:
-      return {false, 1, 1};
-    case FrameKind::kWeightGrads:
-      return {false, 1, kMaxTensors};
-    case FrameKind::kBye:
-      return {false, 0, 0};
-  }
-  return {false, 0, 0};
+const KindRule& rule_of(FrameKind k) {
+  return kKindRules[static_cast<uint8_t>(k) - 1];
 }
 
 template <typename T>
@@ -99,21 +104,8 @@ class Reader {
 }  // namespace
 
 const char* frame_kind_name(FrameKind k) {
-  switch (k) {
-    case FrameKind::kTicket:
-      return "ticket";
-    case FrameKind::kWeights:
-      return "weights";
-    case FrameKind::kActivations:
-      return "activations";
-    case FrameKind::kActivationGrads:
-      return "activation gradients";
-    case FrameKind::kWeightGrads:
-      return "weight gradients";
-    case FrameKind::kBye:
-      return "bye";
-  }
-  return "?";
+  const auto i = static_cast<uint8_t>(k);
+  return i >= 1 && i <= kFrameKinds ? kKindRules[i - 1].name : "?";
 }
 
 Bytes encode_views(FrameKind kind, uint64_t version, uint64_t ticket,
@@ -158,7 +150,7 @@ Frame decode(std::span<const uint8_t> bytes) {
   f.ticket = r.get<uint64_t>("the ticket id");
   const uint32_t n_indices = r.get<uint32_t>("the index count");
   const uint32_t n_tensors = r.get<uint32_t>("the tensor count");
-  const KindRule rule = rule_of(f.kind);
+  const KindRule& rule = rule_of(f.kind);
   const std::string kname = frame_kind_name(f.kind);
   if (rule.indices ? (n_indices == 0 || n_indices > kMaxIndices) : n_indices != 0)
     throw FrameError(
