@@ -59,18 +59,23 @@ double l2_norm(std::span<const nn::TensorView> tensors) {
   return std::sqrt(s);
 }
 
-std::string norm_problem(double norm, std::span<const double> step_norms,
-                         const NormHistory& history, const CheckLimits& limits) {
+std::string norm_problem(size_t i, std::span<const double> step_norms, const NormHistory& history,
+                         const CheckLimits& limits) {
+  const double norm = step_norms[i];
   if (static_cast<int>(step_norms.size()) >= limits.min_peers) {
     const double m = median_of(std::vector<double>(step_norms.begin(), step_norms.end()));
     if (m > 0 && (norm > m * limits.step_factor || norm < m / limits.step_factor))
       return "norm " + fmt(norm) + " against the step's median " + fmt(m) + " (allowed x" +
              fmt(limits.step_factor) + " either way)";
   }
-  const double h = history.median(limits.history_min);
-  if (h > 0 && norm > h * limits.history_factor)
-    return "norm " + fmt(norm) + " against the recent median " + fmt(h) + " (allowed x" +
-           fmt(limits.history_factor) + ")";
+  const double bound = history.median(limits.history_min) * limits.history_factor;
+  if (bound > 0 && norm > bound) {
+    for (size_t j = 0; j < step_norms.size(); ++j)
+      if (j != i && step_norms[j] <= bound)
+        return "norm " + fmt(norm) + " against the recent median " +
+               fmt(bound / limits.history_factor) + " (allowed x" + fmt(limits.history_factor) +
+               ")";
+  }
   return {};
 }
 

@@ -4,7 +4,7 @@
 // history; the server (server.cpp) decides what a failure costs (quarantine).
 //
 //   hybrid::NormHistory h;
-//   std::string why = hybrid::norm_problem(norms[i], norms, h, hybrid::CheckLimits{});
+//   std::string why = hybrid::norm_problem(i, norms, h, hybrid::CheckLimits{});
 //   if (why.empty()) h.add(norms[i]);
 #pragma once
 #include <cstdint>
@@ -23,9 +23,9 @@ struct CheckLimits {
   double step_factor = 5.0;
   int min_peers = 3;
   // Against the median of the last accepted norms of the same kind (once
-  // `history_min` are known): above median * factor fails. Loose, because
-  // norms drift as training goes on; it catches what one client alone can
-  // not be compared with.
+  // `history_min` are known): above median * factor fails, if another
+  // contribution of the step is within it. Loose, because norms drift as
+  // training goes on; it catches a liar among two.
   double history_factor = 20.0;
   int history_min = 8;
   int history_size = 64;
@@ -48,9 +48,12 @@ std::string shape_problem(const nn::TensorView& t, const nn::Shape& shape);
 std::string finite_problem(const nn::TensorView& t);
 // The L2 norm over several tensors (double accumulation).
 double l2_norm(std::span<const nn::TensorView> tensors);
-// Why `norm` is out of line with `step_norms` (every contribution to this
-// step, this one included) or with the history, or "".
-std::string norm_problem(double norm, std::span<const double> step_norms,
-                         const NormHistory& history, const CheckLimits& limits);
+// Why step_norms[i] is out of line with the others of its step (every
+// contribution to this step, this one included) or with the history, or "".
+// The history only condemns a contribution when another one of the step is
+// within it: when all of them left it together, the model moved (a run
+// going wild), not one client.
+std::string norm_problem(size_t i, std::span<const double> step_norms, const NormHistory& history,
+                         const CheckLimits& limits);
 
 }  // namespace dnnlab::hybrid

@@ -26,6 +26,7 @@ struct Ticket {
   Clock::time_point deadline;
   nn::Tensor act;  // the accepted activations (kForward, once they arrive)
   bool has_act = false;
+  std::string nonfinite;  // why act is not finite: a liar, or the run diverged
 };
 
 struct Peer {
@@ -44,7 +45,18 @@ struct GradResult {
   int64_t rows = 0;
   uint64_t version = 0;
   std::vector<nn::Tensor> tensors;  // parameter gradients, then state
+  std::string nonfinite;            // as Ticket::nonfinite
 };
+
+// Non-finite values from every contribution of a step are the run
+// diverging (as standalone training's non-finite loss), not a lie: with one
+// client there is nobody to compare with.
+void throw_if_all_nonfinite(const std::vector<std::string>& reasons, const char* what) {
+  if (reasons.empty()) return;
+  for (const std::string& r : reasons)
+    if (r.empty()) return;
+  throw NumericError(std::string(what) + " are not finite on any client (diverged): " + reasons[0]);
+}
 
 }  // namespace
 
@@ -246,8 +258,8 @@ struct HybridServer::Impl {
     for (int d = act_row.rank; d > 0; --d) want[d] = act_row[d - 1];
     want[0] = t.rows;
     std::string why = shape_problem(f.tensors[0].view(), want);
-    if (why.empty()) why = finite_problem(f.tensors[0].view());
     if (!why.empty()) return drop_client(c, "activations: " + why, true);
+    t.nonfinite = finite_problem(f.tensors[0].view());
     t.act = std::move(f.tensors[0]);
     t.has_act = true;
     if (peers[c].waiting == f.ticket) peers[c].waiting = 0;
@@ -265,11 +277,17 @@ struct HybridServer::Impl {
     for (size_t i = 0; i < f.tensors.size(); ++i) {
       const nn::Param* p = i < f_params.size() ? f_params[i] : f_state[i - f_params.size()];
       std::string why = shape_problem(f.tensors[i].view(), p->value.shape());
-      if (why.empty()) why = finite_problem(f.tensors[i].view());
       if (!why.empty()) return drop_client(c, "weight gradients: " + p->name + ": " + why, true);
     }
+    std::string nonfinite;
+    for (size_t i = 0; i < f.tensors.size() && nonfinite.empty(); ++i) {
+      nonfinite = finite_problem(f.tensors[i].view());
+      if (!nonfinite.empty())
+        nonfinite = (i < f_params.size() ? f_params[i] : f_state[i - f_params.size()])->name +
+                    ": " + nonfinite;
+    }
     --peers[c].backward;
-    grads.push_back({f.ticket, c, t.rows, t.version, std::move(f.tensors)});
+    grads.push_back({f.ticket, c, t.rows, t.version, std::move(f.tensors), std::move(nonfinite)});
     close(f.ticket);
   }
 
@@ -313,11 +331,23 @@ struct HybridServer::Impl {
   void classifier_step(const std::vector<uint64_t>& round, nn::TrainObserver* obs) {
     std::vector<uint64_t> ok;
     std::vector<double> rms;
+    std::vector<std::string> nonfinite;
+    for (uint64_t id : round) {
+      auto it = open.find(id);
+      if (it != open.end() && it->second.stage == Stage::kForward && it->second.has_act)
+        nonfinite.push_back(it->second.nonfinite);
+    }
+    throw_if_all_nonfinite(nonfinite, "the features' activations");
     for (uint64_t id : round) {
       auto it = open.find(id);
       if (it == open.end()) continue;  // requeued
-      const Ticket& t = it->second;
+      Ticket& t = it->second;
       if (t.stage != Stage::kForward || !t.has_act) continue;
+      if (!t.nonfinite.empty()) {
+        t.has_act = false;
+        drop_client(t.client, "activations: " + t.nonfinite, true);  // requeues the ticket
+        continue;
+      }
       ok.push_back(id);
       const nn::TensorView v = t.act.view();
       rms.push_back(l2_norm({&v, 1}) / std::sqrt(static_cast<double>(v.numel())));
@@ -325,7 +355,7 @@ struct HybridServer::Impl {
     std::vector<uint64_t> accepted;
     for (size_t i = 0; i < ok.size(); ++i) {
       Ticket& t = open[ok[i]];
-      const std::string why = norm_problem(rms[i], rms, act_history, opt.limits);
+      const std::string why = norm_problem(i, rms, act_history, opt.limits);
       if (!why.empty()) {
         const int c = t.client;
         t.has_act = false;
@@ -395,6 +425,15 @@ struct HybridServer::Impl {
       use.push_back(std::move(g));
     }
     grads.clear();
+    std::vector<std::string> nonfinite;
+    for (const GradResult& g : use) nonfinite.push_back(g.nonfinite);
+    throw_if_all_nonfinite(nonfinite, "the features' weight gradients");
+    std::erase_if(use, [&](const GradResult& g) {
+      if (g.nonfinite.empty()) return false;
+      if (!peers[g.client].gone) drop_client(g.client, "weight gradients: " + g.nonfinite, true);
+      ++stats.grads_dropped;
+      return true;
+    });
     std::vector<double> norms;
     for (const GradResult& g : use) {
       std::vector<nn::TensorView> v;
@@ -408,7 +447,7 @@ struct HybridServer::Impl {
         ++stats.grads_dropped;
         continue;
       }
-      const std::string why = norm_problem(norms[i], norms, grad_history, opt.limits);
+      const std::string why = norm_problem(i, norms, grad_history, opt.limits);
       if (!why.empty()) {
         if (!peers[use[i].client].gone)
           drop_client(use[i].client, "weight gradients: " + why, true);
@@ -461,7 +500,12 @@ struct HybridServer::Impl {
   void wait_for_a_free_client() {
     bool someone = false;
     for (const Peer& p : peers) someone |= !p.gone;
-    if (!someone) throw std::runtime_error("hybrid training: no client is left");
+    if (!someone) {
+      std::string last;  // what became of them
+      for (size_t i = stats.log.size() > 3 ? stats.log.size() - 3 : 0; i < stats.log.size(); ++i)
+        last += "; " + stats.log[i];
+      throw std::runtime_error("hybrid training: no client is left" + last);
+    }
     const auto deadline = Clock::now() + opt.deadline;
     while (Clock::now() < deadline) {
       if (auto in = link.receive(deadline)) dispatch(std::move(*in));

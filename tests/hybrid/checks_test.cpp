@@ -24,18 +24,31 @@ TEST(HybridChecks, NormAgainstTheStepMedian) {
   const CheckLimits lim;
   const NormHistory none;
   const std::vector<double> step{1.0, 1.3, 0.8, 130.0};
-  EXPECT_EQ(norm_problem(1.0, step, none, lim), "");
-  EXPECT_EQ(norm_problem(0.8, step, none, lim), "");
-  EXPECT_NE(norm_problem(130.0, step, none, lim).find("median"), std::string::npos);
+  EXPECT_EQ(norm_problem(0, step, none, lim), "");
+  EXPECT_EQ(norm_problem(2, step, none, lim), "");
+  EXPECT_NE(norm_problem(3, step, none, lim).find("median"), std::string::npos);
   const std::vector<double> with_zero{1.0, 1.1, 0.9, 0.0};
-  EXPECT_NE(norm_problem(0.0, with_zero, none, lim), "");  // too small as well
-  // Two contributions: no majority to compare with, so only the history.
+  EXPECT_NE(norm_problem(3, with_zero, none, lim), "");  // too small as well
+}
+
+TEST(HybridChecks, HistoryCondemnsOnlyWhenAnotherStaysWithinIt) {
+  const CheckLimits lim;
+  const NormHistory none;
+  // Two contributions: no majority in the step, so only the history.
   const std::vector<double> pair{1.0, 100.0};
-  EXPECT_EQ(norm_problem(100.0, pair, none, lim), "");
+  EXPECT_EQ(norm_problem(1, pair, none, lim), "");
   NormHistory h;
   for (int i = 0; i < lim.history_min; ++i) h.add(1.0 + 0.01 * i, lim.history_size);
-  EXPECT_NE(norm_problem(100.0, pair, h, lim).find("recent"), std::string::npos);
-  EXPECT_EQ(norm_problem(5.0, pair, h, lim), "");  // drift within x20 passes
+  EXPECT_NE(norm_problem(1, pair, h, lim).find("recent"), std::string::npos);
+  EXPECT_EQ(norm_problem(0, pair, h, lim), "");
+  const std::vector<double> drift{1.0, 5.0};
+  EXPECT_EQ(norm_problem(1, drift, h, lim), "");  // within x20
+  // Both far above the history: the model moved, not one client.
+  const std::vector<double> both{90.0, 110.0};
+  EXPECT_EQ(norm_problem(0, both, h, lim), "");
+  EXPECT_EQ(norm_problem(1, both, h, lim), "");
+  const std::vector<double> alone{100.0};
+  EXPECT_EQ(norm_problem(0, alone, h, lim), "");
 }
 
 TEST(HybridChecks, HistoryKeepsTheLastN) {

@@ -63,6 +63,35 @@ TEST(HybridEdge, MalformedFrameQuarantinesItsSenderOnly) {
   for (auto& t : threads) t.join();
 }
 
+ClientOptions nan_activations() {
+  ClientOptions o;
+  o.tamper = [](Frame& f) {
+    if (f.kind == FrameKind::kActivations) f.tensors[0][0] = std::nanf("");
+  };
+  return o;
+}
+
+// Non-finite activations from one client among others: quarantined. From
+// every client of a step: the run diverged (NumericError, as standalone).
+TEST(HybridEdge, NonFiniteFromOneIsALieFromAllIsDivergence) {
+  const nn::RunSpec spec = spec::parse_run_spec(kSmallCnn, "edge.yaml");
+  data::Dataset data = data::load(data::load_options(spec.data, ""));
+  const nn::Shape input = nn::model_input(spec.model, data.sample_shape);
+  const nn::LabeledData train{data.train.x.view(), data.train.y.data()};
+  const InProcessRun r = train_in_process(spec, input, data.num_classes, train, nullptr, nullptr, 3,
+                                          {}, nullptr, {{}, nan_activations(), {}});
+  EXPECT_EQ(r.stats.quarantined, std::vector<int>{1});
+  EXPECT_EQ(r.stats.reissued, 1);
+  ASSERT_EQ(r.curve.size(), 1u);
+  try {
+    train_in_process(spec, input, data.num_classes, train, nullptr, nullptr, 2, {}, nullptr,
+                     {nan_activations(), nan_activations()});
+    FAIL() << "no NumericError";
+  } catch (const NumericError& e) {
+    EXPECT_NE(std::string(e.what()).find("diverged"), std::string::npos) << e.what();
+  }
+}
+
 // Dropout in both parts: the whole model draws the masks of both from one
 // stream, the parts each from their own, so one client at s = 0 is not
 // standalone bit for bit. Stated tolerance per epoch (docs/distributed.md):
