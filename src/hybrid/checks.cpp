@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "nn/errors.hpp"
+
 namespace dnnlab::hybrid {
 namespace {
 
@@ -77,6 +79,26 @@ std::string norm_problem(size_t i, std::span<const double> step_norms, const Nor
                ")";
   }
   return {};
+}
+
+std::vector<std::string> screen_step(std::span<const std::string> nonfinite,
+                                     std::span<const double> norms, NormHistory& history,
+                                     const CheckLimits& limits, const std::string& what) {
+  std::vector<std::string> why(nonfinite.begin(), nonfinite.end());
+  std::vector<size_t> finite;
+  std::vector<double> finite_norms;
+  for (size_t i = 0; i < nonfinite.size(); ++i)
+    if (nonfinite[i].empty()) {
+      finite.push_back(i);
+      finite_norms.push_back(norms[i]);
+    }
+  if (!nonfinite.empty() && finite.empty())
+    throw NumericError(what + " are not finite on any client (diverged): " + nonfinite[0]);
+  for (size_t k = 0; k < finite.size(); ++k)
+    why[finite[k]] = norm_problem(k, finite_norms, history, limits);
+  for (size_t i : finite)
+    if (why[i].empty()) history.add(norms[i], limits.history_size);
+  return why;
 }
 
 }  // namespace dnnlab::hybrid

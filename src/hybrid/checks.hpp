@@ -11,6 +11,7 @@
 #include <deque>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "nn/tensor.hpp"
 
@@ -55,5 +56,15 @@ double l2_norm(std::span<const nn::TensorView> tensors);
 // going wild), not one client.
 std::string norm_problem(size_t i, std::span<const double> step_norms, const NormHistory& history,
                          const CheckLimits& limits);
+
+// One step's contributions of one kind (activations, weight gradients):
+// why each fails, "" where it passes. nonfinite[i] says why contribution i
+// holds a non-finite value ("" when it does not); norms[i] is its norm
+// (unused where non-finite). Non-finite values from every contribution are
+// the run diverging, not a lie: NumericError naming `what`. The passing
+// norms join `history`.
+std::vector<std::string> screen_step(std::span<const std::string> nonfinite,
+                                     std::span<const double> norms, NormHistory& history,
+                                     const CheckLimits& limits, const std::string& what);
 
 }  // namespace dnnlab::hybrid

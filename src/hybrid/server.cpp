@@ -48,16 +48,6 @@ struct GradResult {
   std::string nonfinite;            // as Ticket::nonfinite
 };
 
-// Non-finite values from every contribution of a step are the run
-// diverging (as standalone training's non-finite loss), not a lie: with one
-// client there is nobody to compare with.
-void throw_if_all_nonfinite(const std::vector<std::string>& reasons, const char* what) {
-  if (reasons.empty()) return;
-  for (const std::string& r : reasons)
-    if (r.empty()) return;
-  throw NumericError(std::string(what) + " are not finite on any client (diverged): " + reasons[0]);
-}
-
 }  // namespace
 
 void check_hybrid_spec(const nn::ModelSpec& model) {
@@ -328,46 +318,33 @@ struct HybridServer::Impl {
   // The classifier on every accepted activation of the round as one batch;
   // each client gets its rows of dLoss/d activations, scaled to the gradient
   // of its own batch's mean loss (total / rows).
-  void classifier_step(const std::vector<uint64_t>& round, nn::TrainObserver* obs) {
-    std::vector<uint64_t> ok;
-    std::vector<double> rms;
+  void classifier_step(const std::vector<uint64_t>& round) {
+    std::vector<uint64_t> ids;
     std::vector<std::string> nonfinite;
+    std::vector<double> rms;  // per value: comparable across batch sizes
     for (uint64_t id : round) {
       auto it = open.find(id);
-      if (it != open.end() && it->second.stage == Stage::kForward && it->second.has_act)
-        nonfinite.push_back(it->second.nonfinite);
-    }
-    throw_if_all_nonfinite(nonfinite, "the features' activations");
-    for (uint64_t id : round) {
-      auto it = open.find(id);
-      if (it == open.end()) continue;  // requeued
-      Ticket& t = it->second;
-      if (t.stage != Stage::kForward || !t.has_act) continue;
-      if (!t.nonfinite.empty()) {
-        t.has_act = false;
-        drop_client(t.client, "activations: " + t.nonfinite, true);  // requeues the ticket
-        continue;
-      }
-      ok.push_back(id);
+      if (it == open.end() || it->second.stage != Stage::kForward || !it->second.has_act) continue;
+      const Ticket& t = it->second;
+      ids.push_back(id);
+      nonfinite.push_back(t.nonfinite);
       const nn::TensorView v = t.act.view();
-      rms.push_back(l2_norm({&v, 1}) / std::sqrt(static_cast<double>(v.numel())));
+      rms.push_back(
+          t.nonfinite.empty() ? l2_norm({&v, 1}) / std::sqrt(static_cast<double>(v.numel())) : 0);
     }
+    const std::vector<std::string> why =
+        screen_step(nonfinite, rms, act_history, opt.limits, "the features' activations");
     std::vector<uint64_t> accepted;
-    for (size_t i = 0; i < ok.size(); ++i) {
-      Ticket& t = open[ok[i]];
-      const std::string why = norm_problem(i, rms, act_history, opt.limits);
-      if (!why.empty()) {
-        const int c = t.client;
-        t.has_act = false;
-        drop_client(c, "activations: " + why, true);  // requeues the ticket
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (why[i].empty()) {
+        accepted.push_back(ids[i]);
         continue;
       }
-      accepted.push_back(ok[i]);
+      Ticket& t = open[ids[i]];
+      t.has_act = false;
+      drop_client(t.client, "activations: " + why[i], true);  // requeues the ticket
     }
     if (accepted.empty()) return;
-    for (size_t i = 0; i < ok.size(); ++i)
-      if (std::find(accepted.begin(), accepted.end(), ok[i]) != accepted.end())
-        act_history.add(rms[i], opt.limits.history_size);
 
     int64_t total = 0;
     for (uint64_t id : accepted) total += open[id].rows;
@@ -406,7 +383,6 @@ struct HybridServer::Impl {
       ++peers[t.client].backward;
       send(t.client, f);
     }
-    (void)obs;
   }
 
   // Averages the arrived weight gradients into the features' step
@@ -425,40 +401,33 @@ struct HybridServer::Impl {
       use.push_back(std::move(g));
     }
     grads.clear();
-    std::vector<std::string> nonfinite;
-    for (const GradResult& g : use) nonfinite.push_back(g.nonfinite);
-    throw_if_all_nonfinite(nonfinite, "the features' weight gradients");
     std::erase_if(use, [&](const GradResult& g) {
-      if (g.nonfinite.empty()) return false;
-      if (!peers[g.client].gone) drop_client(g.client, "weight gradients: " + g.nonfinite, true);
+      if (!quarantined(g.client)) return false;
       ++stats.grads_dropped;
       return true;
     });
+    std::vector<std::string> nonfinite;
     std::vector<double> norms;
     for (const GradResult& g : use) {
+      nonfinite.push_back(g.nonfinite);
       std::vector<nn::TensorView> v;
-      for (size_t i = 0; i < f_params.size(); ++i) v.push_back(g.tensors[i].view());
+      for (size_t i = 0; i < f_params.size() && g.nonfinite.empty(); ++i)
+        v.push_back(g.tensors[i].view());
       norms.push_back(l2_norm(v));
     }
+    const std::vector<std::string> why =
+        screen_step(nonfinite, norms, grad_history, opt.limits, "the features' weight gradients");
     std::vector<const GradResult*> ok;
-    std::vector<double> ok_norms;
     for (size_t i = 0; i < use.size(); ++i) {
-      if (quarantined(use[i].client)) {
-        ++stats.grads_dropped;
+      if (why[i].empty()) {
+        ok.push_back(&use[i]);
         continue;
       }
-      const std::string why = norm_problem(i, norms, grad_history, opt.limits);
-      if (!why.empty()) {
-        if (!peers[use[i].client].gone)
-          drop_client(use[i].client, "weight gradients: " + why, true);
-        ++stats.grads_dropped;
-        continue;
-      }
-      ok.push_back(&use[i]);
-      ok_norms.push_back(norms[i]);
+      if (!peers[use[i].client].gone)
+        drop_client(use[i].client, "weight gradients: " + why[i], true);
+      ++stats.grads_dropped;
     }
     if (ok.empty()) return;
-    for (double n : ok_norms) grad_history.add(n, opt.limits.history_size);
     std::vector<GradientShare> shares;
     for (const GradResult* g : ok) {
       shares.push_back({g->rows, version - g->version});
@@ -574,7 +543,7 @@ nn::EpochResult HybridServer::run_epoch(int epoch, const nn::LabeledData& train,
       }
       return true;
     });
-    m.classifier_step(round, obs);
+    m.classifier_step(round);
     m.pump(Stage::kBackward, [&] { return !m.blocks_next_version(); });
     m.apply_grads();
     if (obs && (m.stats.rounds % interval == 0 || m.pending.empty())) {

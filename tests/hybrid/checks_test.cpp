@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "nn/errors.hpp"
+
 namespace dnnlab::hybrid {
 namespace checks_test {
 
@@ -57,6 +59,26 @@ TEST(HybridChecks, HistoryKeepsTheLastN) {
   for (int i = 1; i <= 10; ++i) h.add(i, 3);  // keeps 8, 9, 10
   EXPECT_EQ(h.median(3), 9);
   EXPECT_EQ(h.median(4), 0);
+}
+
+TEST(HybridChecks, ScreenStepSeparatesLiesFromDivergence) {
+  const CheckLimits lim;
+  NormHistory h;
+  const std::vector<std::string> one_nan{"", "value 0 is nan", "", ""};
+  const std::vector<double> norms{1.0, 0.0, 1.2, 90.0};
+  const std::vector<std::string> why = screen_step(one_nan, norms, h, lim, "activations");
+  EXPECT_EQ(why[0], "");
+  EXPECT_EQ(why[1], "value 0 is nan");
+  EXPECT_EQ(why[2], "");
+  EXPECT_NE(why[3].find("median"), std::string::npos);  // 3 finite: a majority
+  EXPECT_EQ(h.median(2), 1.1);                          // the two that passed
+  const std::vector<std::string> all_nan{"value 3 is inf", "value 0 is nan"};
+  try {
+    screen_step(all_nan, norms, h, lim, "the features' activations");
+    FAIL() << "no NumericError";
+  } catch (const NumericError& e) {
+    EXPECT_NE(std::string(e.what()).find("diverged"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace checks_test
