@@ -117,6 +117,9 @@ experiment::RunResult distributed_run(const TrainOptions& o, const nn::RunSpec& 
              {"grads_applied", h.stats.grads_applied},
              {"grads_stale", h.stats.grads_stale},
              {"grads_dropped", h.stats.grads_dropped},
+             {"weights_sent", h.stats.weights_sent},
+             {"bytes_to_clients", h.stats.bytes_to_clients},
+             {"bytes_from_clients", h.stats.bytes_from_clients},
              {"quarantined", h.stats.quarantined}};
   if (!o.quiet)
     for (const std::string& line : h.stats.log) std::cerr << "hybrid: " << line << "\n";

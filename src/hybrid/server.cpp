@@ -159,16 +159,17 @@ struct HybridServer::Impl {
     note("ticket " + std::to_string(id) + " reissued: " + why);
   }
 
-  void send(int c, const Frame& f) {
-    if (!link.send(c, encode(f))) drop_client(c, "its link is closed", false);
+  void send(int c, Bytes bytes) {
+    stats.bytes_to_clients += static_cast<int64_t>(bytes.size());
+    if (!link.send(c, std::move(bytes))) drop_client(c, "its link is closed", false);
   }
 
   void send_weights(int c) {
     std::vector<nn::TensorView> views;
     for (nn::Param* p : f_params) views.push_back(p->value.view());
     for (nn::Param* p : f_state) views.push_back(p->value.view());
-    if (!link.send(c, encode_views(FrameKind::kWeights, version, 0, views)))
-      drop_client(c, "its link is closed", false);
+    ++stats.weights_sent;
+    send(c, encode_views(FrameKind::kWeights, version, 0, views));
     peers[c].version = version;
   }
 
@@ -196,7 +197,7 @@ struct HybridServer::Impl {
       ++stats.tickets;
       round.push_back(id);
       if (p.version != version) send_weights(c);
-      if (!p.gone) send(c, f);
+      if (!p.gone) send(c, encode(f));
     }
     return round;
   }
@@ -208,6 +209,7 @@ struct HybridServer::Impl {
     const int c = in.client;
     if (c < 0 || c >= static_cast<int>(peers.size()) || peers[c].gone) return;
     if (in.left) return drop_client(c, "it closed its link", false);
+    stats.bytes_from_clients += static_cast<int64_t>(in.frame.size());
     Frame f;
     try {
       f = decode(in.frame);
@@ -381,7 +383,7 @@ struct HybridServer::Impl {
       t.stage = Stage::kBackward;
       t.deadline = Clock::now() + opt.deadline;
       ++peers[t.client].backward;
-      send(t.client, f);
+      send(t.client, encode(f));
     }
   }
 

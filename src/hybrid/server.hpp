@@ -46,6 +46,8 @@ struct HybridStats {
   int64_t grads_applied = 0;  // weight gradients averaged into a step
   int64_t grads_stale = 0;    // of those, computed on an older version
   int64_t grads_dropped = 0;  // too stale, or their client went away
+  int64_t weights_sent = 0;   // weights frames: only to a client whose copy is stale
+  int64_t bytes_to_clients = 0, bytes_from_clients = 0;  // frames, as encoded
   std::vector<int> quarantined;
   std::vector<std::string> log;  // one line per reissue, quarantine and departure
 };
