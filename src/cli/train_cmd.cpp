@@ -117,6 +117,8 @@ experiment::RunResult distributed_run(const TrainOptions& o, const nn::RunSpec& 
              {"grads_applied", h.stats.grads_applied},
              {"grads_stale", h.stats.grads_stale},
              {"grads_dropped", h.stats.grads_dropped},
+             {"server_seconds", h.stats.server_seconds},
+             {"wait_seconds", h.stats.wait_seconds},
              {"weights_sent", h.stats.weights_sent},
              {"bytes_to_clients", h.stats.bytes_to_clients},
              {"bytes_from_clients", h.stats.bytes_from_clients},

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "hybrid/aggregate.hpp"
+#include "hybrid/parts.hpp"
 
 namespace dnnlab::hybrid {
 namespace {
@@ -49,18 +50,6 @@ struct GradResult {
 };
 
 }  // namespace
-
-void check_hybrid_spec(const nn::ModelSpec& model) {
-  const auto& p = model.parts;
-  if (p.size() != 2 || p[0].name != "features" || p[1].name != "classifier") {
-    std::string got;
-    for (const auto& part : p) got += (got.empty() ? "" : ", ") + part.name;
-    throw SpecError(model.where, "model.parts",
-                    "distributed training needs the model as two parts, `features` (trained "
-                    "on the clients) then `classifier` (on the server); the spec has " +
-                        (p.empty() ? std::string("`layers:` without parts") : got));
-  }
-}
 
 struct HybridServer::Impl {
   nn::RunSpec spec;
@@ -287,6 +276,12 @@ struct HybridServer::Impl {
   // tickets, which then expire.
   template <typename Done>
   void pump(Stage stage, Done done) {
+    const auto start = Clock::now();
+    struct AddTime {
+      double& to;
+      Clock::time_point from;
+      ~AddTime() { to += std::chrono::duration<double>(Clock::now() - from).count(); }
+    } add{stats.wait_seconds, start};
     while (!done()) {
       Clock::time_point deadline = Clock::time_point::max();
       for (auto& [id, t] : open)
@@ -488,17 +483,7 @@ struct HybridServer::Impl {
     throw std::runtime_error("hybrid training: every client is silent");
   }
 
-  void sync_whole() {
-    std::map<std::string, nn::Param*> by_name;
-    for (nn::Param* p : features.saved_tensors()) by_name[p->name] = p;
-    for (nn::Param* p : classifier.saved_tensors()) by_name[p->name] = p;
-    for (nn::Param* p : whole_model.saved_tensors()) {
-      auto it = by_name.find(p->name);
-      if (it == by_name.end() || !(it->second->value.shape() == p->value.shape()))
-        throw std::logic_error("hybrid: the parts do not hold the whole model's " + p->name);
-      std::memcpy(p->value.data(), it->second->value.data(), sizeof(float) * p->value.numel());
-    }
-  }
+  void sync_whole() { assemble_whole(whole_model, features, classifier); }
 };
 
 HybridServer::HybridServer(const nn::RunSpec& spec, const nn::Shape& input, int64_t num_classes,
@@ -545,9 +530,13 @@ nn::EpochResult HybridServer::run_epoch(int epoch, const nn::LabeledData& train,
       }
       return true;
     });
+    auto busy = Clock::now();
     m.classifier_step(round);
+    m.stats.server_seconds += std::chrono::duration<double>(Clock::now() - busy).count();
     m.pump(Stage::kBackward, [&] { return !m.blocks_next_version(); });
+    busy = Clock::now();
     m.apply_grads();
+    m.stats.server_seconds += std::chrono::duration<double>(Clock::now() - busy).count();
     if (obs && (m.stats.rounds % interval == 0 || m.pending.empty())) {
       const double secs = std::chrono::duration<double>(Clock::now() - start).count();
       obs->on_batch(epoch + 1, m.done, n, m.done ? m.loss_sum / m.done : 0,

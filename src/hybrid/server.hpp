@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "hybrid/checks.hpp"
+#include "hybrid/parts.hpp"
 #include "hybrid/transport.hpp"
 #include "nn/model.hpp"
 #include "nn/spec.hpp"
@@ -48,13 +49,13 @@ struct HybridStats {
   int64_t grads_dropped = 0;  // too stale, or their client went away
   int64_t weights_sent = 0;   // weights frames: only to a client whose copy is stale
   int64_t bytes_to_clients = 0, bytes_from_clients = 0;  // frames, as encoded
+  // Where the server's time went: its own compute (classifier steps,
+  // averaging, features steps) and waiting for the clients (their compute
+  // and the transfers).
+  double server_seconds = 0, wait_seconds = 0;
   std::vector<int> quarantined;
   std::vector<std::string> log;  // one line per reissue, quarantine and departure
 };
-
-// Throws SpecError naming `model.parts` unless the model is exactly two
-// parts, `features` then `classifier`.
-void check_hybrid_spec(const nn::ModelSpec& model);
 
 class HybridServer {
  public:
