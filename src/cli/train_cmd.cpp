@@ -1,5 +1,7 @@
 // `dnnlab train SPEC`: train one model, print validation and test accuracy,
-// write weights (.safetensors) and a metrics JSON.
+// write weights (.safetensors) and a metrics JSON. With --distributed, the
+// hybrid trainer (src/hybrid) trains it: `features` on N native clients,
+// `classifier` here; the same outputs.
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include "cli/progress.hpp"
 #include "data/dataset.hpp"
 #include "experiment/training_run.hpp"
+#include "hybrid/train_in_process.hpp"
 #include "nn/kernels.hpp"
 #include "nn/memory.hpp"
 #include "nn/model.hpp"
@@ -33,6 +36,9 @@ struct TrainOptions {
   bool quiet = false;
   bool dry_run = false;
   std::string max_memory;  // "": the machine's memory
+  bool distributed = false;
+  int clients = 1;
+  int staleness = 0;
 };
 
 void write_file(const std::filesystem::path& p, const std::string& bytes) {
@@ -79,6 +85,49 @@ Outputs plan_outputs(const std::string& out_dir, const std::string& name, bool d
   return files;
 }
 
+// --distributed: the same run through the hybrid trainer with o.clients
+// in-process native clients (docs/distributed.md).
+experiment::RunResult distributed_run(const TrainOptions& o, const nn::RunSpec& spec,
+                                      const data::Dataset& data, nn::TrainObserver* obs,
+                                      nn::Model* model, nlohmann::json* report) {
+  hybrid::HybridOptions options;
+  options.staleness = o.staleness;
+  const nn::LabeledData train{data.train.x.view(), data.train.y.data()};
+  const nn::LabeledData val{data.val.x.view(), data.val.y.data()};
+  const hybrid::InProcessRun h = hybrid::train_in_process(
+      spec, nn::model_input(spec.model, data.sample_shape), data.num_classes, train,
+      data.val.size() ? &val : nullptr, obs, o.clients, options, model);
+  experiment::RunResult r;
+  r.curve = h.curve;
+  r.num_params = model->num_params();
+  r.stopped_early = static_cast<int>(r.curve.size()) < spec.train.epochs;
+  for (const auto& e : r.curve) r.train_seconds += e.seconds;
+  if (data.test.size()) {
+    const nn::LossAndAccuracy t = model->evaluate(data.test.x.view(), data.test.y.data());
+    r.test_loss = t.loss;
+    r.test_acc = t.accuracy;
+  }
+  *report = {{"clients", o.clients},
+             {"staleness", o.staleness},
+             {"versions", h.version},
+             {"rounds", h.stats.rounds},
+             {"tickets", h.stats.tickets},
+             {"reissued", h.stats.reissued},
+             {"late", h.stats.late},
+             {"grads_applied", h.stats.grads_applied},
+             {"grads_stale", h.stats.grads_stale},
+             {"grads_dropped", h.stats.grads_dropped},
+             {"server_seconds", h.stats.server_seconds},
+             {"wait_seconds", h.stats.wait_seconds},
+             {"weights_sent", h.stats.weights_sent},
+             {"bytes_to_clients", h.stats.bytes_to_clients},
+             {"bytes_from_clients", h.stats.bytes_from_clients},
+             {"quarantined", h.stats.quarantined}};
+  if (!o.quiet)
+    for (const std::string& line : h.stats.log) std::cerr << "hybrid: " << line << "\n";
+  return r;
+}
+
 int run_train(const TrainOptions& o) {
   if (!nn::select_kernels(o.kernels))
     throw UsageError("--kernels: '" + o.kernels +
@@ -87,6 +136,10 @@ int run_train(const TrainOptions& o) {
                      kernel_list());
   nn::RunSpec spec = spec::load_run_spec(o.spec_path, o.overrides);
   // The same bits on any thread count: the kernels split work by shape only.
+  if (o.distributed && o.threads != 1)
+    throw UsageError(
+        "--threads: with --distributed each in-process client runs its kernels on one thread; "
+        "leave --threads at 1");
   worker::ParallelScope threads(o.threads);
   // What is trained, overrides included: `dnnlab train` on this text repeats the run.
   spec.source = spec::to_yaml(spec);
@@ -98,6 +151,7 @@ int run_train(const TrainOptions& o) {
   const data::SampleShape shape = data::sample_shape(load_options);
   const nn::Shape input = nn::model_input(spec.model, shape.sample);
   nn::Model::validate(spec.model, input, shape.num_classes);
+  if (o.distributed) hybrid::check_hybrid_spec(spec.model);
   const nn::MemoryEstimate memory = nn::Model::estimate_memory(spec.model, input, spec.train);
   const int64_t limit = max_memory_bytes(o.max_memory, 1);
   const std::string limit_text =
@@ -129,9 +183,13 @@ int run_train(const TrainOptions& o) {
                                      data.num_classes, spec.train.seed);
   if (!o.quiet) std::cerr << model.summary();
   EpochProgress progress(spec.train.epochs, o.quiet);
-  experiment::RunResult r = experiment::train_run(spec, data, &progress, &model);
+  nlohmann::json distributed;
+  experiment::RunResult r = o.distributed
+                                ? distributed_run(o, spec, data, &progress, &model, &distributed)
+                                : experiment::train_run(spec, data, &progress, &model);
 
   nlohmann::json result = experiment::result_json(spec, r, data);
+  if (o.distributed) result["distributed"] = distributed;
   write_file(files.weights, nn::to_safetensors(model.saved_tensors(),
                                                {{"name", spec.name},
                                                 {"seed", std::to_string(spec.train.seed)},
@@ -194,6 +252,20 @@ Command add_train(CLI::App& app) {
   c->add_option("--threads", o->threads,
                 "Threads per batch for the conv kernels (results are identical for any count)")
       ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  CLI::Option* distributed = c->add_flag(
+      "--distributed", o->distributed,
+      "Hybrid training: model.parts `features` on --clients native clients (threads of this "
+      "process), `classifier` here; see docs/distributed.md");
+  c->add_option("--clients", o->clients, "Clients for --distributed")
+      ->check(CLI::Range(1, hybrid::kMaxClients))
+      ->needs(distributed)
+      ->capture_default_str();
+  c->add_option("--staleness", o->staleness,
+                "With --distributed: apply a features gradient up to this many versions old "
+                "(0: synchronous)")
+      ->check(CLI::Range(0, hybrid::kMaxStaleness))
+      ->needs(distributed)
       ->capture_default_str();
   c->add_flag("-q,--quiet", o->quiet, "Print only the final accuracies");
   return [o] { return run_train(*o); };

@@ -6,6 +6,15 @@
 
 namespace dnnlab::nn {
 
+std::vector<int64_t> epoch_order(uint64_t seed, int epoch, int64_t n) {
+  // Same seed and epoch => same order, on every platform.
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  Rng rng(derive_seed(seed, 0x5EED0000ull + static_cast<uint64_t>(epoch)));
+  for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+  return order;
+}
+
 Trainer::Trainer(Model& model, const TrainSpec& spec)
     : model_(model), spec_(spec), opt_(spec.optimizer, model.params()) {}
 
@@ -21,11 +30,7 @@ void Trainer::begin_epoch(int epoch, const LabeledData& train) {
   const int64_t bs = std::min<int64_t>(spec_.batch_size, n);
   if (n == 0) throw ShapeError("the training split is empty");
 
-  // Same seed and epoch => same order, on every platform.
-  order_.resize(n);
-  for (int64_t i = 0; i < n; ++i) order_[i] = i;
-  Rng rng(derive_seed(spec_.seed, 0x5EED0000ull + static_cast<uint64_t>(epoch)));
-  for (int64_t i = n - 1; i > 0; --i) std::swap(order_[i], order_[rng.below(i + 1)]);
+  order_ = epoch_order(spec_.seed, epoch, n);
 
   opt_.set_lr(scheduled_lr(spec_.optimizer.lr, spec_.schedule, epoch, spec_.epochs));
   Shape bshape = train.x.shape();

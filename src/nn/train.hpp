@@ -31,6 +31,12 @@ struct EpochResult {
   float lr = 0;
 };
 
+// The order of the training samples in 0-based `epoch`: a permutation of
+// [0, n) drawn from the run's seed, the same on every platform. The Trainer
+// and the hybrid trainer (src/hybrid) both cut their batches from it, so a
+// distributed run sees the batches a standalone one does.
+std::vector<int64_t> epoch_order(uint64_t seed, int epoch, int64_t n);
+
 class TrainObserver {
  public:
   virtual ~TrainObserver() = default;

@@ -1,0 +1,92 @@
+// The hybrid trainer's server: it holds the `classifier` part and the master
+// copy of `features`, hands out gradient tickets (a version and batch
+// indices), trains the classifier on every client's activations as one
+// batch, returns each client the gradient of its activations, averages the
+// weight gradients that come back, steps the features optimizer and
+// publishes the next version. docs/distributed.md states every rule.
+//
+//   hybrid::InProcessHub hub;                       // or another ServerTransport
+//   ... clients connect and run hybrid::run_client ...
+//   hybrid::HybridServer server(spec, input, classes, hub, options);
+//   for (int e = 0; e < spec.train.epochs; ++e) server.run_epoch(e, train, &val, &obs);
+//   server.finish();                                // bye to every client
+//   nn::Model& m = server.whole();                  // evaluate, save
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hybrid/checks.hpp"
+#include "hybrid/parts.hpp"
+#include "hybrid/transport.hpp"
+#include "nn/model.hpp"
+#include "nn/spec.hpp"
+#include "nn/train.hpp"
+
+namespace dnnlab::hybrid {
+
+inline constexpr int kMaxClients = 64;
+inline constexpr int kMaxStaleness = 16;
+
+struct HybridOptions {
+  // Staleness bound s: a weight gradient computed on version v is applied
+  // while v >= current - s, weighted 1 / (1 + age); 0 = synchronous.
+  int staleness = 0;
+  // How long a ticket may wait at each stage (activations, then weight
+  // gradients) before it is given up: reissued, or its gradient dropped.
+  std::chrono::milliseconds deadline{60000};
+  CheckLimits limits;
+};
+
+// What happened to the tickets, for tests, logs and docs.
+struct HybridStats {
+  int64_t rounds = 0, tickets = 0;
+  int64_t reissued = 0;       // tickets given up before activations (deadline, departure, reject)
+  int64_t late = 0;           // results of given-up tickets, discarded
+  int64_t grads_applied = 0;  // weight gradients averaged into a step
+  int64_t grads_stale = 0;    // of those, computed on an older version
+  int64_t grads_dropped = 0;  // too stale, or their client went away
+  int64_t weights_sent = 0;   // weights frames: only to a client whose copy is stale
+  int64_t bytes_to_clients = 0, bytes_from_clients = 0;  // frames, as encoded
+  // Where the server's time went: its own compute (classifier steps,
+  // averaging, features steps) and waiting for the clients (their compute
+  // and the transfers).
+  double server_seconds = 0, wait_seconds = 0;
+  std::vector<int> quarantined;
+  std::vector<std::string> log;  // one line per reissue, quarantine and departure
+};
+
+class HybridServer {
+ public:
+  // `link` must outlive the server. Throws SpecError as check_hybrid_spec
+  // and Model::build_part.
+  HybridServer(const nn::RunSpec& spec, const nn::Shape& input, int64_t num_classes,
+               ServerTransport& link, const HybridOptions& options);
+  ~HybridServer();
+  HybridServer(const HybridServer&) = delete;
+  HybridServer& operator=(const HybridServer&) = delete;
+
+  // One epoch (0-based) over `train`, with the clients connected to the
+  // link, then evaluation on `val`. The batches are those of nn::Trainer
+  // (nn::epoch_order cut into train.batch_size), one per ticket. Throws
+  // std::runtime_error when no client is left, NumericError on divergence.
+  nn::EpochResult run_epoch(int epoch, const nn::LabeledData& train, const nn::LabeledData* val,
+                            nn::TrainObserver* obs);
+  // All epochs, as nn::Trainer::fit.
+  std::vector<nn::EpochResult> fit(const nn::LabeledData& train, const nn::LabeledData* val,
+                                   nn::TrainObserver* obs);
+  // Tells every client the run is over.
+  void finish();
+  // The whole model with the current weights (features and classifier).
+  nn::Model& whole();
+  uint64_t version() const;
+  const HybridStats& stats() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dnnlab::hybrid

@@ -1,0 +1,200 @@
+// Frame codec: see wire.hpp for the layout.
+#include "hybrid/wire.hpp"
+
+#include <bit>
+#include <cstring>
+#include <iterator>
+
+namespace dnnlab::hybrid {
+
+static_assert(std::endian::native == std::endian::little,
+              "the frame codec copies float32 and integers as little-endian bytes");
+
+namespace {
+
+constexpr char kMagic[4] = {'D', 'N', 'H', 'F'};
+
+// What each kind may carry, indexed by kind - 1.
+struct KindRule {
+  FrameKind kind;
+  const char* name;
+  bool indices;           // must carry indices (else must not)
+  uint32_t min_t, max_t;  // tensor count range
+};
+constexpr KindRule kKindRules[] = {
+    {FrameKind::kTicket, "ticket", true, 0, 0},
+    {FrameKind::kWeights, "weights", false, 1, kMaxTensors},
+    {FrameKind::kActivations, "activations", false, 1, 1},
+    {FrameKind::kActivationGrads, "activation gradients", false, 1, 1},
+    {FrameKind::kWeightGrads, "weight gradients", false, 1, kMaxTensors},
+    {FrameKind::kBye, "bye", false, 0, 0},
+};
+static_assert(std::size(kKindRules) == kFrameKinds, "a rule for every frame kind");
+constexpr bool rules_in_kind_order() {
+  for (int i = 0; i < kFrameKinds; ++i)
+    if (static_cast<int>(kKindRules[i].kind) != i + 1) return false;
+  return true;
+}
+static_assert(rules_in_kind_order(), "kKindRules[i] describes kind i + 1");
+
+const KindRule& rule_of(FrameKind k) {
+  return kKindRules[static_cast<uint8_t>(k) - 1];
+}
+
+template <typename T>
+void put(Bytes& out, T v) {
+  const size_t at = out.size();
+  out.resize(at + sizeof(T));
+  std::memcpy(out.data() + at, &v, sizeof(T));
+}
+
+void put_header(Bytes& out, FrameKind kind, uint64_t version, uint64_t ticket, uint32_t n_indices,
+                uint32_t n_tensors) {
+  out.insert(out.end(), kMagic, kMagic + 4);
+  out.push_back(kFrameFormat);
+  out.push_back(static_cast<uint8_t>(kind));
+  out.push_back(0);  // dtype float32
+  out.push_back(0);
+  put(out, version);
+  put(out, ticket);
+  put(out, n_indices);
+  put(out, n_tensors);
+}
+
+void put_tensor(Bytes& out, const nn::TensorView& t) {
+  const nn::Shape& s = t.shape();
+  if (s.rank < 1) throw std::invalid_argument("encode: a tensor without dimensions");
+  put(out, static_cast<uint32_t>(s.rank));
+  for (int i = 0; i < s.rank; ++i) put(out, static_cast<uint32_t>(s[i]));
+  const size_t at = out.size(), n = sizeof(float) * static_cast<size_t>(t.numel());
+  out.resize(at + n);
+  if (n) std::memcpy(out.data() + at, t.data(), n);
+}
+
+// Reads fields in order, each bounds-checked against what is left.
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> b) : b_(b) {}
+  size_t at() const { return at_; }
+  size_t left() const { return b_.size() - at_; }
+  template <typename T>
+  T get(const char* what) {
+    need(sizeof(T), what);
+    T v;
+    std::memcpy(&v, b_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return v;
+  }
+  void need(size_t n, const char* what) const {
+    if (left() < n)
+      throw FrameError(at_, std::string("truncated: ") + what + " needs " + std::to_string(n) +
+                                " bytes, " + std::to_string(left()) + " left");
+  }
+  void copy(void* dst, size_t n, const char* what) {
+    need(n, what);
+    if (n) std::memcpy(dst, b_.data() + at_, n);
+    at_ += n;
+  }
+
+ private:
+  std::span<const uint8_t> b_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+const char* frame_kind_name(FrameKind k) {
+  const auto i = static_cast<uint8_t>(k);
+  return i >= 1 && i <= kFrameKinds ? kKindRules[i - 1].name : "?";
+}
+
+Bytes encode_views(FrameKind kind, uint64_t version, uint64_t ticket,
+                   std::span<const nn::TensorView> tensors) {
+  Bytes out;
+  size_t bytes = kFrameHeaderBytes;
+  for (const auto& t : tensors) bytes += 4 + 4 * t.shape().rank + sizeof(float) * t.numel();
+  out.reserve(bytes);
+  put_header(out, kind, version, ticket, 0, static_cast<uint32_t>(tensors.size()));
+  for (const auto& t : tensors) put_tensor(out, t);
+  return out;
+}
+
+Bytes encode(const Frame& f) {
+  Bytes out;
+  put_header(out, f.kind, f.version, f.ticket, static_cast<uint32_t>(f.indices.size()),
+             static_cast<uint32_t>(f.tensors.size()));
+  for (uint32_t i : f.indices) put(out, i);
+  for (const auto& t : f.tensors) put_tensor(out, t.view());
+  return out;
+}
+
+Frame decode(std::span<const uint8_t> bytes) {
+  Reader r(bytes);
+  char magic[4];
+  r.copy(magic, 4, "the magic");
+  if (std::memcmp(magic, kMagic, 4) != 0) throw FrameError(0, "not a hybrid frame (magic)");
+  const uint8_t format = r.get<uint8_t>("the format version");
+  if (format != kFrameFormat)
+    throw FrameError(4, "format version " + std::to_string(format) + ", this build reads " +
+                            std::to_string(kFrameFormat));
+  const uint8_t kind = r.get<uint8_t>("the kind");
+  if (kind < 1 || kind > kFrameKinds)
+    throw FrameError(5, "unknown frame kind " + std::to_string(kind));
+  const uint8_t dtype = r.get<uint8_t>("the dtype");
+  if (dtype != 0)
+    throw FrameError(6, "dtype " + std::to_string(dtype) + ", only 0 (float32) is defined");
+  if (r.get<uint8_t>("the reserved byte") != 0) throw FrameError(7, "the reserved byte is not 0");
+  Frame f;
+  f.kind = static_cast<FrameKind>(kind);
+  f.version = r.get<uint64_t>("the model version");
+  f.ticket = r.get<uint64_t>("the ticket id");
+  const uint32_t n_indices = r.get<uint32_t>("the index count");
+  const uint32_t n_tensors = r.get<uint32_t>("the tensor count");
+  const KindRule& rule = rule_of(f.kind);
+  const std::string kname = frame_kind_name(f.kind);
+  if (rule.indices ? (n_indices == 0 || n_indices > kMaxIndices) : n_indices != 0)
+    throw FrameError(
+        24, "index count " + std::to_string(n_indices) + " for a " + kname + " frame (" +
+                (rule.indices ? "1 to " + std::to_string(kMaxIndices) : "must be 0") + ")");
+  if (n_tensors < rule.min_t || n_tensors > rule.max_t)
+    throw FrameError(28, "tensor count " + std::to_string(n_tensors) + " for a " + kname +
+                             " frame (" + std::to_string(rule.min_t) + " to " +
+                             std::to_string(rule.max_t) + ")");
+  if ((f.kind == FrameKind::kWeights || f.kind == FrameKind::kBye) && f.ticket != 0)
+    throw FrameError(16, "a " + kname + " frame carries ticket 0");
+  if (f.kind != FrameKind::kWeights && f.kind != FrameKind::kBye && f.ticket == 0)
+    throw FrameError(16, "ticket id 0 in a " + kname + " frame");
+  r.need(size_t{4} * n_indices, "the indices");
+  f.indices.resize(n_indices);
+  r.copy(f.indices.data(), size_t{4} * n_indices, "the indices");
+  f.tensors.reserve(n_tensors);
+  for (uint32_t t = 0; t < n_tensors; ++t) {
+    const size_t at = r.at();
+    const uint32_t rank = r.get<uint32_t>("a tensor's rank");
+    if (rank < 1 || rank > static_cast<uint32_t>(nn::kMaxRank))
+      throw FrameError(at, "tensor " + std::to_string(t) + ": rank " + std::to_string(rank) +
+                               " (1 to " + std::to_string(nn::kMaxRank) + ")");
+    nn::Shape s;
+    int64_t numel = 1;
+    for (uint32_t d = 0; d < rank; ++d) {
+      const size_t dat = r.at();
+      const uint32_t dim = r.get<uint32_t>("a tensor's dimension");
+      if (dim == 0) throw FrameError(dat, "tensor " + std::to_string(t) + ": a dimension of 0");
+      numel *= dim;
+      if (numel > kMaxTensorValues)
+        throw FrameError(dat, "tensor " + std::to_string(t) + ": more than " +
+                                  std::to_string(kMaxTensorValues) + " values");
+      s.d[s.rank++] = dim;
+    }
+    const size_t n = sizeof(float) * static_cast<size_t>(numel);
+    r.need(n, "a tensor's values");  // before allocating
+    nn::Tensor v(s);
+    r.copy(v.data(), n, "a tensor's values");
+    f.tensors.push_back(std::move(v));
+  }
+  if (r.left() != 0)
+    throw FrameError(r.at(), std::to_string(r.left()) + " bytes after the last tensor");
+  return f;
+}
+
+}  // namespace dnnlab::hybrid

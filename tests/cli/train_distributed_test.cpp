@@ -1,0 +1,109 @@
+// `dnnlab train --distributed`: the hybrid trainer through the binary. One
+// client at staleness 0 writes the very files standalone training does;
+// specs and flags it cannot use are refused with the field or flag named.
+#include <nlohmann/json.hpp>
+
+#include "cli_util.hpp"
+
+namespace dnnlab::cli_test {
+namespace train_distributed_test {
+
+const std::string kPartsSpec = R"(name: parts
+data: {dataset: synthetic, validation: 64, limit_train: 256}
+model:
+  input: [1, 28, 28]
+  parts:
+    features:
+      - {conv2d: 4, padding: 1}
+      - batchnorm
+      - relu
+      - max_pool2d: 2
+    classifier:
+      - dropout: 0.2
+      - dense: 10
+train:
+  epochs: 2
+  batch_size: 32
+  seed: 3
+  optimizer: {type: adam, lr: 0.01}
+  schedule: {type: cosine, min_lr: 0.001}
+)";
+
+TEST(TrainDistributed, OneClientWritesWhatStandaloneWrites) {
+  TempDir a, b;
+  const auto spec = a.write("parts.yaml", kPartsSpec);
+  const Result alone = run("train -q " + spec.string() + " --out " + a.path.string());
+  const Result dist =
+      run("train -q " + spec.string() + " --distributed --clients 1 --out " + b.path.string());
+  ASSERT_EQ(alone.code, 0) << alone.err;
+  ASSERT_EQ(dist.code, 0) << dist.err;
+  EXPECT_EQ(alone.out, dist.out);  // validation and test accuracy lines
+  const std::string wa = slurp(a.path / "parts.safetensors"),
+                    wb = slurp(b.path / "parts.safetensors");
+  EXPECT_GT(wa.size(), 1000u);
+  EXPECT_EQ(wa, wb) << "the distributed run's weights differ";
+  const auto ma = nlohmann::json::parse(slurp(a.path / "parts.metrics.json"));
+  const auto mb = nlohmann::json::parse(slurp(b.path / "parts.metrics.json"));
+  ASSERT_EQ(ma["epochs"].size(), 2u);
+  ASSERT_EQ(mb["epochs"].size(), 2u);
+  for (size_t e = 0; e < 2; ++e)
+    for (const char* k : {"train_loss", "train_acc", "val_loss", "val_acc", "lr"})
+      EXPECT_EQ(ma["epochs"][e][k], mb["epochs"][e][k]) << "epoch " << e + 1 << " " << k;
+  EXPECT_EQ(ma["test_acc"], mb["test_acc"]);
+  EXPECT_EQ(ma["spec"], mb["spec"]);
+  EXPECT_FALSE(ma.contains("distributed"));
+  EXPECT_EQ(mb["distributed"]["clients"], 1);
+  EXPECT_EQ(mb["distributed"]["versions"], 16);  // 8 batches an epoch, one version each
+  EXPECT_EQ(mb["distributed"]["quarantined"].size(), 0u);
+}
+
+TEST(TrainDistributed, SeveralClientsWithStalenessTrain) {
+  TempDir dir;
+  const auto spec = dir.write("parts.yaml", kPartsSpec);
+  const Result r = run("train -q " + spec.string() +
+                       " --distributed --clients 3 --staleness 1 --out " + dir.path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto m = nlohmann::json::parse(slurp(dir.path / "parts.metrics.json"));
+  EXPECT_EQ(m["distributed"]["clients"], 3);
+  EXPECT_EQ(m["distributed"]["staleness"], 1);
+  EXPECT_EQ(m["distributed"]["tickets"], 16);
+  EXPECT_GT(m["distributed"]["grads_stale"].get<int>(), 0);
+  EXPECT_EQ(m["epochs"].size(), 2u);
+  EXPECT_TRUE(std::filesystem::exists(dir.path / "parts.safetensors"));
+}
+
+TEST(TrainDistributed, SpecWithoutPartsIsRefusedNamingModelParts) {
+  TempDir dir;
+  const auto spec = dir.write("flat.yaml", R"(name: flat
+data: {dataset: synthetic, validation: 64, limit_train: 128}
+model:
+  layers: [{dense: 16, activation: relu}, {dense: 10}]
+train: {epochs: 1, batch_size: 32, seed: 1, optimizer: sgd}
+)");
+  const Result r = run("train " + spec.string() + " --distributed --out " + dir.path.string());
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("model.parts"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("features"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "flat.metrics.json"));
+}
+
+TEST(TrainDistributed, BadFlagsNameTheFlag) {
+  TempDir dir;
+  const auto spec = dir.write("parts.yaml", kPartsSpec);
+  const std::string base = "train " + spec.string() + " --out " + dir.path.string() + " ";
+  for (const char* bad :
+       {"--distributed --clients 0", "--distributed --clients 65", "--distributed --clients x",
+        "--clients 2", "--distributed --staleness 17", "--staleness 1"}) {
+    const Result r = run(base + bad);
+    EXPECT_NE(r.code, 0) << bad;
+    const std::string flag =
+        std::string(bad).find("--clients") != std::string::npos ? "--clients" : "--staleness";
+    EXPECT_NE(r.err.find(flag), std::string::npos) << bad << ": " << r.err;
+  }
+  const Result threads = run(base + "--distributed --threads 2");
+  EXPECT_EQ(threads.code, 2);
+  EXPECT_NE(threads.err.find("--threads"), std::string::npos) << threads.err;
+}
+
+}  // namespace train_distributed_test
+}  // namespace dnnlab::cli_test

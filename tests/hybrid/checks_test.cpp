@@ -1,0 +1,85 @@
+// The tensor checks: shape, finiteness, norms against the step and history.
+#include "hybrid/checks.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "nn/errors.hpp"
+
+namespace dnnlab::hybrid {
+namespace checks_test {
+
+TEST(HybridChecks, ShapeAndFiniteness) {
+  nn::Tensor t(nn::Shape{2, 2});
+  EXPECT_EQ(shape_problem(t.view(), nn::Shape{2, 2}), "");
+  EXPECT_NE(shape_problem(t.view(), nn::Shape{4}).find("[2,2]"), std::string::npos);
+  EXPECT_EQ(finite_problem(t.view()), "");
+  t[3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_NE(finite_problem(t.view()).find("value 3"), std::string::npos);
+  t[3] = std::numeric_limits<float>::infinity();
+  EXPECT_NE(finite_problem(t.view()), "");
+}
+
+TEST(HybridChecks, NormAgainstTheStepMedian) {
+  const CheckLimits lim;
+  const NormHistory none;
+  const std::vector<double> step{1.0, 1.3, 0.8, 130.0};
+  EXPECT_EQ(norm_problem(0, step, none, lim), "");
+  EXPECT_EQ(norm_problem(2, step, none, lim), "");
+  EXPECT_NE(norm_problem(3, step, none, lim).find("median"), std::string::npos);
+  const std::vector<double> with_zero{1.0, 1.1, 0.9, 0.0};
+  EXPECT_NE(norm_problem(3, with_zero, none, lim), "");  // too small as well
+}
+
+TEST(HybridChecks, HistoryCondemnsOnlyWhenAnotherStaysWithinIt) {
+  const CheckLimits lim;
+  const NormHistory none;
+  // Two contributions: no majority in the step, so only the history.
+  const std::vector<double> pair{1.0, 100.0};
+  EXPECT_EQ(norm_problem(1, pair, none, lim), "");
+  NormHistory h;
+  for (int i = 0; i < lim.history_min; ++i) h.add(1.0 + 0.01 * i, lim.history_size);
+  EXPECT_NE(norm_problem(1, pair, h, lim).find("recent"), std::string::npos);
+  EXPECT_EQ(norm_problem(0, pair, h, lim), "");
+  const std::vector<double> drift{1.0, 5.0};
+  EXPECT_EQ(norm_problem(1, drift, h, lim), "");  // within x20
+  // Both far above the history: the model moved, not one client.
+  const std::vector<double> both{90.0, 110.0};
+  EXPECT_EQ(norm_problem(0, both, h, lim), "");
+  EXPECT_EQ(norm_problem(1, both, h, lim), "");
+  const std::vector<double> alone{100.0};
+  EXPECT_EQ(norm_problem(0, alone, h, lim), "");
+}
+
+TEST(HybridChecks, HistoryKeepsTheLastN) {
+  NormHistory h;
+  EXPECT_EQ(h.median(1), 0);
+  for (int i = 1; i <= 10; ++i) h.add(i, 3);  // keeps 8, 9, 10
+  EXPECT_EQ(h.median(3), 9);
+  EXPECT_EQ(h.median(4), 0);
+}
+
+TEST(HybridChecks, ScreenStepSeparatesLiesFromDivergence) {
+  const CheckLimits lim;
+  NormHistory h;
+  const std::vector<std::string> one_nan{"", "value 0 is nan", "", ""};
+  const std::vector<double> norms{1.0, 0.0, 1.2, 90.0};
+  const std::vector<std::string> why = screen_step(one_nan, norms, h, lim, "activations");
+  EXPECT_EQ(why[0], "");
+  EXPECT_EQ(why[1], "value 0 is nan");
+  EXPECT_EQ(why[2], "");
+  EXPECT_NE(why[3].find("median"), std::string::npos);  // 3 finite: a majority
+  EXPECT_EQ(h.median(2), 1.1);                          // the two that passed
+  const std::vector<std::string> all_nan{"value 3 is inf", "value 0 is nan"};
+  try {
+    screen_step(all_nan, norms, h, lim, "the features' activations");
+    FAIL() << "no NumericError";
+  } catch (const NumericError& e) {
+    EXPECT_NE(std::string(e.what()).find("diverged"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace checks_test
+}  // namespace dnnlab::hybrid

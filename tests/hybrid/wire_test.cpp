@@ -1,0 +1,116 @@
+// The frame codec: round trips, and strict decoding that names the offset.
+#include "hybrid/wire.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace dnnlab::hybrid {
+namespace wire_test {
+
+Frame sample_frame() {
+  Frame f{FrameKind::kWeightGrads, 7, 42, {}, {}};
+  f.tensors.emplace_back(nn::Shape{2, 3});
+  f.tensors.emplace_back(nn::Shape{4});
+  for (int i = 0; i < 6; ++i) f.tensors[0][i] = 0.5f * i - 1;
+  for (int i = 0; i < 4; ++i) f.tensors[1][i] = -3.25f * i;
+  return f;
+}
+
+size_t error_offset(const Bytes& b, std::string* message = nullptr) {
+  try {
+    decode(b);
+  } catch (const FrameError& e) {
+    if (message) *message = e.what();
+    return e.offset();
+  }
+  ADD_FAILURE() << "decoded without an error";
+  return ~size_t{0};
+}
+
+TEST(HybridWire, RoundTripKeepsEveryField) {
+  const Frame f = sample_frame();
+  const Bytes b = encode(f);
+  EXPECT_EQ(b.size(), kFrameHeaderBytes + (4 + 8 + 24) + (4 + 4 + 16));
+  const Frame g = decode(b);
+  EXPECT_EQ(g.kind, f.kind);
+  EXPECT_EQ(g.version, 7u);
+  EXPECT_EQ(g.ticket, 42u);
+  ASSERT_EQ(g.tensors.size(), 2u);
+  EXPECT_EQ(g.tensors[0].shape(), (nn::Shape{2, 3}));
+  EXPECT_EQ(g.tensors[1].shape(), (nn::Shape{4}));
+  EXPECT_EQ(std::memcmp(g.tensors[0].data(), f.tensors[0].data(), 24), 0);
+  EXPECT_EQ(std::memcmp(g.tensors[1].data(), f.tensors[1].data(), 16), 0);
+  std::vector<nn::TensorView> views{f.tensors[0].view(), f.tensors[1].view()};
+  EXPECT_EQ(encode_views(f.kind, 7, 42, views), b);
+}
+
+TEST(HybridWire, TicketCarriesIndices) {
+  Frame t{FrameKind::kTicket, 3, 9, {5, 0, 4000000000u}, {}};
+  const Frame g = decode(encode(t));
+  EXPECT_EQ(g.indices, t.indices);
+  EXPECT_TRUE(g.tensors.empty());
+}
+
+TEST(HybridWire, EveryTruncationIsAnErrorWithinTheFrame) {
+  const Bytes b = encode(sample_frame());
+  for (size_t n = 0; n < b.size(); ++n) {
+    const Bytes cut(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n));
+    EXPECT_LE(error_offset(cut), n) << "prefix of " << n;
+  }
+}
+
+TEST(HybridWire, ErrorsNameTheOffset) {
+  const Bytes good = encode(sample_frame());
+  auto with = [&](size_t at, uint8_t v) {
+    Bytes b = good;
+    b[at] = v;
+    return b;
+  };
+  std::string msg;
+  EXPECT_EQ(error_offset(with(0, 'X'), &msg), 0u);
+  EXPECT_NE(msg.find("magic"), std::string::npos) << msg;
+  EXPECT_EQ(error_offset(with(4, 2)), 4u);        // format version
+  EXPECT_EQ(error_offset(with(5, 0)), 5u);        // kind
+  EXPECT_EQ(error_offset(with(5, 99)), 5u);       // kind
+  EXPECT_EQ(error_offset(with(6, 1), &msg), 6u);  // dtype: float32 only
+  EXPECT_NE(msg.find("float32"), std::string::npos) << msg;
+  EXPECT_EQ(error_offset(with(7, 1)), 7u);    // reserved
+  EXPECT_EQ(error_offset(with(24, 1)), 24u);  // weight gradients carry no indices
+  EXPECT_EQ(error_offset(with(28, 0)), 28u);  // ... and at least one tensor
+  EXPECT_EQ(error_offset(with(32, 9)), 32u);  // rank 9
+  EXPECT_EQ(error_offset(with(36, 0)), 36u);  // a dimension of 0
+  Bytes trailing = good;
+  trailing.push_back(0);
+  EXPECT_EQ(error_offset(trailing, &msg), good.size());
+  EXPECT_NE(msg.find("after the last tensor"), std::string::npos) << msg;
+  // Activations: exactly one tensor.
+  Frame two{FrameKind::kActivations, 1, 1, {}, {}};
+  two.tensors.emplace_back(nn::Shape{1});
+  two.tensors.emplace_back(nn::Shape{1});
+  EXPECT_EQ(error_offset(encode(two)), 28u);
+  // Ticket 0 is never issued.
+  Frame zero{FrameKind::kActivations, 1, 0, {}, {}};
+  zero.tensors.emplace_back(nn::Shape{1});
+  EXPECT_EQ(error_offset(encode(zero)), 16u);
+}
+
+TEST(HybridWire, HugeDimensionsFailBeforeAllocating) {
+  Frame f{FrameKind::kActivations, 1, 1, {}, {}};
+  f.tensors.emplace_back(nn::Shape{1});
+  Bytes b = encode(f);
+  // rank 1 with a dimension of 2^31: the values are not there.
+  const uint32_t big = 1u << 31;
+  std::memcpy(b.data() + 36, &big, 4);
+  std::string msg;
+  EXPECT_EQ(error_offset(b, &msg), 36u);
+  EXPECT_NE(msg.find("values"), std::string::npos) << msg;
+  // Within the bound but truncated: named at the values.
+  const uint32_t many = 1000;
+  std::memcpy(b.data() + 36, &many, 4);
+  EXPECT_EQ(error_offset(b, &msg), 40u);
+  EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+}
+
+}  // namespace wire_test
+}  // namespace dnnlab::hybrid
