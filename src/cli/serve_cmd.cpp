@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/sweep_cmds.hpp"
 #include "db/backend_url.hpp"
 #include "server/server.hpp"
 
@@ -113,10 +114,15 @@ Command add_serve(CLI::App& app) {
   c->add_option("--listen", o->server.listen,
                 "HOST:PORT to listen on; 127.0.0.1 unless told otherwise (0.0.0.0 for all)")
       ->capture_default_str();
-  c->add_option("--store", o->server.store_url, "Result store URL (sqlite:PATH, postgres://...)")
+  c->add_option("--store", o->server.store_url,
+                "Result store URL (sqlite:PATH, postgres://...); or from $DNNLAB_STORE_URL, which "
+                "keeps a password off the command line")
+      ->envname(kStoreUrlEnv)
       ->capture_default_str();
   c->add_option("--broker", o->server.broker_url,
-                "Task queue URL (sqlite:PATH, amqp[s]://...); default: the store URL");
+                "Task queue URL (sqlite:PATH, amqp[s]://...); default: the store URL; or from "
+                "$DNNLAB_BROKER_URL")
+      ->envname(kBrokerUrlEnv);
   c->add_option("--web", o->server.web_root,
                 "Dashboard files (default: share/dnnlab/web beside the installed binary, or the "
                 "build's web/dist)");

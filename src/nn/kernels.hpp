@@ -136,6 +136,9 @@ struct Kernels {
   // dx = the input gradient (overwritten), from dy and the forward's argmax.
   void (*pool2d_backward)(Pool kind, const PoolShape& s, const float* dy, const int32_t* argmax,
                           float* dx);
+  // The packing buffer sgemm keeps per thread (its block sizes), in floats:
+  // memory a training process holds whatever its model (Model::estimate_memory).
+  size_t gemm_scratch_floats;
 };
 
 // The best table this CPU supports (or the one named by select_kernels()).

@@ -417,6 +417,9 @@ MemoryEstimate Model::estimate_memory(const ModelSpec& spec, const Shape& input,
     }
     nodes.push_back(f);
   }
+  NodeFootprint packing;  // the kernels' GEMM packing buffer
+  packing.scratch_fixed = static_cast<int64_t>(kernels().gemm_scratch_floats);
+  nodes.push_back(packing);
   return nn::estimate_memory(nodes, impl->input.numel(), train.batch_size, train.optimizer);
 }
 

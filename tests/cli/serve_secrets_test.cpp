@@ -51,6 +51,36 @@ TEST(ServeSecrets, FailedStartsPrintNoPassword) {
   }
 }
 
+// `serve` takes its URLs from the environment too (what dnnlab.service does),
+// so that a password is not on its command line, which `ps` shows to everyone.
+TEST(ServeSecrets, UrlsComeFromTheEnvironment) {
+  TempDir dir;
+  const std::string q = "sqlite:" + (dir.path / "env-queue.db").string();
+  Result r = run("serve --listen 127.0.0.1:0",
+                 "DNNLAB_STORE_URL='postgres://alice:pw-env-4@127.0.0.1:1/from-env' "
+                 "DNNLAB_BROKER_URL=" +
+                     q);
+  EXPECT_NE(r.code, 0) << r.out << r.err;
+  // It tried the store it was given: the error names it, without the password.
+  EXPECT_NE((r.out + r.err).find("from-env"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ((r.out + r.err).find("pw-env-4"), std::string::npos) << r.out << r.err;
+  // A flag still wins over the environment.
+  const std::string store = "sqlite:" + (dir.path / "flag.db").string();
+  setenv("DNNLAB_STORE_URL", "postgres://alice@127.0.0.1:1/not-this-one", 1);
+  const pid_t pid = spawn(dir.path, {"serve", "--listen", "127.0.0.1:0", "--store", store});
+  unsetenv("DNNLAB_STORE_URL");
+  bool served = false;
+  for (int i = 0; i < 200 && !served; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    served = slurp(dir.path / "out.txt").find("dnnlab serving") != std::string::npos;
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(served) << slurp(dir.path / "log.txt");
+  EXPECT_TRUE(std::filesystem::exists(dir.path / "flag.db"));
+}
+
 // The store and broker URLs (which may hold passwords) reach a worker slot
 // through its environment, readable by its user only, not its command line,
 // which `ps` shows to everyone.

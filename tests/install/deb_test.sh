@@ -59,6 +59,11 @@ for f in /usr/share/dnnlab/web/index.html /usr/share/man/man1/dnnlab-serve.1.gz 
 done
 grep -q '^ExecStart=/usr/bin/dnnlab serve ' /lib/systemd/system/dnnlab.service ||
   fail "dnnlab.service does not start /usr/bin/dnnlab"
+# The URLs (and their passwords) stay off the command line, in a file only root reads.
+! grep -q -- '--store' /lib/systemd/system/dnnlab.service "/lib/systemd/system/dnnlab-worker@.service" ||
+  fail "a unit passes the store URL on the command line"
+[[ $(stat -c '%a %U' /etc/dnnlab/dnnlab.env) == "600 root" ]] ||
+  fail "/etc/dnnlab/dnnlab.env is $(stat -c '%a %U' /etc/dnnlab/dnnlab.env), not 600 root"
 grep -q '^EnvironmentFile=-/etc/dnnlab/dnnlab.env$' "/lib/systemd/system/dnnlab-worker@.service" ||
   fail "dnnlab-worker@.service does not read /etc/dnnlab/dnnlab.env"
 # systemd's own check of the units (where systemd is installed; it needs no

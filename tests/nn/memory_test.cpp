@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "nn/kernels.hpp"
 #include "nn/model.hpp"
 #include "nn/optim.hpp"
 
@@ -64,15 +65,17 @@ TEST(MemoryEstimate, CountsEachPartOfAKnownGraph) {
   EXPECT_EQ(e.weights, 4 * params);
   EXPECT_EQ(e.gradients, 4 * params);
   EXPECT_EQ(e.optimizer, 4 * 2 * params);
-  // Input, each node's output and gradient, and the dense layers' W^T.
+  // Input, each node's output and gradient, the dense layers' W^T and the
+  // kernels' GEMM packing buffer.
+  const int64_t packing = static_cast<int64_t>(kernels().gemm_scratch_floats);
   EXPECT_EQ(e.activations,
-            4 * (512 * (784 + 2 * 100 + 2 * 10) + (784 * 100 + 100) + (100 * 10 + 10)));
+            4 * (512 * (784 + 2 * 100 + 2 * 10) + (784 * 100 + 100) + (100 * 10 + 10) + packing));
   EXPECT_EQ(e.total(), e.weights + e.gradients + e.optimizer + e.activations);
   t.optimizer.type = "sgd";
   EXPECT_EQ(Model::estimate_memory(m, Shape{784}, t).optimizer, 4 * params);
   t.batch_size = 1024;
   EXPECT_EQ(Model::estimate_memory(m, Shape{784}, t).activations,
-            4 * (1024 * (784 + 2 * 100 + 2 * 10) + (784 * 100 + 100) + (100 * 10 + 10)));
+            4 * (1024 * (784 + 2 * 100 + 2 * 10) + (784 * 100 + 100) + (100 * 10 + 10) + packing));
 }
 
 TEST(MemoryEstimate, SaturatesInsteadOfOverflowing) {
@@ -108,7 +111,8 @@ void expect_close_to_real(const ModelSpec& spec, const Shape& input, int batch) 
     const double ratio = static_cast<double>(e.total()) / static_cast<double>(real);
     std::printf("estimate %lld B, allocated %lld B: %.2fx\n", static_cast<long long>(e.total()),
                 static_cast<long long>(real), ratio);
-    // An upper bound, not wildly above (measured 1.05x to 1.07x).
+    // An upper bound, not wildly above (measured 1.05x to 1.07x with AVX-512;
+    // 0.88x with AVX2 before the GEMM packing buffer was counted, 1.0x-1.3x after).
     EXPECT_GE(ratio, 0.9) << "estimate " << e.describe(batch) << ", real " << real;
     EXPECT_LE(ratio, 2.0) << "estimate " << e.describe(batch) << ", real " << real;
   }

@@ -357,7 +357,8 @@ const Kernels kScalarKernels = {"scalar",
                                 ref_conv2d_backward_data,
                                 ref_conv2d_backward_filter,
                                 ref_pool2d_forward,
-                                ref_pool2d_backward};
+                                ref_pool2d_backward,
+                                0};  // the reference kernels pack nothing
 
 }  // namespace kernels_detail
 
