@@ -370,6 +370,33 @@ std::string unmask(std::string s, const std::string& text) {
   return s;
 }
 
+// `model: ${family}` over `template.models`: the parameter lists the
+// variants' names, and every variant is some trial's model.
+void check_variants(const ModelVariants& mv, const SearchSpec& s) {
+  const ParamSpec* p = s.find(mv.selector);
+  std::string names;
+  for (const std::string& n : mv.names) names += (names.empty() ? "" : ", ") + n;
+  const std::string field = "search.parameters." + mv.selector;
+  if (p->kind != ParamKind::kChoice)
+    throw SpecError(p->where, field,
+                    "'" + mv.selector +
+                        "' chooses the model (template.model): give it a choice list of "
+                        "template.models' names (" +
+                        names + ")");
+  for (const nlohmann::json& c : p->choices)
+    if (!c.is_string() ||
+        std::find(mv.names.begin(), mv.names.end(), c.get<std::string>()) == mv.names.end())
+      throw SpecError(p->where, field,
+                      "'" + (c.is_string() ? c.get<std::string>() : c.dump()) +
+                          "' names no model in template.models (" + names + ")");
+  for (size_t i = 0; i < mv.names.size(); ++i)
+    if (std::find(p->choices.begin(), p->choices.end(), nlohmann::json(mv.names[i])) ==
+        p->choices.end())
+      throw SpecError(
+          mv.name_where[i], "template.models." + mv.names[i],
+          "model '" + mv.names[i] + "' is never trained: " + field + " does not list it");
+}
+
 }  // namespace
 
 SweepSpec parse_sweep(const std::string& text, const std::string& file) try {
@@ -438,6 +465,7 @@ SweepSpec parse_sweep(const std::string& text, const std::string& file) try {
         throw SpecError(
             p.where, "search.parameters." + p.name,
             "parameter '" + p.name + "' is never used: the template has no ${" + p.name + "}");
+    if (const ModelVariants* mv = tmpl->variants()) check_variants(*mv, s);
     sweep.template_ = std::move(tmpl);
 
     // Every run-spec check, for every choice of the model's parameters.
