@@ -204,7 +204,6 @@ void RunTemplate::find_variants(const YAML::Node& node, const std::string& file)
              "expected a model spec (a map with layers), got " +
                  spec::detail::describe_node(it->second));
     v.names.push_back(name);
-    v.name_where.push_back(r.where(it->first));
     starts.push_back(pos(it->first));
   }
   // `model: ${param}` is replaced by the chosen variant, never substituted.

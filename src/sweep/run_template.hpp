@@ -34,10 +34,9 @@ struct Placeholder {
 // other variant (and the chosen one's key) is blanked, so the run-spec
 // parser's locations still point into the sweep file.
 struct ModelVariants {
-  std::string selector;                  // the parameter whose value names the variant
-  SpecLocation where;                    // of the `models` key
-  std::vector<std::string> names;        // in file order
-  std::vector<SpecLocation> name_where;  // of each variant's key
+  std::string selector;            // the parameter whose value names the variant
+  SpecLocation where;              // of the `models` key
+  std::vector<std::string> names;  // in file order
   struct Span {
     size_t begin, end;  // [begin, end) of the masked text, blanked
   };

@@ -130,8 +130,6 @@ TEST(ModelVariants, MisuseIsALocatedError) {
       {"  model: ${family}\n", "", "models:", "need 'model: ${param}'"},
       {"family: [plain, residual, normalised]", "family: [plain, residual, normalised, wide]",
        "family: [", "'wide' names no model in template.models (plain, residual, normalised)"},
-      {"family: [plain, residual, normalised]", "family: [plain, residual]", "normalised: {",
-       "model 'normalised' is never trained"},
       {"family: [plain, residual, normalised]", "family: {int: [1, 3], step: 1}", "family: {",
        "give it a choice list"},
       {"  models:\n    plain:",
@@ -143,6 +141,18 @@ TEST(ModelVariants, MisuseIsALocatedError) {
     EXPECT_NE(e.find(where(text, c.at)), std::string::npos) << c.to << "\n" << e;
     EXPECT_NE(e.find(c.says), std::string::npos) << c.to << "\n" << e;
   }
+}
+
+TEST(ModelVariants, AStudyNarrowedToOneFamilyTrainsOnlyIt) {
+  const SweepSpec s = parse_sweep(
+      replace(kFamilies, "family: [plain, residual, normalised]", "family: [residual]"), "f.yaml");
+  auto sampler = make_sampler(s.search);
+  int n = 0;
+  while (auto t = sampler->next()) {
+    ++n;
+    EXPECT_EQ(layers_of_type(s.materialize(*t), "add"), t->params.at("depth").get<size_t>());
+  }
+  EXPECT_EQ(n, 4);
 }
 
 TEST(ModelVariants, AValueNamingNoVariantIsRefusedAtMaterialisation) {
