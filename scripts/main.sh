@@ -2,10 +2,11 @@
 # The main job: build dnnlab and its dashboard, then run the depth study on
 # this machine with the live dashboard - plain, residual and normalised MLPs
 # x relu/tanh/sigmoid x depths 1..700 on Fashion-MNIST
-# (examples/depth-sweep.yaml, ~2,070 CPU-s) and on the digits table
-# (examples/depth-sweep-digits.yaml, ~430 CPU-s): about 21 minutes on 2 idle
-# cores, an estimate from timed trials (the YAML headers). Each prints its
-# best trials per depth, then `dnnlab report` writes its report.
+# (examples/depth-sweep.yaml, ~2,000 CPU-s) and on the digits table
+# (examples/depth-sweep-digits.yaml, ~430 CPU-s), +10% for the pipeline:
+# about 23 minutes on 2 idle cores, an estimate from timed trials (the YAML
+# headers), not a measured run. Each prints its best trials per depth, then
+# `dnnlab report` writes its report.
 #
 #   scripts/main.sh            # the study; run again when it has finished: its
 #                              # results and report, nothing trained again
