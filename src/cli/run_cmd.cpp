@@ -1,7 +1,8 @@
 // `dnnlab run SWEEP`: the embedded deployment. One process coordinates the
 // sweep over an SQLite queue and store; N local worker processes (`dnnlab
 // worker`) train the trials. Running the same command again, or --resume,
-// continues an interrupted experiment.
+// continues an interrupted experiment; once it has finished, running it
+// again shows its results (--new trains it again).
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -189,6 +190,19 @@ std::string progress_line(const experiment::Progress& p, double elapsed,
   return s;
 }
 
+// The end of a sweep: the best trials, the failures by reason, the exit status.
+int print_outcome(store::ResultStore& st, int64_t exp, const sweep::SweepSpec& sw) {
+  print_best_table(st, exp, sw.search.metric, sw.search.maximize(), 10);
+  const store::TrialCounts counts = st.trial_counts(exp);
+  if (counts.failed > 0) {
+    std::cerr << counts.failed << " of " << counts.total() << " trials failed:\n"
+              << failure_summary(st, exp) << "(`dnnlab results " << exp
+              << " --csv --top 0` shows each trial's error)\n";
+    return kExitTrialsFailed;
+  }
+  return 0;
+}
+
 int run_sweep(RunOptions o) {
   if (o.broker_url.empty()) o.broker_url = o.store_url;
   if (o.workers <= 0)
@@ -202,7 +216,17 @@ int run_sweep(RunOptions o) {
   } else {
     exp = experiment::Coordinator::submit(
         *b.store, *b.queue, read_file(o.sweep_path), o.sweep_path,
-        o.fresh ? experiment::SubmitMode::kNew : experiment::SubmitMode::kResumeIfSame);
+        o.fresh ? experiment::SubmitMode::kNew : experiment::SubmitMode::kReuseIfSame);
+    // The same sweep ran to its end before: its results, not a second study.
+    const auto e = b.store->experiment(exp);
+    if (e && (e->status == store::ExperimentStatus::finished ||
+              e->status == store::ExperimentStatus::failed)) {
+      const sweep::SweepSpec sw = sweep::parse_sweep(e->spec_text, e->spec_path);
+      std::cerr << "experiment " << exp << " (" << sw.name << ") ran this sweep to its end ("
+                << store::to_string(e->status) << "): its results below; `dnnlab run --new "
+                << o.sweep_path << "` trains it again as a new experiment\n";
+      return print_outcome(*b.store, exp, sw);
+    }
   }
   experiment::Coordinator coord(*b.store, *b.queue, exp);
   const auto& sw = coord.sweep();
@@ -281,15 +305,7 @@ int run_sweep(RunOptions o) {
     std::cerr << "`dnnlab run --resume " << exp << "`\n";
     return 130;
   }
-  print_best_table(*b.store, exp, sw.search.metric, sw.search.maximize(), 10);
-  const store::TrialCounts counts = b.store->trial_counts(exp);
-  if (counts.failed > 0) {
-    std::cerr << counts.failed << " of " << counts.total() << " trials failed:\n"
-              << failure_summary(*b.store, exp) << "(`dnnlab results " << exp
-              << " --csv --top 0` shows each trial's error)\n";
-    return kExitTrialsFailed;
-  }
-  return 0;
+  return print_outcome(*b.store, exp, sw);
 }
 
 }  // namespace
@@ -309,7 +325,8 @@ Command add_run(CLI::App& app) {
   c->add_option("--resume", o->resume,
                 "Continue experiment ID (or name) instead of reading a sweep file");
   c->add_flag("--new", o->fresh,
-              "Start a new experiment even if an unfinished one has the same sweep");
+              "Start a new experiment even if one with the same sweep exists (by default an "
+              "unfinished one is resumed and a finished one's results are shown)");
   c->add_option("--lease", o->lease, "Seconds a worker holds a trial between heartbeats")
       ->check(number_in(1, 3600));
   c->add_flag("-q,--quiet", o->quiet, "No progress line");

@@ -25,9 +25,12 @@ bool ended(store::TrialStatus s) {
 int64_t Coordinator::submit(store::ResultStore& store, queue::TaskQueue&, const std::string& text,
                             const std::string& path, SubmitMode mode) {
   sweep::SweepSpec sweep = sweep::parse_sweep(text, path);  // throws before anything is written
-  if (mode == SubmitMode::kResumeIfSame) {
+  if (mode != SubmitMode::kNew) {
     auto old = store.find_experiment(sweep.name, store::spec_hash(text));
     if (old && old->status == store::ExperimentStatus::running) return old->id;
+    if (old && mode == SubmitMode::kReuseIfSame &&
+        old->status != store::ExperimentStatus::cancelled)
+      return old->id;
   }
   return create(store, sweep, text, path);
 }

@@ -47,13 +47,21 @@ struct Progress {
   std::string coordinator;
 };
 
-enum class SubmitMode { kNew, kResumeIfSame };
+// What submit() does when the store already holds an experiment with the
+// same name and spec text.
+enum class SubmitMode {
+  kNew,           // creates another experiment all the same
+  kResumeIfSame,  // returns it if it is still running, else creates another
+  kReuseIfSame,   // returns it unless it was cancelled: running, it is resumed;
+                  // finished or failed, the caller shows its results (`dnnlab run`)
+};
 
 class Coordinator {
  public:
   // Validates the sweep text (SpecError, nothing written, when it is bad) and
-  // creates the experiment; with kResumeIfSame returns the newest unfinished
-  // experiment with the same name and spec text instead, if there is one.
+  // creates the experiment; with kResumeIfSame (kReuseIfSame) returns the
+  // newest experiment with the same name and spec text instead when it is
+  // unfinished (not cancelled), if there is one.
   static int64_t submit(store::ResultStore& store, queue::TaskQueue& queue,
                         const std::string& sweep_text, const std::string& path,
                         SubmitMode mode = SubmitMode::kResumeIfSame);

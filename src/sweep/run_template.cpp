@@ -150,6 +150,106 @@ RunTemplate::RunTemplate(const std::string& text, const std::vector<size_t>& mas
   scan(scan, node, "template");
   std::sort(placeholders_.begin(), placeholders_.end(),
             [](const Placeholder& a, const Placeholder& b) { return a.offset < b.offset; });
+  find_variants(node, file);
+}
+
+void RunTemplate::find_variants(const YAML::Node& node, const std::string& file) {
+  spec::detail::YamlReader r(file);
+  std::optional<YAML::Node> models_key, models, model_key;
+  size_t region_end = text_.size();
+  for (auto it = node.begin(); it != node.end(); ++it)
+    if (it->first.Scalar() == "models") {
+      models_key = it->first;
+      models = it->second;
+    } else if (it->first.Scalar() == "model") {
+      model_key = it->first;
+    }
+  if (!models) return;
+  const auto pos = [](const YAML::Node& n) {
+    return static_cast<size_t>(std::max(0, n.Mark().pos));
+  };
+  for (auto it = node.begin(); it != node.end(); ++it)
+    if (pos(it->first) > pos(*models_key)) region_end = std::min(region_end, pos(it->first));
+
+  const Placeholder* selector = nullptr;
+  for (const Placeholder& p : placeholders_)
+    if (p.field == "template.model" && p.whole_scalar) selector = &p;
+  if (!model_key || !selector)
+    r.fail(*models_key, "template.models",
+           "model variants need 'model: ${param}' in the template: the parameter whose value "
+           "names the variant each trial trains (docs/sweep.md, \"Model variants\")");
+  if (!models->IsMap() || models->size() == 0)
+    r.fail(*models, "template.models",
+           "expected a map of model variants (name: model spec), got " +
+               spec::detail::describe_node(*models));
+  if (models->Style() == YAML::EmitterStyle::Flow)
+    r.fail(*models, "template.models",
+           "write the model variants as a block map, one 'name:' per line");
+  const size_t at = pos(*models_key);
+  if (text_.compare(at, 7, "models:") != 0)
+    r.fail(*models_key, "template.models", "write the key as plain 'models:'");
+
+  ModelVariants v;
+  v.selector = selector->name;
+  v.where = r.where(*models_key);
+  v.rename_at = at;
+  std::vector<size_t> starts;
+  for (auto it = models->begin(); it != models->end(); ++it) {
+    const std::string name = it->first.Scalar();
+    if (!valid_name(name))
+      r.fail(it->first, "template.models." + name,
+             "a model variant's name is letters, digits and '_'");
+    if (!it->second.IsMap())
+      r.fail(it->second, "template.models." + name,
+             "expected a model spec (a map with layers), got " +
+                 spec::detail::describe_node(it->second));
+    v.names.push_back(name);
+    starts.push_back(pos(it->first));
+  }
+  // `model: ${param}` is replaced by the chosen variant, never substituted.
+  const ModelVariants::Span model_entry{pos(*model_key), selector->offset + selector->length};
+  for (size_t i = 0; i < starts.size(); ++i) {
+    std::vector<ModelVariants::Span> spans{model_entry};
+    for (size_t j = 0; j < starts.size(); ++j) {
+      if (j == i) {  // the key only: its spec stays, indented under `model`
+        size_t colon = text_.find(':', starts[j] + v.names[j].size());
+        spans.push_back({starts[j], colon + 1});
+      } else {
+        spans.push_back({starts[j], j + 1 < starts.size() ? starts[j + 1] : region_end});
+      }
+    }
+    v.blanked.push_back(std::move(spans));
+  }
+  variants_ = std::move(v);
+}
+
+std::string RunTemplate::selected_text(const nlohmann::json& params, int* variant) const {
+  *variant = -1;
+  if (!variants_) return text_;
+  const ModelVariants& v = *variants_;
+  const Placeholder* selector = nullptr;
+  for (const Placeholder& p : placeholders_)
+    if (p.name == v.selector && p.field == "template.model") selector = &p;
+  auto it = params.find(v.selector);
+  if (it == params.end())
+    throw SpecError(selector->where, selector->field,
+                    "no value for placeholder ${" + v.selector + "}");
+  const std::string name = it->is_string() ? it->get<std::string>() : it->dump();
+  auto found = std::find(v.names.begin(), v.names.end(), name);
+  if (!it->is_string() || found == v.names.end()) {
+    std::string names;
+    for (const std::string& n : v.names) names += (names.empty() ? "" : ", ") + n;
+    throw SpecError(
+        selector->where, selector->field,
+        "${" + v.selector + "} = '" + name + "' names no model in template.models (" + names + ")");
+  }
+  *variant = static_cast<int>(found - v.names.begin());
+  std::string text = text_;
+  for (const ModelVariants::Span& s : v.blanked[*variant])
+    for (size_t i = s.begin; i < s.end && i < text.size(); ++i)
+      if (text[i] != '\n' && text[i] != '\r') text[i] = ' ';
+  text.replace(v.rename_at, 7, "model :");
+  return text;
 }
 
 bool RunTemplate::uses(const std::string& name) const {
@@ -162,24 +262,34 @@ std::string RunTemplate::substitute(const nlohmann::json& params) const {
 }
 
 std::string RunTemplate::substitute(const nlohmann::json& params, std::vector<Edit>* edits) const {
+  int variant = -1;
+  const std::string text = selected_text(params, &variant);
+  auto blanked = [&](const Placeholder& p) {
+    if (variant < 0) return false;
+    const auto& spans = variants_->blanked[variant];
+    return std::any_of(spans.begin(), spans.end(), [&](const ModelVariants::Span& s) {
+      return p.offset >= s.begin && p.offset < s.end;
+    });
+  };
   std::string out;
-  out.reserve(text_.size() + 64);
+  out.reserve(text.size() + 64);
   size_t copied = 0;
   for (const Placeholder& p : placeholders_) {
+    if (blanked(p)) continue;  // in a variant this run does not train
     auto it = params.find(p.name);
     if (it == params.end())
       throw SpecError(p.where, p.field, "no value for placeholder ${" + p.name + "}");
     std::string v = value_text(*it, p.quote, p.whole_scalar);
     if (v.find_first_of("\r\n") != std::string::npos)
       throw SpecError(p.where, p.field, "the value of ${" + p.name + "} spans lines");
-    out.append(text_, copied, p.offset - copied);
+    out.append(text, copied, p.offset - copied);
     out += v;
     copied = p.offset + p.length;
     if (edits)
       edits->push_back(
           {p.where.line, p.where.column, static_cast<int>(p.length), static_cast<int>(v.size())});
   }
-  out.append(text_, copied, std::string::npos);
+  out.append(text, copied, std::string::npos);
   return out;
 }
 
@@ -215,8 +325,15 @@ nn::RunSpec RunTemplate::instantiate(const nlohmann::json& params) const {
         e.where().str() + ": " + (e.field().empty() ? "" : "'" + e.field() + "': ");
     if (message.compare(0, prefix.size(), prefix) == 0) message.erase(0, prefix.size());
     std::string values = describe_params(params);
-    throw SpecError(map_back(e.where(), edits),
-                    e.field().empty() ? "template" : "template." + e.field(),
+    std::string field = e.field();
+    // The run's `model` is the chosen variant: name it as the file does.
+    if (variants_ &&
+        (field == "model" || field.starts_with("model.") || field.starts_with("model["))) {
+      auto it = params.find(variants_->selector);
+      if (it != params.end() && it->is_string())
+        field = "models." + it->get<std::string>() + field.substr(5);
+    }
+    throw SpecError(map_back(e.where(), edits), field.empty() ? "template" : "template." + field,
                     (values.empty() ? "" : "with " + values + ": ") + message);
   }
 }

@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,22 @@ struct Placeholder {
   std::string field;   // dotted path of the scalar, e.g. "template.model.layers[0].dense"
 };
 
+// `template.models` (name -> model spec) with `template.model: ${param}`:
+// each trial trains the model its parameter's value names. The variants are
+// selected on the text, like placeholders: `models` becomes `model` and every
+// other variant (and the chosen one's key) is blanked, so the run-spec
+// parser's locations still point into the sweep file.
+struct ModelVariants {
+  std::string selector;            // the parameter whose value names the variant
+  SpecLocation where;              // of the `models` key
+  std::vector<std::string> names;  // in file order
+  struct Span {
+    size_t begin, end;  // [begin, end) of the masked text, blanked
+  };
+  std::vector<std::vector<Span>> blanked;  // per variant: what its runs do not see
+  size_t rename_at = 0;                    // the `models` key: `models` -> `model `
+};
+
 class RunTemplate {
  public:
   // `root` is the parsed (masked) sweep file and `node` its `template:` value.
@@ -38,6 +55,8 @@ class RunTemplate {
 
   const std::vector<Placeholder>& placeholders() const { return placeholders_; }
   bool uses(const std::string& name) const;
+  // Set when the template has `models:` (see ModelVariants).
+  const ModelVariants* variants() const { return variants_ ? &*variants_ : nullptr; }
 
   // Substitutes `params` (an object: name -> scalar) and parses the result
   // as a run spec. SpecErrors come back with sweep-file locations, the field
@@ -59,6 +78,11 @@ class RunTemplate {
   std::string text_;  // the sweep file with everything outside the template blanked
   std::string file_;
   std::vector<Placeholder> placeholders_;  // in text order
+  std::optional<ModelVariants> variants_;
+  // The text a run with `params` starts from (variants selected); `variant`
+  // gets the chosen one's index, or -1 without variants.
+  std::string selected_text(const nlohmann::json& params, int* variant) const;
+  void find_variants(const YAML::Node& node, const std::string& file);
 };
 
 // `{` and `}` end a plain scalar in YAML's flow style, so `lr: ${lr}` inside

@@ -370,6 +370,28 @@ std::string unmask(std::string s, const std::string& text) {
   return s;
 }
 
+// `model: ${family}` over `template.models`: the parameter lists variants'
+// names. A variant no choice names is allowed (narrowing a study to one
+// family is a one-word edit), and is still checked: not parsed.
+void check_variants(const ModelVariants& mv, const SearchSpec& s) {
+  const ParamSpec* p = s.find(mv.selector);
+  std::string names;
+  for (const std::string& n : mv.names) names += (names.empty() ? "" : ", ") + n;
+  const std::string field = "search.parameters." + mv.selector;
+  if (p->kind != ParamKind::kChoice)
+    throw SpecError(p->where, field,
+                    "'" + mv.selector +
+                        "' chooses the model (template.model): give it a choice list of "
+                        "template.models' names (" +
+                        names + ")");
+  for (const nlohmann::json& c : p->choices)
+    if (!c.is_string() ||
+        std::find(mv.names.begin(), mv.names.end(), c.get<std::string>()) == mv.names.end())
+      throw SpecError(p->where, field,
+                      "'" + (c.is_string() ? c.get<std::string>() : c.dump()) +
+                          "' names no model in template.models (" + names + ")");
+}
+
 }  // namespace
 
 SweepSpec parse_sweep(const std::string& text, const std::string& file) try {
@@ -438,6 +460,7 @@ SweepSpec parse_sweep(const std::string& text, const std::string& file) try {
         throw SpecError(
             p.where, "search.parameters." + p.name,
             "parameter '" + p.name + "' is never used: the template has no ${" + p.name + "}");
+    if (const ModelVariants* mv = tmpl->variants()) check_variants(*mv, s);
     sweep.template_ = std::move(tmpl);
 
     // Every run-spec check, for every choice of the model's parameters.

@@ -76,9 +76,10 @@ TEST(RunCmd, QuickSweepCompletesAndResultsCommandsWork) {
   ASSERT_EQ(s->experiments().size(), 1u);
   expect_each_trial_once(*s, s->experiments()[0].id, 4);
 
-  Result again = run("run -q -w 2 --store " + db + " " + sweep);  // finished: a new experiment
+  Result again = run("run -q -w 2 --store " + db + " " + sweep);  // finished: its results
   EXPECT_EQ(again.code, 0) << again.err;
-  EXPECT_EQ(s->experiments().size(), 2u);
+  EXPECT_EQ(s->experiments().size(), 1u);
+  EXPECT_NE(again.out.find("best trial per depth"), std::string::npos) << again.out;
 
   Result res = run("results quick-sweep --json --store " + db);
   ASSERT_EQ(res.code, 0) << res.err;

@@ -197,6 +197,44 @@ TEST(Coordinator, OneTrialThatFinishedIsEnoughToFinish) {
   EXPECT_EQ(b.store->experiment(exp)->status, store::ExperimentStatus::finished);
 }
 
+// The same sweep submitted again: kReuseIfSame (`dnnlab run`) returns the
+// experiment unless it was cancelled, kResumeIfSame only while it runs,
+// kNew never; a changed sweep text is another experiment.
+TEST(Coordinator, SubmittingTheSameSweepAgainFollowsTheMode) {
+  using experiment::SubmitMode;
+  testing::TempDir dir;
+  const std::string url = dir.url("dnnlab.db");
+  auto b = experiment::open_backends(url, url);
+  const std::string text = sweep_yaml("grid", "", kTenPoints);
+  auto submit = [&](SubmitMode m, const std::string& t) {
+    return experiment::Coordinator::submit(*b.store, *b.queue, t, "c.yaml", m);
+  };
+  const auto exp = submit(SubmitMode::kReuseIfSame, text);
+  EXPECT_EQ(submit(SubmitMode::kReuseIfSame, text), exp);  // running: resumed
+  EXPECT_EQ(submit(SubmitMode::kResumeIfSame, text), exp);
+  {
+    experiment::Coordinator coord(*b.store, *b.queue, exp);
+    coord.tick();
+    EXPECT_EQ(end_queued(b, exp), 10);
+    EXPECT_TRUE(coord.tick().done);
+  }
+  ASSERT_EQ(b.store->experiment(exp)->status, store::ExperimentStatus::finished);
+  EXPECT_EQ(submit(SubmitMode::kReuseIfSame, text), exp);  // finished: shown, not retrained
+  EXPECT_EQ(b.store->experiments().size(), 1u);
+  std::string changed = text;
+  changed.replace(changed.find("epochs: 1"), 9, "epochs: 2");
+  EXPECT_NE(submit(SubmitMode::kReuseIfSame, changed), exp);
+  const auto resumed = submit(SubmitMode::kResumeIfSame, text);  // finished: another
+  EXPECT_NE(resumed, exp);
+  const auto fresh = submit(SubmitMode::kNew, text);
+  EXPECT_NE(fresh, resumed);
+  experiment::Coordinator(*b.store, *b.queue, fresh).cancel();
+  const auto after_cancel = submit(SubmitMode::kReuseIfSame, text);  // cancelled: another
+  EXPECT_NE(after_cancel, fresh);
+  EXPECT_NE(after_cancel, exp);
+  EXPECT_EQ(b.store->experiments().size(), 5u);
+}
+
 // A coordinator killed between storing trials and publishing their tasks:
 // the queue cannot say what it holds, so the next one republishes the
 // queued trials above the store's published mark, and nothing below it.
