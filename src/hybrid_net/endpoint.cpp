@@ -218,8 +218,8 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const size_t limit = id_ < 0 ? kMaxHelloBytes : hub_.opt.max_frame_bytes;
     if (msg_.size() > limit)
-      return fail(std::string(id_ < 0 ? "the hello" : "a frame") + " is over " +
-                      std::to_string(limit) + " bytes (max_frame_bytes)",
+      return fail(id_ < 0 ? "the hello is over " + std::to_string(limit) + " bytes"
+                          : "a frame is over " + std::to_string(limit) + " bytes (max_frame_bytes)",
                   websocket::close_code::too_big);
     if (!ws_.is_message_done()) return read_more();
     const bool text = ws_.got_text();
