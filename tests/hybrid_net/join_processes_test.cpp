@@ -1,7 +1,8 @@
 // `dnnlab train --distributed --listen` with `dnnlab join` client processes
 // over loopback: two clients train like the in-process pair (bit for bit)
 // and the loss falls as in standalone training; one client at s = 0 is
-// standalone training bit for bit; a client killed mid-step costs one reissue.
+// standalone training bit for bit; a client killed mid-step costs one reissue;
+// three clients train with staleness 1.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -90,11 +91,14 @@ struct NetRun {
 // `train --distributed --listen 127.0.0.1:0 --clients N` in `dir`, and N
 // `join` processes (client i with extra flags extra[i]).
 NetRun run_networked(const TempDir& dir, const std::filesystem::path& spec, int n,
-                     const std::vector<std::vector<std::string>>& extra = {}) {
+                     const std::vector<std::vector<std::string>>& extra = {},
+                     const std::vector<std::string>& server_flags = {}) {
   NetRun r;
-  const pid_t server =
-      spawn(dir.path, {"train", "-q", spec.string(), "--distributed", "--listen", "127.0.0.1:0",
-                       "--clients", std::to_string(n), "--client-wait", "60", "--out", "."});
+  std::vector<std::string> args = {"train",         "-q",          spec.string(), "--distributed",
+                                   "--listen",      "127.0.0.1:0", "--clients",   std::to_string(n),
+                                   "--client-wait", "60",          "--out",       "."};
+  args.insert(args.end(), server_flags.begin(), server_flags.end());
+  const pid_t server = spawn(dir.path, args);
   const Join j = read_join_line(dir.path / "log.txt");
   std::vector<std::unique_ptr<TempDir>> client_dirs;
   std::vector<pid_t> pids;
@@ -187,6 +191,19 @@ TEST(JoinProcesses, ClientKilledMidStepCostsOneReissue) {
   EXPECT_EQ(net.metrics["epochs"].size(), 2u);
   // 64 batches, one of them issued twice.
   EXPECT_EQ(net.metrics["distributed"]["tickets"], 65);
+  EXPECT_LT(net.metrics["epochs"][1]["val_loss"].get<double>(), 2.0);
+}
+
+TEST(JoinProcesses, ThreeClientsWithStalenessTrain) {
+  TempDir dir;
+  const auto spec = dir.write("net.yaml", kNetSpec);
+  const NetRun net = run_networked(dir, spec, 3, {}, {"--staleness", "1"});
+  ASSERT_EQ(net.server, 0) << net.log;
+  EXPECT_EQ(net.clients, (std::vector<int>{0, 0, 0})) << net.log;
+  EXPECT_EQ(net.metrics["distributed"]["staleness"], 1);
+  EXPECT_EQ(net.metrics["distributed"]["tickets"], 64);
+  EXPECT_GT(net.metrics["distributed"]["grads_stale"].get<int>(), 0);
+  EXPECT_EQ(net.metrics["distributed"]["grads_dropped"], 0);
   EXPECT_LT(net.metrics["epochs"][1]["val_loss"].get<double>(), 2.0);
 }
 
