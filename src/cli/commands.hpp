@@ -65,6 +65,7 @@ void add_tls_flags(CLI::App* c, server::ServerOptions& o);
 Command add_train(CLI::App& app);
 Command add_run(CLI::App& app);
 Command add_worker(CLI::App& app);
+Command add_join(CLI::App& app);
 Command add_results(CLI::App& app);
 Command add_status(CLI::App& app);
 Command add_export(CLI::App& app);

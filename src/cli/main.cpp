@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(dnnlab::cli::add_train(app));
   add(dnnlab::cli::add_run(app));
   add(dnnlab::cli::add_worker(app));
+  add(dnnlab::cli::add_join(app));
   add(dnnlab::cli::add_results(app));
   add(dnnlab::cli::add_status(app));
   add(dnnlab::cli::add_export(app));

@@ -10,10 +10,11 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#include "cli/hybrid_train.hpp"
 #include "cli/progress.hpp"
 #include "data/dataset.hpp"
 #include "experiment/training_run.hpp"
-#include "hybrid/train_in_process.hpp"
+#include "hybrid/server.hpp"
 #include "nn/kernels.hpp"
 #include "nn/memory.hpp"
 #include "nn/model.hpp"
@@ -37,8 +38,7 @@ struct TrainOptions {
   bool dry_run = false;
   std::string max_memory;  // "": the machine's memory
   bool distributed = false;
-  int clients = 1;
-  int staleness = 0;
+  DistributedFlags hybrid;  // --clients, --staleness, --listen, --client-wait
 };
 
 void write_file(const std::filesystem::path& p, const std::string& bytes) {
@@ -85,49 +85,6 @@ Outputs plan_outputs(const std::string& out_dir, const std::string& name, bool d
   return files;
 }
 
-// --distributed: the same run through the hybrid trainer with o.clients
-// in-process native clients (docs/distributed.md).
-experiment::RunResult distributed_run(const TrainOptions& o, const nn::RunSpec& spec,
-                                      const data::Dataset& data, nn::TrainObserver* obs,
-                                      nn::Model* model, nlohmann::json* report) {
-  hybrid::HybridOptions options;
-  options.staleness = o.staleness;
-  const nn::LabeledData train{data.train.x.view(), data.train.y.data()};
-  const nn::LabeledData val{data.val.x.view(), data.val.y.data()};
-  const hybrid::InProcessRun h = hybrid::train_in_process(
-      spec, nn::model_input(spec.model, data.sample_shape), data.num_classes, train,
-      data.val.size() ? &val : nullptr, obs, o.clients, options, model);
-  experiment::RunResult r;
-  r.curve = h.curve;
-  r.num_params = model->num_params();
-  r.stopped_early = static_cast<int>(r.curve.size()) < spec.train.epochs;
-  for (const auto& e : r.curve) r.train_seconds += e.seconds;
-  if (data.test.size()) {
-    const nn::LossAndAccuracy t = model->evaluate(data.test.x.view(), data.test.y.data());
-    r.test_loss = t.loss;
-    r.test_acc = t.accuracy;
-  }
-  *report = {{"clients", o.clients},
-             {"staleness", o.staleness},
-             {"versions", h.version},
-             {"rounds", h.stats.rounds},
-             {"tickets", h.stats.tickets},
-             {"reissued", h.stats.reissued},
-             {"late", h.stats.late},
-             {"grads_applied", h.stats.grads_applied},
-             {"grads_stale", h.stats.grads_stale},
-             {"grads_dropped", h.stats.grads_dropped},
-             {"server_seconds", h.stats.server_seconds},
-             {"wait_seconds", h.stats.wait_seconds},
-             {"weights_sent", h.stats.weights_sent},
-             {"bytes_to_clients", h.stats.bytes_to_clients},
-             {"bytes_from_clients", h.stats.bytes_from_clients},
-             {"quarantined", h.stats.quarantined}};
-  if (!o.quiet)
-    for (const std::string& line : h.stats.log) std::cerr << "hybrid: " << line << "\n";
-  return r;
-}
-
 int run_train(const TrainOptions& o) {
   if (!nn::select_kernels(o.kernels))
     throw UsageError("--kernels: '" + o.kernels +
@@ -136,7 +93,7 @@ int run_train(const TrainOptions& o) {
                      kernel_list());
   nn::RunSpec spec = spec::load_run_spec(o.spec_path, o.overrides);
   // The same bits on any thread count: the kernels split work by shape only.
-  if (o.distributed && o.threads != 1)
+  if (o.distributed && o.hybrid.listen.empty() && o.threads != 1)
     throw UsageError(
         "--threads: with --distributed each in-process client runs its kernels on one thread; "
         "leave --threads at 1");
@@ -184,9 +141,9 @@ int run_train(const TrainOptions& o) {
   if (!o.quiet) std::cerr << model.summary();
   EpochProgress progress(spec.train.epochs, o.quiet);
   nlohmann::json distributed;
-  experiment::RunResult r = o.distributed
-                                ? distributed_run(o, spec, data, &progress, &model, &distributed)
-                                : experiment::train_run(spec, data, &progress, &model);
+  experiment::RunResult r =
+      o.distributed ? distributed_run(o.hybrid, spec, data, &progress, &model, &distributed)
+                    : experiment::train_run(spec, data, &progress, &model);
 
   nlohmann::json result = experiment::result_json(spec, r, data);
   if (o.distributed) result["distributed"] = distributed;
@@ -256,19 +213,35 @@ Command add_train(CLI::App& app) {
   CLI::Option* distributed = c->add_flag(
       "--distributed", o->distributed,
       "Hybrid training: model.parts `features` on --clients native clients (threads of this "
-      "process), `classifier` here; see docs/distributed.md");
-  c->add_option("--clients", o->clients, "Clients for --distributed")
+      "process, or processes that join with --listen), `classifier` here; see "
+      "docs/distributed.md");
+  c->add_option("--clients", o->hybrid.clients,
+                "Clients for --distributed (with --listen: how many to wait for)")
       ->check(CLI::Range(1, hybrid::kMaxClients))
       ->needs(distributed)
       ->capture_default_str();
-  c->add_option("--staleness", o->staleness,
+  c->add_option("--staleness", o->hybrid.staleness,
                 "With --distributed: apply a features gradient up to this many versions old "
                 "(0: synchronous)")
       ->check(CLI::Range(0, hybrid::kMaxStaleness))
       ->needs(distributed)
       ->capture_default_str();
+  CLI::Option* listen =
+      c->add_option("--listen", o->hybrid.listen,
+                    "With --distributed: serve the hybrid protocol on HOST:PORT (e.g. "
+                    "127.0.0.1:8470; port 0: any) for clients in other processes "
+                    "(`dnnlab join URL --token T`); prints the URL and token")
+          ->needs(distributed);
+  c->add_option("--client-wait", o->hybrid.client_wait_s,
+                "With --listen: seconds to wait for --clients clients to join")
+      ->check(CLI::Range(1, 86400))
+      ->needs(listen)
+      ->capture_default_str();
   c->add_flag("-q,--quiet", o->quiet, "Print only the final accuracies");
-  return [o] { return run_train(*o); };
+  return [o] {
+    o->hybrid.quiet = o->quiet;
+    return run_train(*o);
+  };
 }
 
 }  // namespace dnnlab::cli

@@ -112,7 +112,7 @@ struct HybridServer::Impl {
     p.gone = true;
     if (quarantine) {
       stats.quarantined.push_back(c);
-      link.disconnect(c);
+      link.expel(c, why);
     }
     note("client " + std::to_string(c) + (quarantine ? " quarantined: " : " left: ") + why);
     std::vector<uint64_t> mine;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "hybrid/wire.hpp"
@@ -40,6 +41,12 @@ class ServerTransport {
   virtual std::optional<Inbound> receive(Clock::time_point deadline) = 0;
   // Ends a client's link (quarantine, end of run); its receive() ends.
   virtual void disconnect(int client) = 0;
+  // Ends a client's link for a reason it is told (a network transport sends
+  // it as the close reason); by default, as disconnect().
+  virtual void expel(int client, const std::string& reason) {
+    (void)reason;
+    disconnect(client);
+  }
 };
 
 class ClientTransport {

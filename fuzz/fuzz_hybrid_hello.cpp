@@ -1,0 +1,27 @@
+// The hybrid protocol's text messages (src/hybrid_net/protocol.hpp): the
+// hello and welcome parsers either accept or throw ProtocolError, nothing
+// else; what they accept prints back to a message they accept again; a
+// close reason never exceeds the WebSocket limit.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "hybrid_net/protocol.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  namespace hn = dnnlab::hybrid_net;
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  try {
+    const hn::Hello h = hn::parse_hello(text);
+    if (hn::parse_hello(hn::to_json(h)).token != h.token) std::abort();
+  } catch (const hn::ProtocolError&) {
+  }
+  try {
+    const hn::Welcome w = hn::parse_welcome(text);
+    if (hn::parse_welcome(hn::to_json(w)).spec_yaml != w.spec_yaml) std::abort();
+  } catch (const hn::ProtocolError&) {
+  }
+  if (hn::close_reason(text).size() > hn::kMaxCloseReason) std::abort();
+  return 0;
+}

@@ -1,0 +1,123 @@
+// The hybrid trainer behind `dnnlab train --distributed`: in-process client
+// threads, or an endpoint that clients in other processes join.
+#include "cli/hybrid_train.hpp"
+
+#include <iostream>
+
+#include "hybrid/train_in_process.hpp"
+#include "hybrid_net/endpoint.hpp"
+#include "server/token.hpp"
+
+namespace dnnlab::cli {
+namespace {
+
+// The largest frame a client may send for this spec: its activations for a
+// whole batch, or its weight gradients and state, each with its headers;
+// and some room.
+uint64_t max_frame_bytes(const nn::RunSpec& spec, const nn::Shape& input, int64_t classes) {
+  nn::Model f = nn::Model::build_part(spec.model, "features", input, classes, 0);
+  const uint64_t act = 4ull * static_cast<uint64_t>(f.output_shape().numel()) *
+                       static_cast<uint64_t>(spec.train.batch_size);
+  uint64_t weights = 0;
+  std::vector<nn::Param*> all = f.params(), state = f.state();
+  all.insert(all.end(), state.begin(), state.end());
+  for (const nn::Param* p : all) weights += 4ull * p->value.numel() + 4 + 4 * nn::kMaxRank;
+  return std::max(act + 64, weights + 64) + hybrid::kFrameHeaderBytes + 4096;
+}
+
+// Clients in other processes: listen, wait for o.clients of them, train.
+hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& spec,
+                                  const data::Dataset& data, const nn::LabeledData& train,
+                                  const nn::LabeledData* val, nn::TrainObserver* obs,
+                                  nn::Model* model, std::vector<nn::EpochResult>* curve,
+                                  uint64_t* version) {
+  const nn::Shape input = nn::model_input(spec.model, data.sample_shape);
+  hybrid_net::EndpointOptions eo;
+  eo.token = server::random_hex(32);
+  eo.welcome.spec_yaml = spec.source;
+  eo.welcome.data_fingerprint = hybrid_net::fingerprint(data.train.x.view());
+  eo.welcome.train_rows = data.train.size();
+  eo.max_frame_bytes = max_frame_bytes(spec, input, data.num_classes);
+  eo.max_clients = hybrid::kMaxClients;
+  if (!o.quiet) eo.log = [](const std::string& line) { std::cerr << "hybrid: " << line << "\n"; };
+  hybrid_net::HybridEndpoint endpoint(o.listen, eo);
+  // Printed even with -q: nobody can join without it.
+  std::cerr << "hybrid: listening on " << endpoint.url() << "\n"
+            << "hybrid: join with: dnnlab join " << endpoint.url() << " --token " << eo.token
+            << std::endl;
+  const int joined = endpoint.wait_for_clients(
+      o.clients, hybrid::Clock::now() + std::chrono::seconds(o.client_wait_s), [&](int n) {
+        if (n < o.clients)
+          std::cerr << "hybrid: waiting for " << o.clients << " client"
+                    << (o.clients > 1 ? "s" : "") << " to join (" << n << " joined)" << std::endl;
+      });
+  if (joined < o.clients)
+    throw std::runtime_error("hybrid: " + std::to_string(joined) + " of " +
+                             std::to_string(o.clients) + " clients joined within " +
+                             std::to_string(o.client_wait_s) + " s (--client-wait)");
+  if (!o.quiet) std::cerr << "hybrid: " << joined << " joined; training\n";
+  hybrid::HybridOptions options;
+  options.staleness = o.staleness;
+  hybrid::HybridServer server(spec, input, data.num_classes, endpoint, options);
+  *curve = server.fit(train, val, obs);
+  server.finish();
+  endpoint.shutdown();
+  *version = server.version();
+  *model = std::move(server.whole());
+  return server.stats();
+}
+
+}  // namespace
+
+experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSpec& spec,
+                                      const data::Dataset& data, nn::TrainObserver* obs,
+                                      nn::Model* model, nlohmann::json* report) {
+  const nn::LabeledData train{data.train.x.view(), data.train.y.data()};
+  const nn::LabeledData val{data.val.x.view(), data.val.y.data()};
+  const nn::LabeledData* valp = data.val.size() ? &val : nullptr;
+  experiment::RunResult r;
+  hybrid::HybridStats stats;
+  uint64_t version = 0;
+  if (o.listen.empty()) {
+    hybrid::HybridOptions options;
+    options.staleness = o.staleness;
+    hybrid::InProcessRun h =
+        hybrid::train_in_process(spec, nn::model_input(spec.model, data.sample_shape),
+                                 data.num_classes, train, valp, obs, o.clients, options, model);
+    r.curve = std::move(h.curve);
+    stats = std::move(h.stats);
+    version = h.version;
+  } else {
+    stats = networked_fit(o, spec, data, train, valp, obs, model, &r.curve, &version);
+  }
+  r.num_params = model->num_params();
+  r.stopped_early = static_cast<int>(r.curve.size()) < spec.train.epochs;
+  for (const auto& e : r.curve) r.train_seconds += e.seconds;
+  if (data.test.size()) {
+    const nn::LossAndAccuracy t = model->evaluate(data.test.x.view(), data.test.y.data());
+    r.test_loss = t.loss;
+    r.test_acc = t.accuracy;
+  }
+  *report = {{"clients", o.clients},
+             {"transport", o.listen.empty() ? "in-process" : "websocket"},
+             {"staleness", o.staleness},
+             {"versions", version},
+             {"rounds", stats.rounds},
+             {"tickets", stats.tickets},
+             {"reissued", stats.reissued},
+             {"late", stats.late},
+             {"grads_applied", stats.grads_applied},
+             {"grads_stale", stats.grads_stale},
+             {"grads_dropped", stats.grads_dropped},
+             {"server_seconds", stats.server_seconds},
+             {"wait_seconds", stats.wait_seconds},
+             {"weights_sent", stats.weights_sent},
+             {"bytes_to_clients", stats.bytes_to_clients},
+             {"bytes_from_clients", stats.bytes_from_clients},
+             {"quarantined", stats.quarantined}};
+  if (!o.quiet)
+    for (const std::string& line : stats.log) std::cerr << "hybrid: " << line << "\n";
+  return r;
+}
+
+}  // namespace dnnlab::cli

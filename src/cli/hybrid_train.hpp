@@ -1,0 +1,30 @@
+// `dnnlab train --distributed`: the hybrid trainer with in-process clients
+// (--clients N) or, with --listen ADDR, clients in other processes that join
+// over WebSocket (`dnnlab join`). docs/distributed.md.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "data/dataset.hpp"
+#include "experiment/training_run.hpp"
+#include "nn/model.hpp"
+#include "nn/spec.hpp"
+#include "nn/train.hpp"
+
+namespace dnnlab::cli {
+
+struct DistributedFlags {
+  int clients = 1;
+  int staleness = 0;
+  std::string listen;       // "": in-process clients
+  int client_wait_s = 600;  // --listen: how long to wait for the clients to join
+  bool quiet = false;
+};
+
+// Trains `spec` through the hybrid trainer; `model` receives the whole
+// trained model, `report` metrics.json's `distributed` object.
+experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSpec& spec,
+                                      const data::Dataset& data, nn::TrainObserver* obs,
+                                      nn::Model* model, nlohmann::json* report);
+
+}  // namespace dnnlab::cli

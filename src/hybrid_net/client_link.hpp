@@ -1,0 +1,46 @@
+// A native client's side of the hybrid trainer over WebSocket
+// (`dnnlab join URL --token T`): connects, says hello, reads the welcome,
+// then is a hybrid::ClientTransport for hybrid::run_client. An io thread of
+// its own moves the bytes.
+//
+//   auto link = hybrid_net::ClientLink::join("ws://127.0.0.1:8470/hybrid", token);
+//   const hybrid_net::Welcome& w = link->welcome();    // spec, data fingerprint
+//   hybrid::run_client(*link, spec.model, input, classes, seed, shard, {});
+//   if (!link->close_reason().empty()) ...             // why the server closed it
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
+
+#include "hybrid/transport.hpp"
+#include "hybrid_net/protocol.hpp"
+
+namespace dnnlab::hybrid_net {
+
+class ClientLink : public hybrid::ClientTransport {
+ public:
+  // Throws ProtocolError (a bad URL, the server's refusal with its reason)
+  // or std::runtime_error (cannot connect, no welcome within `timeout`).
+  static std::unique_ptr<ClientLink> join(
+      const std::string& url, const std::string& token,
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
+  ~ClientLink() override;
+
+  const Welcome& welcome() const;
+  // The server's close reason (and error message, if it sent one), once closed.
+  std::string close_reason() const;
+
+  bool send(hybrid::Bytes frame) override;
+  std::optional<hybrid::Bytes> receive(hybrid::Clock::time_point deadline) override;
+  bool closed() const override;
+  void close() override;
+
+  struct Impl;
+
+ private:
+  explicit ClientLink(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dnnlab::hybrid_net

@@ -1,0 +1,85 @@
+// The hybrid trainer's server side over WebSocket: a hybrid::ServerTransport
+// that listens (127.0.0.1 by default), admits a connection once its hello
+// carries the join token, answers with the welcome, and then moves binary
+// frames between the sockets and the step engine. One io thread moves bytes;
+// the engine (HybridServer) runs on the caller's thread and never waits on a
+// socket. Every resource a connection can make it hold has a bound:
+// the hello's size and time, frame size, send queue, unread inbound bytes,
+// connections waiting to say hello, clients.
+//
+//   hybrid_net::EndpointOptions o;
+//   o.token = server::random_hex(32);
+//   o.welcome = {...};                                      // spec, data fingerprint
+//   hybrid_net::HybridEndpoint ep("127.0.0.1:0", o);
+//   std::cout << ep.url();                                  // ws://127.0.0.1:PORT/hybrid
+//   ep.wait_for_clients(2, deadline, [](int n) { ... });
+//   hybrid::HybridServer server(spec, input, classes, ep, options);
+//   server.fit(...); server.finish();
+//   ep.shutdown();                                          // flushes, closes
+#pragma once
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
+
+#include "hybrid/transport.hpp"
+#include "hybrid_net/protocol.hpp"
+
+namespace dnnlab::hybrid_net {
+
+struct EndpointOptions {
+  std::string token;  // the join token every hello must carry
+  Welcome welcome;    // sent to each admitted client, with its id filled in
+  // The largest binary frame read from an admitted client (before the hello:
+  // kMaxHelloBytes); the welcome tells the client.
+  uint64_t max_frame_bytes = 64ull << 20;
+  // A client's frames queued but not yet written; past this it is too slow
+  // (it stopped reading) and is closed.
+  uint64_t max_send_queue = 256ull << 20;
+  // A client's frames read but not yet taken by the engine; past this it is
+  // flooding and is closed.
+  uint64_t max_unread = 0;  // 0: 4 x max_frame_bytes
+  std::chrono::milliseconds hello_timeout{10000};
+  int max_clients = 64;
+  int max_waiting = 32;  // connections not yet admitted
+  // Called (on the io thread) for each connection refused or closed for a
+  // reason, and each admission: a log line.
+  std::function<void(const std::string&)> log;
+};
+
+class HybridEndpoint : public hybrid::ServerTransport {
+ public:
+  // Binds "HOST:PORT" (PORT 0: any free port) and starts the io thread.
+  // Throws std::runtime_error naming the address when it cannot.
+  HybridEndpoint(const std::string& listen, EndpointOptions options);
+  ~HybridEndpoint() override;
+  HybridEndpoint(const HybridEndpoint&) = delete;
+  HybridEndpoint& operator=(const HybridEndpoint&) = delete;
+
+  unsigned short port() const;
+  std::string url() const;  // ws://HOST:PORT/hybrid
+
+  // Waits until `n` clients are admitted or `deadline`; `progress` is called
+  // (on this thread) each time the count changes. Returns the count.
+  int wait_for_clients(int n, hybrid::Clock::time_point deadline,
+                       const std::function<void(int)>& progress);
+
+  // hybrid::ServerTransport
+  int clients() const override;
+  bool send(int client, hybrid::Bytes frame) override;
+  std::optional<hybrid::Inbound> receive(hybrid::Clock::time_point deadline) override;
+  void disconnect(int client) override;
+  void expel(int client, const std::string& reason) override;
+
+  // Waits (up to `grace`) for the queued frames to be written, closes every
+  // connection and stops the io thread. The destructor calls it.
+  void shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace dnnlab::hybrid_net
