@@ -81,7 +81,7 @@ int run_join(const JoinOptions& o) {
 Command add_join(CLI::App& app) {
   auto o = std::make_shared<JoinOptions>();
   CLI::App* c = app.add_subcommand(
-      "join", "Help train one model as a native client of `dnnlab train --distributed --listen`");
+      "join", "Help train one model as a native client of a distributed `dnnlab train` run");
   c->add_option("url", o->url, "The join URL the server printed (ws://HOST:PORT/hybrid)")
       ->required();
   c->add_option("--token", o->token, "The join token the server printed")->required();

@@ -230,7 +230,7 @@ Command add_train(CLI::App& app) {
       c->add_option("--listen", o->hybrid.listen,
                     "With --distributed: serve the hybrid protocol on HOST:PORT (e.g. "
                     "127.0.0.1:8470; port 0: any) for clients in other processes "
-                    "(`dnnlab join URL --token T`); prints the URL and token")
+                    "(see `dnnlab join`); prints the URL and the join token")
           ->needs(distributed);
   c->add_option("--client-wait", o->hybrid.client_wait_s,
                 "With --listen: seconds to wait for --clients clients to join")

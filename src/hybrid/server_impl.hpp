@@ -1,0 +1,216 @@
+// HybridServer::Impl: the step engine's state and its parts, shared by
+// server.cpp (rounds, tickets, frames, clients) and server_step.cpp (the
+// classifier step and the features update). Private to src/hybrid.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hybrid/aggregate.hpp"
+#include "hybrid/checks.hpp"
+#include "hybrid/server.hpp"
+#include "hybrid/wire.hpp"
+
+namespace dnnlab::hybrid {
+namespace server_detail {
+
+constexpr uint64_t kNoVersion = ~uint64_t{0};
+
+enum class Stage { kForward, kBackward };  // a ticket still open; closed ones leave `open`
+
+struct Ticket {
+  int client = -1;
+  uint64_t version = 0;
+  int64_t begin = 0, rows = 0;  // the batch: order[begin, begin + rows)
+  Stage stage = Stage::kForward;
+  Clock::time_point deadline;
+  nn::Tensor act;  // the accepted activations (kForward, once they arrive)
+  bool has_act = false;
+  std::string nonfinite;  // why act is not finite: a liar, or the run diverged
+};
+
+struct Peer {
+  bool gone = false;
+  uint64_t version = kNoVersion;  // the weights it was last sent
+  // The last ticket it still owes an answer to (live at kForward, or given
+  // up): it gets no new ticket before answering, since a client works
+  // through its frames in order.
+  uint64_t waiting = 0;
+  int backward = 0;  // its tickets at kBackward
+};
+
+struct GradResult {
+  uint64_t ticket = 0;
+  int client = -1;
+  int64_t rows = 0;
+  uint64_t version = 0;
+  std::vector<nn::Tensor> tensors;  // parameter gradients, then state
+  std::string nonfinite;            // as Ticket::nonfinite
+};
+
+}  // namespace server_detail
+
+struct HybridServer::Impl {
+  using Stage = server_detail::Stage;
+  using Ticket = server_detail::Ticket;
+  using Peer = server_detail::Peer;
+  using GradResult = server_detail::GradResult;
+  static constexpr uint64_t kNoVersion = server_detail::kNoVersion;
+
+  nn::RunSpec spec;
+  ServerTransport& link;
+  HybridOptions opt;
+  nn::Model features, classifier, whole_model;
+  nn::Optimizer opt_f, opt_c;
+  std::vector<nn::Param*> f_params, f_state;
+  nn::Shape act_row;  // one sample's activation shape
+  uint64_t version = 0, next_ticket = 1;
+  std::vector<Peer> peers;
+  std::map<uint64_t, Ticket> open;  // tickets waiting for an answer
+  std::map<uint64_t, int> closed;   // answered or given up: id -> client
+  std::deque<int64_t> pending;      // batch starts still to train this epoch
+  std::vector<int64_t> order;
+  const nn::LabeledData* train = nullptr;
+  std::vector<GradResult> grads;  // arrived, not yet applied
+  NormHistory act_history, grad_history;
+  HybridStats stats;
+  // The epoch in progress.
+  double loss_sum = 0, acc_sum = 0;
+  int64_t done = 0;
+
+  Impl(const nn::RunSpec& s, const nn::Shape& input, int64_t classes, ServerTransport& l,
+       const HybridOptions& o)
+      : spec(s),
+        link(l),
+        opt(o),
+        features(nn::Model::build_part(s.model, "features", input, classes, s.train.seed)),
+        classifier(nn::Model::build_part(s.model, "classifier", input, classes, s.train.seed)),
+        whole_model(nn::Model::build(s.model, input, classes, s.train.seed)),
+        opt_f(s.train.optimizer, features.params()),
+        opt_c(s.train.optimizer, classifier.params()) {
+    f_params = features.params();
+    f_state = features.state();
+    act_row = features.output_shape();
+    classifier.set_input_grad(true);
+  }
+
+  int64_t batch_size() const { return spec.train.batch_size; }
+  bool quarantined(int c) const {
+    return std::find(stats.quarantined.begin(), stats.quarantined.end(), c) !=
+           stats.quarantined.end();
+  }
+
+  void note(const std::string& line) {
+    if (stats.log.size() < 10000) stats.log.push_back(line);
+  }
+
+  void sync_peers() {
+    const int n = link.clients();
+    if (static_cast<int>(peers.size()) < n) peers.resize(n);
+  }
+
+  // A client leaves (or is made to): its forward tickets go back to the
+  // queue, its unfinished backward ones are lost.
+  void drop_client(int c, const std::string& why, bool quarantine);
+
+  void close(uint64_t id);
+
+  // Gives up on a ticket before its activations: its batch goes first in
+  // the queue, for the next free client.
+  void requeue(uint64_t id, const std::string& why);
+
+  void send(int c, Bytes bytes) {
+    stats.bytes_to_clients += static_cast<int64_t>(bytes.size());
+    if (!link.send(c, std::move(bytes))) drop_client(c, "its link is closed", false);
+  }
+
+  void send_weights(int c);
+
+  // Tickets for every free client, one batch each, in client order.
+  std::vector<uint64_t> issue_round();
+
+  // One inbound event: a frame checked for shape, finiteness and version
+  // (norms are checked per step, against the others), or a departure.
+  void dispatch(Inbound in);
+
+  void on_activations(int c, Frame& f, Ticket& t);
+
+  void on_weight_grads(int c, Frame& f, Ticket& t);
+
+  // Waits for events until `done()` or the earliest deadline of `stage`
+  // tickets, which then expire.
+  template <typename Done>
+  void pump(Stage stage, Done done) {
+    const auto start = Clock::now();
+    struct AddTime {
+      double& to;
+      Clock::time_point from;
+      ~AddTime() { to += std::chrono::duration<double>(Clock::now() - from).count(); }
+    } add{stats.wait_seconds, start};
+    while (!done()) {
+      Clock::time_point deadline = Clock::time_point::max();
+      for (auto& [id, t] : open)
+        if (t.stage == stage && !(stage == Stage::kForward && t.has_act))
+          deadline = std::min(deadline, t.deadline);
+      if (deadline == Clock::time_point::max()) return;
+      if (auto in = link.receive(deadline)) {
+        dispatch(std::move(*in));
+        continue;
+      }
+      const auto now = Clock::now();
+      std::vector<uint64_t> overdue;
+      for (auto& [id, t] : open)
+        if (t.stage == stage && t.deadline <= now && !(stage == Stage::kForward && t.has_act))
+          overdue.push_back(id);
+      for (uint64_t id : overdue) {
+        Peer& p = peers[open[id].client];
+        p.waiting = std::max(p.waiting, id);
+        if (stage == Stage::kForward) {
+          requeue(id, "no activations by the deadline");
+        } else {
+          --p.backward;
+          close(id);
+          ++stats.grads_dropped;
+          note("ticket " + std::to_string(id) + ": no weight gradients by the deadline");
+        }
+      }
+    }
+  }
+
+  // The classifier on every accepted activation of the round as one batch;
+  // each client gets its rows of dLoss/d activations, scaled to the gradient
+  // of its own batch's mean loss (total / rows).
+  void classifier_step(const std::vector<uint64_t>& round);
+
+  // Averages the arrived weight gradients into the features' step
+  // (mix_weights: by rows, down-weighted by age); beyond the staleness
+  // bound, or failing the norm checks, a gradient is dropped.
+  void apply_grads();
+
+  // Whether a weight gradient still out would be too stale once the next
+  // version is published: then the step waits for it (until its deadline),
+  // as stale-synchronous parallel does. With s = 0 that is every one.
+  bool blocks_next_version() const {
+    for (const auto& [id, t] : open)
+      if (t.stage == Stage::kBackward &&
+          version + 1 - t.version > static_cast<uint64_t>(opt.staleness))
+        return true;
+    return false;
+  }
+
+  bool any(Stage stage) const {
+    for (const auto& [id, t] : open)
+      if (t.stage == stage) return true;
+    return false;
+  }
+
+  // No ticket could be issued: wait for a straggler to answer, or give up
+  // on it.
+  void wait_for_a_free_client();
+
+  void sync_whole() { assemble_whole(whole_model, features, classifier); }
+};
+
+}  // namespace dnnlab::hybrid

@@ -1,0 +1,145 @@
+// The server's compute: the classifier's forward and backward on a round's
+// activations as one batch, and the features' update from the clients'
+// weight gradients (weighted by rows and age, screened first).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "hybrid/parts.hpp"
+#include "hybrid/server_impl.hpp"
+
+namespace dnnlab::hybrid {
+
+using namespace server_detail;
+
+// The classifier on every accepted activation of the round as one batch;
+// each client gets its rows of dLoss/d activations, scaled to the gradient
+// of its own batch's mean loss (total / rows).
+void HybridServer::Impl::classifier_step(const std::vector<uint64_t>& round) {
+  std::vector<uint64_t> ids;
+  std::vector<std::string> nonfinite;
+  std::vector<double> rms;  // per value: comparable across batch sizes
+  for (uint64_t id : round) {
+    auto it = open.find(id);
+    if (it == open.end() || it->second.stage != Stage::kForward || !it->second.has_act) continue;
+    const Ticket& t = it->second;
+    ids.push_back(id);
+    nonfinite.push_back(t.nonfinite);
+    const nn::TensorView v = t.act.view();
+    rms.push_back(t.nonfinite.empty() ? l2_norm({&v, 1}) / std::sqrt(static_cast<double>(v.numel()))
+                                      : 0);
+  }
+  const std::vector<std::string> why =
+      screen_step(nonfinite, rms, act_history, opt.limits, "the features' activations");
+  std::vector<uint64_t> accepted;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (why[i].empty()) {
+      accepted.push_back(ids[i]);
+      continue;
+    }
+    Ticket& t = open[ids[i]];
+    t.has_act = false;
+    drop_client(t.client, "activations: " + why[i], true);  // requeues the ticket
+  }
+  if (accepted.empty()) return;
+
+  int64_t total = 0;
+  for (uint64_t id : accepted) total += open[id].rows;
+  nn::Shape s = open[accepted[0]].act.shape();
+  s[0] = total;
+  nn::Tensor h(s);
+  std::vector<int32_t> labels;
+  int64_t at = 0;
+  for (uint64_t id : accepted) {
+    const Ticket& t = open[id];
+    std::memcpy(h.data() + at * t.act.view().cols(), t.act.data(), sizeof(float) * t.act.numel());
+    for (int64_t i = 0; i < t.rows; ++i) labels.push_back(train->y[order[t.begin + i]]);
+    at += t.rows;
+  }
+  float acc = 0;
+  const float loss = classifier.backward_loss(h.view(), labels.data(), &acc);
+  opt_c.step();
+  loss_sum += static_cast<double>(loss) * total;
+  acc_sum += static_cast<double>(acc) * total;
+  done += total;
+
+  const nn::TensorView dh = classifier.input_grad();
+  at = 0;
+  for (uint64_t id : accepted) {
+    Ticket& t = open[id];
+    Frame f{FrameKind::kActivationGrads, t.version, id, {}, {}};
+    f.tensors.emplace_back(t.act.shape());
+    const float scale = static_cast<float>(static_cast<double>(total) / t.rows);
+    const float* src = dh.data() + at * dh.cols();
+    float* dst = f.tensors[0].data();
+    for (int64_t i = 0, n = t.act.numel(); i < n; ++i) dst[i] = src[i] * scale;
+    at += t.rows;
+    t.act = nn::Tensor();
+    t.stage = Stage::kBackward;
+    t.deadline = Clock::now() + opt.deadline;
+    ++peers[t.client].backward;
+    send(t.client, encode(f));
+  }
+}
+
+// Averages the arrived weight gradients into the features' step
+// (mix_weights: by rows, down-weighted by age); beyond the staleness
+// bound, or failing the norm checks, a gradient is dropped.
+void HybridServer::Impl::apply_grads() {
+  std::vector<GradResult> use;
+  for (GradResult& g : grads) {
+    const uint64_t age = version - g.version;
+    if (age > static_cast<uint64_t>(opt.staleness)) {
+      ++stats.grads_dropped;
+      note("ticket " + std::to_string(g.ticket) + ": gradient " + std::to_string(age) +
+           " versions old, dropped");
+      continue;
+    }
+    use.push_back(std::move(g));
+  }
+  grads.clear();
+  std::erase_if(use, [&](const GradResult& g) {
+    if (!quarantined(g.client)) return false;
+    ++stats.grads_dropped;
+    return true;
+  });
+  std::vector<std::string> nonfinite;
+  std::vector<double> norms;
+  for (const GradResult& g : use) {
+    nonfinite.push_back(g.nonfinite);
+    std::vector<nn::TensorView> v;
+    for (size_t i = 0; i < f_params.size() && g.nonfinite.empty(); ++i)
+      v.push_back(g.tensors[i].view());
+    norms.push_back(l2_norm(v));
+  }
+  const std::vector<std::string> why =
+      screen_step(nonfinite, norms, grad_history, opt.limits, "the features' weight gradients");
+  std::vector<const GradResult*> ok;
+  for (size_t i = 0; i < use.size(); ++i) {
+    if (why[i].empty()) {
+      ok.push_back(&use[i]);
+      continue;
+    }
+    if (!peers[use[i].client].gone) drop_client(use[i].client, "weight gradients: " + why[i], true);
+    ++stats.grads_dropped;
+  }
+  if (ok.empty()) return;
+  std::vector<GradientShare> shares;
+  for (const GradResult* g : ok) {
+    shares.push_back({g->rows, version - g->version});
+    if (g->version != version) ++stats.grads_stale;
+  }
+  const MixWeights w = mix_weights(shares);
+  std::vector<const nn::Tensor*> parts(ok.size());
+  for (size_t i = 0; i < f_params.size() + f_state.size(); ++i) {
+    for (size_t j = 0; j < ok.size(); ++j) parts[j] = &ok[j]->tensors[i];
+    if (i < f_params.size())
+      weighted_sum(f_params[i]->grad, parts, w.grad);
+    else
+      weighted_sum(f_state[i - f_params.size()]->value, parts, w.state);
+  }
+  stats.grads_applied += static_cast<int64_t>(ok.size());
+  opt_f.step();
+  ++version;
+}
+}  // namespace dnnlab::hybrid
