@@ -211,21 +211,7 @@ class HttpSession final : public OpenSession,
       });
       return;
     }
-    if (r.deferred && impl_->pool) {
-      // The io thread keeps serving sockets while a reader thread queries.
-      asio::post(*impl_->pool, [self = this->shared_from_this(), r = std::move(r),
-                                reply = std::move(reply)]() mutable {
-        ApiResponse out = run_deferred(r, [&]() -> store::ResultStore& {
-          return reader_store(self->impl_->opt.store_url, self->impl_->opt.store_wait_seconds);
-        });
-        auto ex = self->stream_.get_executor();
-        asio::post(
-            ex, [self = std::move(self), out = std::move(out), reply = std::move(reply)]() mutable {
-              self->respond(std::move(out), reply);
-            });
-      });
-      return;
-    }
+    // Without reader threads (--read-threads 0) deferred reads run here too.
     if (r.deferred) r = run_deferred(r, [&]() -> store::ResultStore& { return *impl_->store; });
     respond(std::move(r), reply);
   }

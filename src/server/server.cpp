@@ -229,11 +229,15 @@ void Server::Impl::on_event_poll() {
       }
     }
     const std::int64_t newest = polled_event_id;
-    asio::post(io, [this, out = std::move(out), newest] {
-      if (stopped) return;
-      last_event_id = std::max(last_event_id, newest);
-      for (const auto& o : out) broadcast(o.frame, o.public_frame, o.id);
-    });
+    // Nothing new: nothing for the io thread (an idle server wakes it never).
+    if (!out.empty() || newest != handed_event_id) {
+      handed_event_id = newest;
+      asio::post(io, [this, out = std::move(out), newest] {
+        if (stopped) return;
+        last_event_id = std::max(last_event_id, newest);
+        for (const auto& o : out) broadcast(o.frame, o.public_frame, o.id);
+      });
+    }
   } catch (const std::exception& e) {
     log_error("event poll", e.what());
     if (dynamic_cast<const store::StoreUnavailableError*>(&e)) pause = kStoreDownPause;
@@ -307,7 +311,6 @@ Server::Server(asio::io_context& io, ServerOptions options)
   // Connections per thread that uses them (one shared connection where
   // queue and store are the same embedded file).
   db::Connections io_shared, runner_shared, events_shared, gateway_shared;
-  s.queue = queue::open_task_queue(s.opt.broker_url, {}, &io_shared);
   s.store = store::open_result_store(s.opt.store_url, &io_shared, store_options);
   s.runner_queue = queue::open_task_queue(s.opt.broker_url, {}, &runner_shared);
   s.runner_store = store::open_result_store(s.opt.store_url, &runner_shared, store_options);
@@ -447,7 +450,7 @@ std::string Server::dashboard_url() const {
 
 void Server::start() {
   Impl& s = *impl_;
-  s.last_event_id = s.polled_event_id = s.newest_event_id(*s.events_store);
+  s.last_event_id = s.polled_event_id = s.handed_event_id = s.newest_event_id(*s.events_store);
   s.runner->resume_running();
   s.accept();
   s.runner_lane = std::make_unique<Lane>("runner");

@@ -187,10 +187,9 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
 
   asio::io_context& io;
   ServerOptions opt;
-  // The io thread's own connections: used only when read_threads is 0 (REST
+  // The io thread's own store: used only when read_threads is 0 (REST
   // handlers then run on the io thread).
   std::unique_ptr<store::ResultStore> store;
-  std::unique_ptr<queue::TaskQueue> queue;
   // The runner lane's connections and the runner (also called from reader
   // threads: it is thread-safe).
   std::unique_ptr<store::ResultStore> runner_store;
@@ -217,6 +216,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   bool stopped = false;
   std::int64_t last_event_id = 0;             // io thread: the newest event broadcast
   std::int64_t polled_event_id = 0;           // events lane: the newest event read
+  std::int64_t handed_event_id = 0;           // events lane: the newest handed to the io thread
   std::atomic<std::size_t> event_readers{0};  // event_sessions.size(), for the lane
   Clock::time_point last_throughput{};
   std::map<const void*, std::weak_ptr<OpenSession>> http_sessions;
