@@ -139,4 +139,23 @@ TEST(ServerIoThread, RestAndHeartbeatsAreAnsweredWhileALeaseWaitsOnTheQueue) {
   EXPECT_LT(*std::max_element(heartbeat_ms.begin(), heartbeat_ms.end()), 1000.0);
 }
 
+// The io thread answers a heartbeat before the gateway checks it: one that
+// names a ticket the client does not hold is still refused, and the
+// connection closed, once the gateway's lane gets to it.
+TEST(ServerIoThread, AHeartbeatAnsweredEarlyIsStillCheckedAndRefused) {
+  TempDir dir;
+  ServerOptions o;
+  o.store_url = "sqlite:" + dir.file("dnnlab.db");
+  o.run_coordinators = false;
+  RunningServer s(o);
+  JoinClient liar(s.port(), s.server().join_token());
+  ASSERT_EQ(liar.welcome()["type"], "welcome") << liar.welcome();
+  liar.send({{"type", "heartbeat"}, {"ticket", "t-not-mine"}});
+  EXPECT_EQ(liar.read()["type"], "heartbeat");  // the early echo
+  json err = liar.read();
+  EXPECT_EQ(err["type"], "error") << err;
+  EXPECT_NE(err.dump().find("not_held"), std::string::npos) << err;
+  EXPECT_THROW(liar.read(), boost::system::system_error);  // then closed
+}
+
 }  // namespace dnnlab::server::io_thread_test
