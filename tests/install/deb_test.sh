@@ -78,7 +78,7 @@ cd "$tmp"
 server=$!
 url=""
 for _ in $(seq 300); do  # up to 30 s on a loaded machine
-  url=$(sed -n 's|^dnnlab serving \(http://127\.0\.0\.1:[0-9]*\)/.*|\1|p' serve.log)
+  url=$(sed -n 's|^dnnlab serving \(http://127\.0\.0\.1:[0-9]*\)/.*|\1|p' serve.log 2>/dev/null || true)
   [[ -n $url ]] && break
   sleep 0.1
 done

@@ -95,7 +95,7 @@ echo "<!-- installed copy -->" >>"$p/share/dnnlab/web/index.html"
 server=$!
 url=""
 for _ in $(seq 300); do  # up to 30 s on a loaded machine
-  url=$(sed -n 's|^dnnlab serving \(http://127\.0\.0\.1:[0-9]*\)/.*|\1|p' serve.log)
+  url=$(sed -n 's|^dnnlab serving \(http://127\.0\.0\.1:[0-9]*\)/.*|\1|p' serve.log 2>/dev/null || true)
   [[ -n $url ]] && break
   kill -0 "$server" 2>/dev/null || { cat serve.log; fail "dnnlab serve exited"; }
   sleep 0.1
