@@ -17,61 +17,21 @@
 #include "data/dataset.hpp"
 #include "nn/model.hpp"
 #include "nn/registry.hpp"
+#include "spec/data_section.hpp"
 #include "spec/layer_list.hpp"
 #include "spec/yaml_reader.hpp"
 
 namespace dnnlab::spec {
 namespace {
 
+using detail::DataFacts;
 using detail::Field;
+using detail::find_node;
+using detail::has_key;
 using detail::Range;
 using detail::YamlReader;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// One sample's shape is the shape training feeds the model (data::load's
-// Dataset::sample_shape: images keep [channels, height, width]), so that a
-// spec is validated as the model it will train. tests/cli checks these
-// against the data files' headers (data::sample_shape).
-struct DatasetInfo {
-  std::string_view name;
-  std::array<int64_t, 3> sample;  // one sample's dims, rank of them
-  int rank;
-  int64_t classes;
-  int64_t train_samples;
-  nn::Shape shape() const {
-    nn::Shape s;
-    for (int i = 0; i < rank; ++i) s[s.rank++] = sample[i];
-    return s;
-  }
-};
-constexpr DatasetInfo kDatasets[] = {
-    {"fashion-mnist", {1, 28, 28}, 3, 10, 60000},
-    {"mnist", {1, 28, 28}, 3, 10, 60000},
-    {"synthetic", {784, 0, 0}, 1, 10, 1000000},  // generated in memory: tests and benchmarks
-    // python3-sklearn's tables, read through the CSV path (src/data/dataset.cpp);
-    // tests/spec/data_spec_test.cpp checks these against the files.
-    {"digits", {64, 0, 0}, 1, 10, 1797},
-    {"breast-cancer", {30, 0, 0}, 1, 2, 569},
-    {"wine", {13, 0, 0}, 1, 3, 178},
-    {"iris", {4, 0, 0}, 1, 3, 150},
-};
-constexpr std::string_view kDatasetNames[] = {"fashion-mnist", "mnist", "synthetic", "digits",
-                                              "breast-cancer", "wine",  "iris"};
-// Tables without a test file: this share of them is the test split unless
-// the spec says otherwise.
-constexpr float kTableTestFraction = 0.2f;
-constexpr std::string_view kFormats[] = {"csv", "idx", "npy", "npz"};
-constexpr std::string_view kHeaders[] = {"auto", "true", "false", "counts"};
-static_assert(std::size(kDatasetNames) == std::size(kDatasets));
-
-constexpr std::string_view kNormalizations[] = {"standard", "unit"};
-
-const DatasetInfo* find_dataset(std::string_view name) {
-  for (const DatasetInfo& d : kDatasets)
-    if (d.name == name) return &d;
-  return nullptr;
-}
 
 std::string str(int64_t v) {
   return std::to_string(v);
@@ -82,80 +42,6 @@ std::string str(float v) {
 std::string str(bool v) {
   return v ? "true" : "false";
 }
-
-// ---- data ------------------------------------------------------------------
-
-constexpr Field<nn::DataSpec> kDataFields[] = {
-    {"dataset",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
-       d.dataset = r.choice(v, p, "data set", kDatasetNames);
-     },
-     // A data set by path is named by its file; `dataset:` is not written then.
-     [](const nn::DataSpec& d) { return d.path.empty() ? detail::yaml_string(d.dataset) : ""; }},
-    {"validation",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
-       d.validation = r.integer(v, p, {0, kInf});
-     },
-     [](const nn::DataSpec& d) { return str(d.validation); }},
-    {"normalize",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
-       d.normalize = r.choice(v, p, "normalization", kNormalizations);
-     },
-     [](const nn::DataSpec& d) { return d.normalize; }},
-    {"limit_train",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
-       d.limit_train = r.integer(v, p, {0, kInf});
-     },
-     [](const nn::DataSpec& d) { return str(d.limit_train); }},
-    {"path",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
-       d.path = r.string(v, p);
-     },
-     [](const nn::DataSpec& d) { return d.path.empty() ? "" : detail::yaml_string(d.path); }},
-    {"format",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
-       d.format = r.choice(v, p, "data format", kFormats);
-     },
-     [](const nn::DataSpec& d) { return d.format; }},
-    {"labels",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
-       d.labels = r.string(v, p);
-     },
-     [](const nn::DataSpec& d) { return d.labels.empty() ? "" : detail::yaml_string(d.labels); }},
-    {"test_path",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
-       d.test_path = r.string(v, p);
-     },
-     [](const nn::DataSpec& d) {
-       return d.test_path.empty() ? "" : detail::yaml_string(d.test_path);
-     }},
-    {"test_labels",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
-       d.test_labels = r.string(v, p);
-     },
-     [](const nn::DataSpec& d) {
-       return d.test_labels.empty() ? "" : detail::yaml_string(d.test_labels);
-     }},
-    {"test_fraction",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
-       d.test_fraction = r.real(v, p, {0, 1, false, true});
-     },
-     [](const nn::DataSpec& d) {
-       return d.test_fraction == 0 ? std::string() : str(static_cast<float>(d.test_fraction));
-     }},
-    {"label_column",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
-       d.label_column = r.string(v, p);  // a name, or a 0-based index (digits only)
-     },
-     [](const nn::DataSpec& d) {
-       return d.label_column.empty() ? "" : detail::yaml_string(d.label_column);
-     }},
-    {"header",
-     [](const YamlReader& r, const YAML::Node& v, const std::string& p, nn::DataSpec& d) {
-       d.header = r.choice(v, p, "header", kHeaders);
-     },
-     [](const nn::DataSpec& d) { return d.header == "auto" ? "" : d.header; }},
-};
 
 // ---- model -----------------------------------------------------------------
 
@@ -335,7 +221,7 @@ constexpr Field<Document> kTopFields[] = {
      },
      [](const Document& d) { return detail::yaml_string(d.run.name); }},
     {"data", [](const YamlReader& r, const YAML::Node& v, const std::string& p,
-                Document& d) { detail::read_fields(r, v, p, kDataFields, d.run.data); }},
+                Document& d) { detail::read_data_section(r, v, p, d.run.data); }},
     {"model",
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, Document& d) {
        ModelSection m{d.run.model, {}};
@@ -348,103 +234,20 @@ constexpr Field<Document> kTopFields[] = {
                  Document& d) { detail::read_fields(r, v, p, kTrainFields, d.run.train); }},
 };
 
-// The node at a path of map keys or, where the path ends early, the deepest
-// node on it (the best place to point at for a value that was defaulted).
-YAML::Node find(const YAML::Node& root, std::initializer_list<const char*> keys) {
-  YAML::Node n = root;
-  for (const char* k : keys) {
-    if (!n.IsMap()) break;
-    const YAML::Node& map = n;
-    YAML::Node child = map[k];
-    if (!child.IsDefined()) break;
-    n = child;
-  }
-  return n;
-}
-
-bool has_key(const YAML::Node& root, const char* key) {
-  const YAML::Node& map = root;
-  return root.IsMap() && map[key].IsDefined();
-}
-
-// What the data gives the model: one sample's shape, the classes, and the
-// training samples before the validation hold-out.
-struct DataFacts {
-  nn::Shape sample;
-  int64_t classes = 0;
-  int64_t train_samples = 0;
-};
-
-// The data section's checks between its keys, the defaults that depend on
-// the data set (a table's test split, a small set's validation share), and
-// the facts the model is checked against: from kDatasets for a name, from
-// the files' headers (data::sample_shape, remembered per file) for a path.
-DataFacts resolve_data(const YamlReader& r, const YAML::Node& root, nn::DataSpec& d) {
-  // Not find(): it assigns nodes, which rewrites the tree (fine only on the
-  // way to an error).
-  const YAML::Node& top = root;
-  const YAML::Node section = has_key(root, "data") ? top["data"] : YAML::Node();
-  auto given = [&](const char* key) { return section.IsMap() && has_key(section, key); };
-  auto at = [&](const char* key) { return find(root, {"data", key}); };
-  if (!d.path.empty() && given("dataset"))
-    r.fail(at("dataset"), "data.dataset",
-           "give either dataset (a name) or path (a file), not both");
-  if (d.path.empty())
-    for (const char* key :
-         {"format", "labels", "test_path", "test_labels", "label_column", "header"})
-      if (given(key))
-        r.fail(at(key), std::string("data.") + key,
-               "applies only to a data set given by path (add `path:`)");
-  if (!d.test_path.empty() && d.test_fraction > 0)
-    r.fail(at("test_fraction"), "data.test_fraction",
-           "the test split comes from test_path; give test_fraction only without it");
-  if (!d.test_labels.empty() && d.test_path.empty())
-    r.fail(at("test_labels"), "data.test_labels", "test_labels needs test_path beside it");
-
-  DataFacts facts;
-  if (d.path.empty()) {
-    const DatasetInfo& info = *find_dataset(d.dataset);
-    const bool table = info.rank == 1 && d.dataset != "synthetic";
-    if (!table && given("test_fraction"))
-      r.fail(at("test_fraction"), "data.test_fraction",
-             "'" + d.dataset + "' has its own test set; test_fraction applies to tables and files");
-    if (table && !given("test_fraction")) d.test_fraction = kTableTestFraction;
-    facts.sample = info.shape();
-    facts.classes = info.classes;
-    facts.train_samples = info.train_samples;
-    if (d.test_fraction > 0)  // as data::load_files splits it
-      facts.train_samples -= std::max<int64_t>(
-          1, std::llround(d.test_fraction * static_cast<double>(info.train_samples)));
-  } else {
-    d.dataset = std::filesystem::path(d.path).filename().string();
-    try {
-      const data::SampleShape s = data::sample_shape(data::load_options(d, ""));
-      facts.sample = s.sample;
-      facts.classes = s.num_classes;
-      facts.train_samples = s.train_samples;
-    } catch (const DataError& e) {
-      r.fail(at("path"), "data.path", e.what());
-    }
-  }
-  // Small data sets hold out a fifth for validation unless told otherwise.
-  if (!given("validation") && facts.train_samples < 25000) d.validation = facts.train_samples / 5;
-  return facts;
-}
-
 // Checks between fields and sections, once everything has been read.
 void check_consistency(const YamlReader& r, const YAML::Node& root, const Document& doc,
                        const DataFacts& data, nn::Shape* input, int64_t* classes) {
   const nn::RunSpec& run = doc.run;
   if (run.data.validation >= data.train_samples)
-    r.fail(find(root, {"data", "validation"}), "data.validation",
+    r.fail(find_node(root, {"data", "validation"}), "data.validation",
            "must be smaller than the " + str(data.train_samples) + " training samples of '" +
                run.data.dataset + "'");
   if (run.data.limit_train > data.train_samples)
-    r.fail(find(root, {"data", "limit_train"}), "data.limit_train",
+    r.fail(find_node(root, {"data", "limit_train"}), "data.limit_train",
            "'" + run.data.dataset + "' has only " + str(data.train_samples) + " training samples");
 
   if (run.model.layers.empty()) {
-    r.fail(find(root, {"model"}), "model.layers",
+    r.fail(find_node(root, {"model"}), "model.layers",
            "a model needs at least one layer (add a `layers:` list to `model:`)");
   }
   *classes = data.classes;
@@ -453,7 +256,7 @@ void check_consistency(const YamlReader& r, const YAML::Node& root, const Docume
     nn::Shape s;
     for (int64_t d : run.model.input) s[s.rank++] = d;
     if (s.numel() != input->numel())
-      r.fail(find(root, {"model", "input"}), "model.input",
+      r.fail(find_node(root, {"model", "input"}), "model.input",
              "the input " + s.str() + " has " + str(s.numel()) + " values but samples of '" +
                  run.data.dataset + "' are " + input->str() + " (" + str(input->numel()) + ")");
     *input = s;
@@ -463,7 +266,7 @@ void check_consistency(const YamlReader& r, const YAML::Node& root, const Docume
   if (!p.field.empty()) {
     const size_t dot = p.field.find('.');
     const std::string section = p.field.substr(0, dot), key = p.field.substr(dot + 1);
-    r.fail(find(root, {"train", section.c_str(), key.c_str()}), "train." + p.field, p.message);
+    r.fail(find_node(root, {"train", section.c_str(), key.c_str()}), "train." + p.field, p.message);
   }
 }
 
@@ -589,33 +392,13 @@ nn::RunSpec load_run_spec(const std::string& path, std::span<const Override> ove
   return parse_run_spec(text.str(), path, overrides);
 }
 
-bool dataset_shape(const std::string& name, nn::Shape* sample, int64_t* classes) {
-  const DatasetInfo* d = find_dataset(name);
-  if (!d) return false;
-  if (sample) *sample = d->shape();
-  if (classes) *classes = d->classes;
-  return true;
-}
-
-bool data_shape(const nn::DataSpec& data, nn::Shape* sample, int64_t* classes) {
-  if (data.path.empty()) return dataset_shape(data.dataset, sample, classes);
-  try {
-    const data::SampleShape s = data::sample_shape(data::load_options(data, ""));
-    if (sample) *sample = s.sample;
-    if (classes) *classes = s.num_classes;
-    return true;
-  } catch (const DataError&) {
-    return false;
-  }
-}
-
 std::string to_yaml(const nn::RunSpec& run) {
   Document doc{run, {}};
   ModelSection model{run.model, {}};
   std::string out = "# dnnlab run spec (canonical form)\n";
   detail::write_fields(out, "", kTopFields, doc);
   out += "data:\n";
-  detail::write_fields(out, "  ", kDataFields, run.data);
+  detail::write_data_section(out, "  ", run.data);
   out += "model:\n";
   detail::write_fields(out, "  ", kModelFields, model);
   if (run.model.parts.empty()) {

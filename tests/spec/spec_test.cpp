@@ -14,6 +14,7 @@
 
 #include "nn/model.hpp"
 #include "nn/registry.hpp"
+#include "spec/layer_list.hpp"
 #include "spec/run_spec.hpp"
 
 namespace dnnlab::spec {
@@ -417,6 +418,29 @@ TEST(RunSpec, ShippedExamplesParse) {
   for (const LayerSpec& l : deep.model.layers)
     hidden += l.type == "dense" && l.attrs.get("units") == 64;
   EXPECT_EQ(hidden, 700);
+}
+
+// The hybrid trainer's example is the standalone CNN (test accuracy 0.928)
+// cut into its two parts: the same layers, data and training, so the two
+// runs compare.
+TEST(RunSpec, DistributedCnnExampleIsTheStandaloneCnnInTwoParts) {
+  const RunSpec whole = load_run_spec(source_dir() + "/examples/fashion-cnn.yaml");
+  const RunSpec parts = load_run_spec(source_dir() + "/examples/fashion-cnn-distributed.yaml");
+  ASSERT_EQ(parts.model.parts.size(), 2u);
+  EXPECT_EQ(parts.model.parts[0].name, "features");
+  EXPECT_EQ(parts.model.parts[1].name, "classifier");
+  EXPECT_EQ(parts.model.parts[0].end, parts.model.parts[1].begin);
+  ASSERT_EQ(whole.model.layers.size(), parts.model.layers.size());
+  for (size_t i = 0; i < whole.model.layers.size(); ++i)
+    EXPECT_TRUE(detail::same_layer(whole.model.layers[i], parts.model.layers[i])) << "layer " << i;
+  // Everything outside the layers, in canonical form.
+  auto after = [](const std::string& yaml, const char* key) { return yaml.substr(yaml.find(key)); };
+  const std::string a = to_yaml(whole), b = to_yaml(parts);
+  EXPECT_EQ(after(a, "\ntrain:"), after(b, "\ntrain:"));
+  EXPECT_EQ(a.substr(a.find("\ndata:"), a.find("\nmodel:") - a.find("\ndata:")),
+            b.substr(b.find("\ndata:"), b.find("\nmodel:") - b.find("\ndata:")));
+  EXPECT_EQ(whole.model.init, parts.model.init);
+  EXPECT_EQ(whole.model.loss, parts.model.loss);
 }
 
 TEST(RunSpec, Repeat700ExpandsTo1400Layers) {
