@@ -58,6 +58,7 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
   if (!o.quiet) std::cerr << "hybrid: " << joined << " joined; training\n";
   hybrid::HybridOptions options;
   options.staleness = o.staleness;
+  options.wire = o.wire == "fp16" ? hybrid::Dtype::kFloat16 : hybrid::Dtype::kFloat32;
   hybrid::HybridServer server(spec, input, data.num_classes, endpoint, options);
   *curve = server.fit(train, val, obs);
   server.finish();
@@ -81,6 +82,7 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
   if (o.listen.empty()) {
     hybrid::HybridOptions options;
     options.staleness = o.staleness;
+    options.wire = o.wire == "fp16" ? hybrid::Dtype::kFloat16 : hybrid::Dtype::kFloat32;
     hybrid::InProcessRun h =
         hybrid::train_in_process(spec, nn::model_input(spec.model, data.sample_shape),
                                  data.num_classes, train, valp, obs, o.clients, options, model);
@@ -101,6 +103,7 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
   *report = {{"clients", o.clients},
              {"transport", o.listen.empty() ? "in-process" : "websocket"},
              {"staleness", o.staleness},
+             {"wire", o.wire},
              {"versions", version},
              {"rounds", stats.rounds},
              {"tickets", stats.tickets},

@@ -16,8 +16,9 @@ namespace dnnlab::cli {
 struct DistributedFlags {
   int clients = 1;
   int staleness = 0;
-  std::string listen;       // "": in-process clients
-  int client_wait_s = 600;  // --listen: how long to wait for the clients to join
+  std::string wire = "fp32";  // or "fp16": activations and their gradients
+  std::string listen;         // "": in-process clients
+  int client_wait_s = 600;    // --listen: how long to wait for the clients to join
   bool quiet = false;
 };
 

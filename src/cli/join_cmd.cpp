@@ -72,7 +72,10 @@ int run_join(const JoinOptions& o) {
               << "\n";
     return 1;
   }
-  if (!o.quiet) std::cerr << "the run is over: " << r.tickets << " tickets answered\n";
+  if (!o.quiet)
+    std::cerr << "the run is over: " << r.tickets << " tickets answered, " << r.rows
+              << " samples; features forward " << r.forward_seconds << " s, backward "
+              << r.backward_seconds << " s, waiting for the server " << r.wait_seconds << " s\n";
   return 0;
 }
 

@@ -38,7 +38,7 @@ struct TrainOptions {
   bool dry_run = false;
   std::string max_memory;  // "": the machine's memory
   bool distributed = false;
-  DistributedFlags hybrid;  // --clients, --staleness, --listen, --client-wait
+  DistributedFlags hybrid;  // --clients, --staleness, --wire, --listen, --client-wait
 };
 
 void write_file(const std::filesystem::path& p, const std::string& bytes) {
@@ -224,6 +224,12 @@ Command add_train(CLI::App& app) {
                 "With --distributed: apply a features gradient up to this many versions old "
                 "(0: synchronous)")
       ->check(CLI::Range(0, hybrid::kMaxStaleness))
+      ->needs(distributed)
+      ->capture_default_str();
+  c->add_option("--wire", o->hybrid.wire,
+                "With --distributed: how activations and their gradients travel, fp32 or fp16 "
+                "(half the bytes; weights and weight gradients stay fp32)")
+      ->check(CLI::IsMember({"fp32", "fp16"}))
       ->needs(distributed)
       ->capture_default_str();
   CLI::Option* listen =

@@ -11,6 +11,10 @@ namespace {
 
 constexpr uint64_t kNoVersion = ~uint64_t{0};
 
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
 class Client {
  public:
   Client(ClientTransport& link, nn::Model features, nn::TensorView shard, const ClientOptions& o)
@@ -20,10 +24,12 @@ class Client {
   }
 
   ClientReport run() {
-    ClientReport report;
+    ClientReport& report = report_;
     try {
       while (true) {
-        std::optional<Bytes> b = link_.receive(Clock::now() + o_.idle_timeout);
+        const auto t0 = Clock::now();
+        std::optional<Bytes> b = link_.receive(t0 + o_.idle_timeout);
+        report.wait_seconds += seconds_since(t0);
         if (!b) {
           if (!link_.closed()) report.error = "the server was silent too long";
           break;
@@ -87,8 +93,11 @@ class Client {
                                  std::to_string(shard_.rows()));
       std::memcpy(batch_.data() + i * row, shard_.data() + src * row, sizeof(float) * row);
     }
-    Frame out{FrameKind::kActivations, fr.version, fr.ticket, {}, {}};
+    Frame out{FrameKind::kActivations, fr.version, fr.ticket, {}, {}, fr.dtype};  // as asked
+    const auto t0 = Clock::now();
     const nn::TensorView h = f_.forward(batch_.view(), /*training=*/true);
+    report_.forward_seconds += seconds_since(t0);
+    report_.rows += rows;
     out.tensors.emplace_back(h.shape());
     std::memcpy(out.tensors[0].data(), h.data(), sizeof(float) * h.numel());
     ticket_ = fr.ticket;
@@ -99,7 +108,9 @@ class Client {
   void answer_grads(const Frame& fr) {
     if (fr.ticket != ticket_) return;  // a ticket the server gave up on
     ticket_ = 0;
+    const auto t0 = Clock::now();
     f_.backward_from("features", fr.tensors[0].view());
+    report_.backward_seconds += seconds_since(t0);
     Frame out{FrameKind::kWeightGrads, ticket_version_, fr.ticket, {}, {}};
     for (nn::Param* p : params_) out.tensors.push_back(p->grad);
     for (nn::Param* p : state_) out.tensors.push_back(p->value);
@@ -114,6 +125,7 @@ class Client {
   nn::Tensor batch_;
   uint64_t version_ = kNoVersion, ticket_ = 0, ticket_version_ = 0;
   int64_t tickets_seen_ = 0;
+  ClientReport report_;
 };
 
 }  // namespace
@@ -127,7 +139,9 @@ ClientReport run_client(ClientTransport& link, const nn::ModelSpec& model, const
         .run();
   } catch (const std::exception& e) {
     link.close();
-    return {0, e.what()};
+    ClientReport r;
+    r.error = e.what();
+    return r;
   }
 }
 

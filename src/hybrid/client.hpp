@@ -31,6 +31,10 @@ struct ClientOptions {
 struct ClientReport {
   int64_t tickets = 0;  // tickets answered with activations
   std::string error;    // why it left, if not by the server's bye
+  int64_t rows = 0;     // samples run forward
+  // Wall seconds in the features part forward and backward, and waiting
+  // for the server's frames (its compute and the transfers).
+  double forward_seconds = 0, backward_seconds = 0, wait_seconds = 0;
 };
 
 // Runs until the server says bye, the link closes, or the client leaves.

@@ -86,7 +86,7 @@ std::vector<uint64_t> HybridServer::Impl::issue_round() {
     t.begin = begin;
     t.rows = std::min<int64_t>(batch_size(), static_cast<int64_t>(order.size()) - begin);
     t.deadline = Clock::now() + opt.deadline;
-    Frame f{FrameKind::kTicket, version, id, {}, {}};
+    Frame f{FrameKind::kTicket, version, id, {}, {}, opt.wire};  // answer in opt.wire
     for (int64_t i = 0; i < t.rows; ++i)
       f.indices.push_back(static_cast<uint32_t>(order[begin + i]));
     open[id] = std::move(t);

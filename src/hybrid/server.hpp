@@ -37,6 +37,9 @@ struct HybridOptions {
   // gradients) before it is given up: reissued, or its gradient dropped.
   std::chrono::milliseconds deadline{60000};
   CheckLimits limits;
+  // How activations and their gradients travel (tickets ask the client to
+  // answer in it); weights and weight gradients are always float32.
+  Dtype wire = Dtype::kFloat32;
 };
 
 // What happened to the tickets, for tests, logs and docs.

@@ -67,7 +67,7 @@ void HybridServer::Impl::classifier_step(const std::vector<uint64_t>& round) {
   at = 0;
   for (uint64_t id : accepted) {
     Ticket& t = open[id];
-    Frame f{FrameKind::kActivationGrads, t.version, id, {}, {}};
+    Frame f{FrameKind::kActivationGrads, t.version, id, {}, {}, opt.wire};
     f.tensors.emplace_back(t.act.shape());
     const float scale = static_cast<float>(static_cast<double>(total) / t.rows);
     const float* src = dh.data() + at * dh.cols();

@@ -1,6 +1,7 @@
 // Frame codec: see wire.hpp for the layout.
 #include "hybrid/wire.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <iterator>
@@ -48,12 +49,24 @@ void put(Bytes& out, T v) {
   std::memcpy(out.data() + at, &v, sizeof(T));
 }
 
-void put_header(Bytes& out, FrameKind kind, uint64_t version, uint64_t ticket, uint32_t n_indices,
-                uint32_t n_tensors) {
+// The kinds that may travel in float16: the per-batch tensors (and the
+// ticket that asks for them). Weights and weight gradients are summed into
+// the model over many steps; they stay float32.
+bool half_allowed(FrameKind k) {
+  return k == FrameKind::kTicket || k == FrameKind::kActivations ||
+         k == FrameKind::kActivationGrads;
+}
+
+void put_header(Bytes& out, FrameKind kind, Dtype dtype, uint64_t version, uint64_t ticket,
+                uint32_t n_indices, uint32_t n_tensors) {
+  if (dtype == Dtype::kFloat16 && !half_allowed(kind))
+    throw std::invalid_argument(std::string("encode: a ") +
+                                kKindRules[static_cast<int>(kind) - 1].name +
+                                " frame travels in float32");
   out.insert(out.end(), kMagic, kMagic + 4);
   out.push_back(kFrameFormat);
   out.push_back(static_cast<uint8_t>(kind));
-  out.push_back(0);  // dtype float32
+  out.push_back(static_cast<uint8_t>(dtype));
   out.push_back(0);
   put(out, version);
   put(out, ticket);
@@ -61,14 +74,25 @@ void put_header(Bytes& out, FrameKind kind, uint64_t version, uint64_t ticket, u
   put(out, n_tensors);
 }
 
-void put_tensor(Bytes& out, const nn::TensorView& t) {
+size_t value_bytes(Dtype d) {
+  return d == Dtype::kFloat16 ? 2 : 4;
+}
+
+void put_tensor(Bytes& out, const nn::TensorView& t, Dtype dtype) {
   const nn::Shape& s = t.shape();
   if (s.rank < 1) throw std::invalid_argument("encode: a tensor without dimensions");
   put(out, static_cast<uint32_t>(s.rank));
   for (int i = 0; i < s.rank; ++i) put(out, static_cast<uint32_t>(s[i]));
-  const size_t at = out.size(), n = sizeof(float) * static_cast<size_t>(t.numel());
-  out.resize(at + n);
-  if (n) std::memcpy(out.data() + at, t.data(), n);
+  const size_t at = out.size(), count = static_cast<size_t>(t.numel());
+  out.resize(at + value_bytes(dtype) * count);
+  if (dtype == Dtype::kFloat16) {
+    for (size_t i = 0; i < count; ++i) {
+      const uint16_t h = to_half(t.data()[i]);
+      std::memcpy(out.data() + at + 2 * i, &h, 2);
+    }
+  } else if (count) {
+    std::memcpy(out.data() + at, t.data(), 4 * count);
+  }
 }
 
 // Reads fields in order, each bounds-checked against what is left.
@@ -103,28 +127,65 @@ class Reader {
 
 }  // namespace
 
+uint16_t to_half(float v) {
+  const uint32_t x = std::bit_cast<uint32_t>(v);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs > 0x7f800000u) {  // NaN: its payload's top bits (a half's own NaN comes back as it was)
+    const uint32_t m = (abs >> 13) & 0x3ffu;
+    return static_cast<uint16_t>(sign | 0x7c00u | (m ? m : 0x200u));
+  }
+  if (abs == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);  // infinity stays one
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7bffu);  // >= 65520: saturate
+  if (abs < 0x38800000u) {               // below the smallest normal half: a subnormal (or 0)
+    if (abs < 0x33000000u) return sign;  // rounds to 0 (below half the smallest subnormal)
+    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - static_cast<int>(abs >> 23);  // 14 .. 24
+    const uint32_t q = mant >> shift, rest = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    const uint32_t r = q + (rest > half || (rest == half && (q & 1)));
+    return static_cast<uint16_t>(sign | r);
+  }
+  // Normal: rebias the exponent, round the 13 dropped bits to nearest even;
+  // a carry into the exponent is the right result (up to 65504 by the check above).
+  const uint32_t m = abs - 0x38000000u;
+  const uint32_t q = m >> 13, rest = m & 0x1fffu;
+  const uint32_t r = q + (rest > 0x1000u || (rest == 0x1000u && (q & 1)));
+  return static_cast<uint16_t>(sign | std::min<uint32_t>(r, 0x7bffu));
+}
+
+float from_half(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0) {  // zero or subnormal: mant x 2^-24
+    const float v = static_cast<float>(mant) * 5.9604644775390625e-8f;
+    return std::bit_cast<float>(std::bit_cast<uint32_t>(v) | sign);
+  }
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
 const char* frame_kind_name(FrameKind k) {
   const auto i = static_cast<uint8_t>(k);
   return i >= 1 && i <= kFrameKinds ? kKindRules[i - 1].name : "?";
 }
 
 Bytes encode_views(FrameKind kind, uint64_t version, uint64_t ticket,
-                   std::span<const nn::TensorView> tensors) {
+                   std::span<const nn::TensorView> tensors, Dtype dtype) {
   Bytes out;
   size_t bytes = kFrameHeaderBytes;
-  for (const auto& t : tensors) bytes += 4 + 4 * t.shape().rank + sizeof(float) * t.numel();
+  for (const auto& t : tensors) bytes += 4 + 4 * t.shape().rank + value_bytes(dtype) * t.numel();
   out.reserve(bytes);
-  put_header(out, kind, version, ticket, 0, static_cast<uint32_t>(tensors.size()));
-  for (const auto& t : tensors) put_tensor(out, t);
+  put_header(out, kind, dtype, version, ticket, 0, static_cast<uint32_t>(tensors.size()));
+  for (const auto& t : tensors) put_tensor(out, t, dtype);
   return out;
 }
 
 Bytes encode(const Frame& f) {
   Bytes out;
-  put_header(out, f.kind, f.version, f.ticket, static_cast<uint32_t>(f.indices.size()),
+  put_header(out, f.kind, f.dtype, f.version, f.ticket, static_cast<uint32_t>(f.indices.size()),
              static_cast<uint32_t>(f.tensors.size()));
   for (uint32_t i : f.indices) put(out, i);
-  for (const auto& t : f.tensors) put_tensor(out, t.view());
+  for (const auto& t : f.tensors) put_tensor(out, t.view(), f.dtype);
   return out;
 }
 
@@ -141,11 +202,14 @@ Frame decode(std::span<const uint8_t> bytes) {
   if (kind < 1 || kind > kFrameKinds)
     throw FrameError(5, "unknown frame kind " + std::to_string(kind));
   const uint8_t dtype = r.get<uint8_t>("the dtype");
-  if (dtype != 0)
-    throw FrameError(6, "dtype " + std::to_string(dtype) + ", only 0 (float32) is defined");
+  if (dtype > 1) throw FrameError(6, "dtype " + std::to_string(dtype) + " (0 float32, 1 float16)");
+  if (dtype == 1 && !half_allowed(static_cast<FrameKind>(kind)))
+    throw FrameError(6, std::string("dtype 1 (float16) for a ") + kKindRules[kind - 1].name +
+                            " frame, which travels in float32");
   if (r.get<uint8_t>("the reserved byte") != 0) throw FrameError(7, "the reserved byte is not 0");
   Frame f;
   f.kind = static_cast<FrameKind>(kind);
+  f.dtype = static_cast<Dtype>(dtype);
   f.version = r.get<uint64_t>("the model version");
   f.ticket = r.get<uint64_t>("the ticket id");
   const uint32_t n_indices = r.get<uint32_t>("the index count");
@@ -186,10 +250,16 @@ Frame decode(std::span<const uint8_t> bytes) {
                                   std::to_string(kMaxTensorValues) + " values");
       s.d[s.rank++] = dim;
     }
-    const size_t n = sizeof(float) * static_cast<size_t>(numel);
+    const size_t n = value_bytes(f.dtype) * static_cast<size_t>(numel);
     r.need(n, "a tensor's values");  // before allocating
     nn::Tensor v(s);
-    r.copy(v.data(), n, "a tensor's values");
+    if (f.dtype == Dtype::kFloat16) {
+      std::vector<uint16_t> half(static_cast<size_t>(numel));
+      r.copy(half.data(), n, "a tensor's values");
+      for (int64_t i = 0; i < numel; ++i) v.data()[i] = from_half(half[i]);
+    } else {
+      r.copy(v.data(), n, "a tensor's values");
+    }
     f.tensors.push_back(std::move(v));
   }
   if (r.left() != 0)

@@ -224,5 +224,32 @@ TEST(HybridTrain, BoundedStalenessPipelinesAndStillLearns) {
   EXPECT_LT(r.curve.back().train_loss, 0.7 * r.curve.front().train_loss);
 }
 
+// fp16 on the wire: the activations and their gradients travel in half the
+// bytes; the weights and weight gradients do not change size. Training
+// follows the float32 run closely (half precision keeps 11 bits).
+TEST(HybridTrain, HalfPrecisionWireHalvesTheBatchBytesAndFollowsFloat32) {
+  Fixture fx(cnn_spec(3, 16, 512));
+  const InProcessRun full = fx.run(2, {});
+  HybridOptions o;
+  o.wire = Dtype::kFloat16;
+  const InProcessRun half = fx.run(2, o);
+  ASSERT_EQ(half.curve.size(), full.curve.size());
+  EXPECT_EQ(half.stats.tickets, full.stats.tickets);
+  EXPECT_TRUE(half.stats.quarantined.empty());
+  // Per ticket the activations and their gradients are the bulk: the
+  // bytes each way fall, but not below half (the weights stay float32).
+  EXPECT_LT(half.stats.bytes_from_clients, 0.8 * full.stats.bytes_from_clients);
+  EXPECT_GT(half.stats.bytes_from_clients, 0.45 * full.stats.bytes_from_clients);
+  EXPECT_LT(half.stats.bytes_to_clients, full.stats.bytes_to_clients);
+  for (size_t e = 0; e < full.curve.size(); ++e) {
+    EXPECT_NE(half.curve[e].train_loss, full.curve[e].train_loss) << "fp16 changed nothing?";
+    EXPECT_NEAR(half.curve[e].train_loss, full.curve[e].train_loss, 0.05 * full.curve[e].train_loss)
+        << "epoch " << e + 1;
+    ASSERT_TRUE(half.curve[e].val_acc && full.curve[e].val_acc);
+    EXPECT_NEAR(*half.curve[e].val_acc, *full.curve[e].val_acc, 0.05) << "epoch " << e + 1;
+  }
+  EXPECT_LT(half.curve.back().train_loss, 0.7 * half.curve.front().train_loss);
+}
+
 }  // namespace train_test
 }  // namespace dnnlab::hybrid

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 namespace dnnlab::hybrid {
@@ -73,7 +74,7 @@ TEST(HybridWire, ErrorsNameTheOffset) {
   EXPECT_EQ(error_offset(with(4, 2)), 4u);        // format version
   EXPECT_EQ(error_offset(with(5, 0)), 5u);        // kind
   EXPECT_EQ(error_offset(with(5, 99)), 5u);       // kind
-  EXPECT_EQ(error_offset(with(6, 1), &msg), 6u);  // dtype: float32 only
+  EXPECT_EQ(error_offset(with(6, 1), &msg), 6u);  // dtype: gradients travel in float32
   EXPECT_NE(msg.find("float32"), std::string::npos) << msg;
   EXPECT_EQ(error_offset(with(7, 1)), 7u);    // reserved
   EXPECT_EQ(error_offset(with(24, 1)), 24u);  // weight gradients carry no indices
@@ -93,6 +94,72 @@ TEST(HybridWire, ErrorsNameTheOffset) {
   Frame zero{FrameKind::kActivations, 1, 0, {}, {}};
   zero.tensors.emplace_back(nn::Shape{1});
   EXPECT_EQ(error_offset(encode(zero)), 16u);
+}
+
+// Every half value survives float32 and back; every float rounds to the
+// nearest half (ties to even), saturating at 65504 but keeping infinities.
+TEST(HybridWire, HalfConversionIsExactAndRoundsToNearest) {
+  for (uint32_t h = 0; h < 0x10000u; ++h) {
+    const float f = from_half(static_cast<uint16_t>(h));
+    ASSERT_EQ(to_half(f), h) << "half 0x" << std::hex << h;  // NaN payloads too (the fuzzer's rule)
+  }
+  EXPECT_EQ(from_half(to_half(1.0f)), 1.0f);
+  EXPECT_EQ(from_half(to_half(-3.25f)), -3.25f);
+  EXPECT_EQ(from_half(to_half(65504.0f)), 65504.0f);
+  EXPECT_EQ(from_half(to_half(1e6f)), 65504.0f);  // saturates, stays finite
+  EXPECT_EQ(from_half(to_half(-70000.0f)), -65504.0f);
+  EXPECT_TRUE(std::isinf(from_half(to_half(INFINITY))));
+  EXPECT_TRUE(std::isnan(from_half(to_half(std::nanf("")))));
+  EXPECT_EQ(from_half(to_half(5.9604645e-8f)), 5.9604645e-8f);  // the smallest subnormal
+  EXPECT_EQ(from_half(to_half(2.9802322e-8f)), 0.0f);           // half of it: ties to even (0)
+  EXPECT_EQ(from_half(to_half(1.0f + 1.0f / 2048)), 1.0f);      // tie between 1 and 1+2^-10: even
+  EXPECT_EQ(from_half(to_half(1.0f + 3.0f / 2048)), 1.0f + 2.0f / 1024);
+  // Nearest: no neighbouring half is closer, over many magnitudes.
+  uint32_t x = 12345;
+  for (int i = 0; i < 200000; ++i) {
+    x = x * 1664525u + 1013904223u;
+    const float v =
+        std::ldexp(static_cast<float>(x >> 8) / (1 << 24), (i % 40) - 26) * (i % 2 ? 1.f : -1.f);
+    const uint16_t h = to_half(v);
+    const double err = std::fabs(static_cast<double>(from_half(h)) - v);
+    for (int d : {-1, 1}) {
+      const uint16_t n = static_cast<uint16_t>(h + d);
+      if ((n & 0x7c00u) == 0x7c00u || (n ^ h) & 0x8000u) continue;  // inf/NaN or another sign
+      ASSERT_LE(err, std::fabs(static_cast<double>(from_half(n)) - v)) << v;
+    }
+  }
+}
+
+TEST(HybridWire, HalfFramesCarryTwoBytesPerValueAndOnlyForBatchTensors) {
+  Frame f{FrameKind::kActivations, 2, 5, {}, {}, Dtype::kFloat16};
+  f.tensors.emplace_back(nn::Shape{2, 3});
+  for (int i = 0; i < 6; ++i) f.tensors[0][i] = 0.25f * i - 0.5f;
+  const Bytes b = encode(f);
+  EXPECT_EQ(b.size(), kFrameHeaderBytes + 4 + 8 + 2 * 6);
+  EXPECT_EQ(b[6], 1);
+  const Frame g = decode(b);
+  EXPECT_EQ(g.dtype, Dtype::kFloat16);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(g.tensors[0][i], f.tensors[0][i]);  // exact in half
+  std::vector<nn::TensorView> views{f.tensors[0].view()};
+  EXPECT_EQ(encode_views(f.kind, 2, 5, views, Dtype::kFloat16), b);
+  // A ticket asks for half answers; it has no values of its own.
+  Frame t{FrameKind::kTicket, 3, 9, {1, 2}, {}, Dtype::kFloat16};
+  EXPECT_EQ(decode(encode(t)).dtype, Dtype::kFloat16);
+  // Weights and weight gradients stay float32, both ways.
+  Frame w = sample_frame();
+  w.dtype = Dtype::kFloat16;
+  EXPECT_THROW(encode(w), std::invalid_argument);
+  Bytes wb = encode(sample_frame());
+  wb[6] = 1;
+  std::string msg;
+  EXPECT_EQ(error_offset(wb, &msg), 6u);
+  EXPECT_NE(msg.find("weight gradients"), std::string::npos) << msg;
+  wb[6] = 2;
+  EXPECT_EQ(error_offset(wb, &msg), 6u);
+  // A half frame cut inside its values names the values.
+  const Bytes cut(b.begin(), b.end() - 1);
+  EXPECT_EQ(error_offset(cut, &msg), kFrameHeaderBytes + 12);
+  EXPECT_NE(msg.find("values"), std::string::npos) << msg;
 }
 
 TEST(HybridWire, HugeDimensionsFailBeforeAllocating) {
