@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -31,10 +32,114 @@ double seconds_since(Clock::time_point t) {
 
 // What a worker learns per experiment: how long its trials took here, and
 // the queue prefetch asked for them.
-struct Pace {
-  double trial_seconds = 1.0;  // recent trials' training time (a moving average)
-  int queue_prefetch = 0;      // the last want_prefetch() (0: none yet)
+class Pacer {
+ public:
+  explicit Pacer(queue::TaskQueue& q) : q_(q) {}
+
+  // Trials of an experiment this worker leases at once: one, unless they
+  // take a few milliseconds; then enough for about 50 ms of work per commit.
+  int batch_size(int64_t exp) { return batch_size(pace_[exp]); }
+
+  // Asks the queue to push two batches ahead (the one leased next and the
+  // one after, so the next lease finds its tasks here), a power of two: 2
+  // for trials of 50 ms or more, up to 32 for trials of a few ms. Raised at
+  // once; lowered (the queue then gives back what it holds beyond) only
+  // when trials became 4x longer, so a noisy average does not flap.
+  void want_prefetch(int64_t exp) {
+    Pace& p = pace_[exp];
+    const int want = 2 * static_cast<int>(std::bit_ceil(static_cast<unsigned>(batch_size(p))));
+    if (want > p.queue_prefetch || want * 4 <= p.queue_prefetch) {
+      q_.want_prefetch(db::queue_name(exp), want);
+      p.queue_prefetch = want;
+    }
+  }
+
+  void trained(int64_t exp, double seconds) {
+    Pace& p = pace_[exp];
+    p.trial_seconds = 0.5 * p.trial_seconds + 0.5 * seconds;
+  }
+
+ private:
+  struct Pace {
+    double trial_seconds = 1.0;  // recent trials' training time (a moving average)
+    int queue_prefetch = 0;      // the last want_prefetch() (0: none yet)
+  };
+  static int batch_size(const Pace& p) {
+    return static_cast<int>(std::clamp(0.05 / std::max(p.trial_seconds, 1e-6), 1.0, 16.0));
+  }
+
+  queue::TaskQueue& q_;
+  std::map<int64_t, Pace> pace_;
 };
+
+// Streams epochs through the lease service, which buffers them and asks
+// the scheduler, and stops training at the first batch after the lease
+// was lost (the LeaseKeeper keeps it alive meanwhile).
+class TrialObserver : public nn::TrainObserver {
+ public:
+  TrialObserver(experiment::LeaseService& svc, const LeaseKeeper& keeper,
+                const std::atomic<bool>* stop, experiment::TrialLease& l)
+      : svc_(svc), keeper_(keeper), stop_(stop), l_(l) {}
+  // Every batch: interrupted() is cheap, and a lost lease stops at once.
+  int64_t batch_interval() const override { return 1; }
+  bool interrupted() const override {
+    if (!lost_ && keeper_.lost(l_.task)) lost_ = true;
+    if (!lost_ && keep_alive_due() && !svc_.keep_alive(l_)) lost_ = true;
+    if (!svc_.flush_epochs_if_due(l_)) lost_ = true;
+    return lost_ || (stop_ && stop_->load(std::memory_order_relaxed));
+  }
+  bool on_epoch(const nn::EpochResult& r) override {
+    store::EpochMetrics m;
+    m.epoch = r.epoch;
+    m.train_loss = r.train_loss;
+    m.train_acc = r.train_acc;
+    m.val_loss = r.val_loss;
+    m.val_acc = r.val_acc;
+    m.seconds = r.seconds;
+    m.lr = r.lr;
+    const experiment::LeaseService::Verdict v = svc_.report_epoch(l_, m, true);
+    if (v.lost) lost_ = true;
+    if (lost_) return false;  // a newer attempt owns the trial
+    if (!v.go) pruned_ = true;
+    return v.go;
+  }
+  bool lost() const { return lost_ || keeper_.lost(l_.task); }
+  bool pruned() const { return pruned_; }
+
+ private:
+  // The broker hears from the holder's connection only through calls on
+  // it (the keeper extends on a connection of its own): every 250 ms while
+  // a trial trains, well inside half of the shortest useful heartbeat (1 s).
+  bool keep_alive_due() const {
+    if (seconds_since(alive_since_) < 0.25) return false;
+    alive_since_ = Clock::now();
+    return true;
+  }
+
+  experiment::LeaseService& svc_;
+  const LeaseKeeper& keeper_;
+  const std::atomic<bool>* stop_;
+  experiment::TrialLease& l_;
+  mutable Clock::time_point alive_since_ = Clock::now();
+  mutable bool lost_ = false;
+  bool pruned_ = false;
+};
+
+// The trial's row at its end: the last epoch's figures and the test accuracy.
+store::TrialMetrics trial_metrics(const experiment::RunResult& r, bool has_test) {
+  store::TrialMetrics m;
+  if (!r.curve.empty()) {
+    const auto& last = r.curve.back();
+    m.train_loss = last.train_loss;
+    m.train_acc = last.train_acc;
+    m.val_loss = last.val_loss;
+    m.val_acc = last.val_acc;
+  }
+  if (has_test) m.test_acc = r.test_acc;
+  m.epochs_done = static_cast<int64_t>(r.curve.size());
+  m.seconds = r.train_seconds;
+  return m;
+}
 
 // The native adapter of the lease service (experiment/lease_service.hpp):
 // it decides when to lease (batches of short trials, prefetch) and trains
@@ -138,80 +243,12 @@ class Worker {
     const experiment::LoadedData* data = nullptr;
   };
 
-  // Streams epochs through the lease service, which buffers them and asks
-  // the scheduler, and stops training at the first batch after the lease
-  // was lost (the LeaseKeeper keeps it alive meanwhile).
-  class TrialObserver : public nn::TrainObserver {
-   public:
-    TrialObserver(Worker& w, experiment::TrialLease& l) : w_(w), l_(l) {}
-    // Every batch: interrupted() is cheap, and a lost lease stops at once.
-    int64_t batch_interval() const override { return 1; }
-    bool interrupted() const override {
-      if (!lost_ && w_.keeper_->lost(l_.task)) lost_ = true;
-      if (!lost_ && w_.keep_alive_due() && !w_.svc_.keep_alive(l_)) lost_ = true;
-      if (!w_.svc_.flush_epochs_if_due(l_)) lost_ = true;
-      return lost_ || w_.stopping();
-    }
-    bool on_epoch(const nn::EpochResult& r) override {
-      store::EpochMetrics m;
-      m.epoch = r.epoch;
-      m.train_loss = r.train_loss;
-      m.train_acc = r.train_acc;
-      m.val_loss = r.val_loss;
-      m.val_acc = r.val_acc;
-      m.seconds = r.seconds;
-      m.lr = r.lr;
-      const experiment::LeaseService::Verdict v = w_.svc_.report_epoch(l_, m, true);
-      if (v.lost) lost_ = true;
-      if (lost_) return false;  // a newer attempt owns the trial
-      if (!v.go) pruned_ = true;
-      return v.go;
-    }
-    bool lost() const { return lost_ || w_.keeper_->lost(l_.task); }
-    bool pruned() const { return pruned_; }
-
-   private:
-    Worker& w_;
-    experiment::TrialLease& l_;
-    mutable bool lost_ = false;
-    bool pruned_ = false;
-  };
-
-  // The broker hears from the holder's connection only through calls on
-  // it (the keeper extends on a connection of its own): every 250 ms while
-  // a trial trains, well inside half of the shortest useful heartbeat (1 s).
-  bool keep_alive_due() {
-    if (seconds_since(alive_since_) < 0.25) return false;
-    alive_since_ = Clock::now();
-    return true;
-  }
-
-  // Trials of an experiment this worker leases at once: one, unless they
-  // take a few milliseconds; then enough for about 50 ms of work per commit.
-  static int batch_size(const Pace& p) {
-    return static_cast<int>(std::clamp(0.05 / std::max(p.trial_seconds, 1e-6), 1.0, 16.0));
-  }
-
-  // Asks the queue to push two batches ahead (the one leased next and the
-  // one after, so the next lease finds its tasks here), a power of two: 2
-  // for trials of 50 ms or more, up to 32 for trials of a few ms. Raised at
-  // once; lowered (the queue then gives back what it holds beyond) only
-  // when trials became 4x longer, so a noisy average does not flap.
-  void want_prefetch(int64_t exp, Pace& p) {
-    const int want = 2 * static_cast<int>(std::bit_ceil(static_cast<unsigned>(batch_size(p))));
-    if (want > p.queue_prefetch || want * 4 <= p.queue_prefetch) {
-      b_.queue->want_prefetch(db::queue_name(exp), want);
-      p.queue_prefetch = want;
-    }
-  }
-
   // Leases up to batch_size() trials of `exp` into ready_ (stopping after
   // one whose data set must be loaded first), starts them in one batch;
   // true when ready_ has any.
   bool lease_into_ready(int64_t exp) {
-    Pace& p = pace_[exp];
-    want_prefetch(exp, p);
-    while (static_cast<int>(ready_.size()) < batch_size(p)) {
+    pacer_.want_prefetch(exp);
+    while (static_cast<int>(ready_.size()) < pacer_.batch_size(exp)) {
       Next n;
       try {
         n = lease_next(exp);
@@ -299,14 +336,13 @@ class Worker {
 
   // Trains a started trial; its end is written with the next leases.
   void train(Next& n) {
-    TrialObserver obs(*this, n.l);
+    TrialObserver obs(svc_, *keeper_, o_.stop, n.l);
     experiment::RunResult r;
     const auto t0 = Clock::now();
     keeper_->set_current_trial(n.l.trial.id);
     try {
       r = experiment::train_run(n.l.run, n.data->data, &obs);
-      Pace& p = pace_[n.l.trial.experiment_id];
-      p.trial_seconds = 0.5 * p.trial_seconds + 0.5 * seconds_since(t0);
+      pacer_.trained(n.l.trial.experiment_id, seconds_since(t0));
       keeper_->set_current_trial(std::nullopt);
     } catch (const std::exception& e) {
       keeper_->set_current_trial(std::nullopt);
@@ -321,19 +357,9 @@ class Worker {
       svc_.give_back(n.l);
       return;
     }
-    store::TrialMetrics m;
-    if (!r.curve.empty()) {
-      const auto& last = r.curve.back();
-      m.train_loss = last.train_loss;
-      m.train_acc = last.train_acc;
-      m.val_loss = last.val_loss;
-      m.val_acc = last.val_acc;
-    }
-    if (n.data->data.test.size()) m.test_acc = r.test_acc;
-    m.epochs_done = static_cast<int64_t>(r.curve.size());
-    m.seconds = r.train_seconds;
     svc_.finish(std::move(n.l),
-                obs.pruned() ? store::TrialStatus::pruned : store::TrialStatus::finished, m);
+                obs.pruned() ? store::TrialStatus::pruned : store::TrialStatus::finished,
+                trial_metrics(r, n.data->data.test.size() != 0));
   }
 
   WorkerOptions o_;
@@ -342,11 +368,10 @@ class Worker {
   experiment::LeaseService svc_;
   experiment::DataCache data_;
   std::unique_ptr<LeaseKeeper> keeper_;  // the heartbeat thread
-  std::map<int64_t, Pace> pace_;
+  Pacer pacer_{*b_.queue};
   std::vector<int64_t> listed_;  // the one experiment, when running (list_running)
   Clock::time_point listed_at_ = Clock::now() - std::chrono::hours(1);
-  Clock::time_point alive_since_ = Clock::now();  // the last keep_alive_due()
-  std::deque<Next> ready_;                        // leased trials not trained yet (a prefetch)
+  std::deque<Next> ready_;  // leased trials not trained yet (a prefetch)
   int64_t ended_ = 0;
 };
 
