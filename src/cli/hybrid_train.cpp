@@ -115,6 +115,8 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
              {"server_seconds", stats.server_seconds},
              {"wait_seconds", stats.wait_seconds},
              {"weights_sent", stats.weights_sent},
+             {"rechecks", stats.rechecks},
+             {"recheck_failures", stats.recheck_failures},
              {"bytes_to_clients", stats.bytes_to_clients},
              {"bytes_from_clients", stats.bytes_from_clients},
              {"quarantined", stats.quarantined}};

@@ -151,6 +151,7 @@ void HybridServer::Impl::on_activations(int c, Frame& f, Ticket& t) {
   t.nonfinite = finite_problem(f.tensors[0].view());
   t.act = std::move(f.tensors[0]);
   t.has_act = true;
+  t.recheck = choose_recheck(c);
   if (peers[c].waiting == f.ticket) peers[c].waiting = 0;
 }
 
@@ -174,6 +175,10 @@ void HybridServer::Impl::on_weight_grads(int c, Frame& f, Ticket& t) {
       nonfinite = (i < f_params.size() ? f_params[i] : f_state[i - f_params.size()])->name + ": " +
                   nonfinite;
   }
+  // A re-check needs the master weights of the ticket's version: with
+  // staleness a later version may have been published; then it is skipped.
+  if (t.recheck && nonfinite.empty() && t.version == version && !recheck(c, f.ticket, t, f.tensors))
+    return;  // quarantined; the ticket went with the client
   --peers[c].backward;
   grads.push_back({f.ticket, c, t.rows, t.version, std::move(f.tensors), std::move(nonfinite)});
   close(f.ticket);

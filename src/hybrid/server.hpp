@@ -40,6 +40,16 @@ struct HybridOptions {
   // How activations and their gradients travel (tickets ask the client to
   // answer in it); weights and weight gradients are always float32.
   Dtype wire = Dtype::kFloat32;
+  // Native re-checks (docs/distributed.md, "Re-checks"): the server re-runs
+  // a ticket's features forward and backward on its own copy and compares.
+  // Every ticket of a client is re-checked until it has passed
+  // `recheck_first`, then each with probability `recheck_rate`, drawn
+  // where the client cannot see it. A result off by more than
+  // `recheck_tolerance` (relative RMS error) quarantines the client.
+  int recheck_first = 3;
+  double recheck_rate = 0.05;
+  double recheck_tolerance = 1e-3;
+  uint64_t recheck_seed = 0;  // 0: from std::random_device (tests fix it)
 };
 
 // What happened to the tickets, for tests, logs and docs.
@@ -51,6 +61,8 @@ struct HybridStats {
   int64_t grads_stale = 0;    // of those, computed on an older version
   int64_t grads_dropped = 0;  // too stale, or their client went away
   int64_t weights_sent = 0;   // weights frames: only to a client whose copy is stale
+  int64_t rechecks = 0;       // tickets re-run natively and compared (passed or not)
+  int64_t recheck_failures = 0;
   int64_t bytes_to_clients = 0, bytes_from_clients = 0;  // frames, as encoded
   // Where the server's time went: its own compute (classifier steps,
   // averaging, features steps) and waiting for the clients (their compute

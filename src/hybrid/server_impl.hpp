@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct Ticket {
   nn::Tensor act;  // the accepted activations (kForward, once they arrive)
   bool has_act = false;
   std::string nonfinite;  // why act is not finite: a liar, or the run diverged
+  // Re-checked (chosen when its activations arrive): the activations and
+  // the activation gradients sent, kept for the comparison.
+  bool recheck = false;
+  nn::Tensor act_kept, grad_sent;
 };
 
 struct Peer {
@@ -39,6 +44,7 @@ struct Peer {
   // through its frames in order.
   uint64_t waiting = 0;
   int backward = 0;  // its tickets at kBackward
+  int checks_passed = 0;
 };
 
 struct GradResult {
@@ -76,6 +82,12 @@ struct HybridServer::Impl {
   std::vector<GradResult> grads;  // arrived, not yet applied
   NormHistory act_history, grad_history;
   HybridStats stats;
+  // Re-checks: a second copy of the features part, loaded with the master
+  // weights before each; off when the features part has dropout (its masks
+  // are drawn on the client).
+  nn::Model checker;
+  bool recheck_possible = false;
+  std::mt19937_64 recheck_rng;
   // The epoch in progress.
   double loss_sum = 0, acc_sum = 0;
   int64_t done = 0;
@@ -88,12 +100,14 @@ struct HybridServer::Impl {
         features(nn::Model::build_part(s.model, "features", input, classes, s.train.seed)),
         classifier(nn::Model::build_part(s.model, "classifier", input, classes, s.train.seed)),
         whole_model(nn::Model::build(s.model, input, classes, s.train.seed)),
+        checker(nn::Model::build_part(s.model, "features", input, classes, s.train.seed)),
         opt_f(s.train.optimizer, features.params()),
         opt_c(s.train.optimizer, classifier.params()) {
     f_params = features.params();
     f_state = features.state();
     act_row = features.output_shape();
     classifier.set_input_grad(true);
+    init_rechecks();
   }
 
   int64_t batch_size() const { return spec.train.batch_size; }
@@ -138,6 +152,13 @@ struct HybridServer::Impl {
   void on_activations(int c, Frame& f, Ticket& t);
 
   void on_weight_grads(int c, Frame& f, Ticket& t);
+
+  // recheck.cpp: whether to re-check a ticket whose activations arrived,
+  // and the re-check itself once its weight gradients are in (false: the
+  // client was quarantined).
+  void init_rechecks();
+  bool choose_recheck(int c);
+  bool recheck(int c, uint64_t id, const Ticket& t, const std::vector<nn::Tensor>& grads);
 
   // Waits for events until `done()` or the earliest deadline of `stage`
   // tickets, which then expire.

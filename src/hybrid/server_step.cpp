@@ -74,6 +74,14 @@ void HybridServer::Impl::classifier_step(const std::vector<uint64_t>& round) {
     float* dst = f.tensors[0].data();
     for (int64_t i = 0, n = t.act.numel(); i < n; ++i) dst[i] = src[i] * scale;
     at += t.rows;
+    if (t.recheck) {  // kept as the client reads them
+      t.act_kept = std::move(t.act);
+      t.grad_sent = nn::Tensor(f.tensors[0].shape());
+      const float* g = f.tensors[0].data();
+      float* kept = t.grad_sent.data();
+      for (int64_t i = 0, n = t.grad_sent.numel(); i < n; ++i)
+        kept[i] = opt.wire == Dtype::kFloat16 ? from_half(to_half(g[i])) : g[i];
+    }
     t.act = nn::Tensor();
     t.stage = Stage::kBackward;
     t.deadline = Clock::now() + opt.deadline;

@@ -3,9 +3,11 @@
 // on; stragglers and leavers cost a reissue; staleness is bounded.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "data/dataset.hpp"
@@ -156,8 +158,12 @@ ClientOptions liar(const char* how) {
 TEST(HybridTrain, LiarsAreQuarantinedAndTrainingConverges) {
   Fixture fx(cnn_spec(3, 16, 768));
   const InProcessRun honest = fx.run(3, {});
+  // The screens alone (shape, finiteness, norms, versions): re-checks off.
+  HybridOptions screens_only;
+  screens_only.recheck_first = 0;
+  screens_only.recheck_rate = 0;
   const InProcessRun attacked =
-      fx.run(6, {}, nullptr, {{}, {}, {}, liar("x100"), liar("random"), liar("stale")});
+      fx.run(6, screens_only, nullptr, {{}, {}, {}, liar("x100"), liar("random"), liar("stale")});
   EXPECT_TRUE(honest.stats.quarantined.empty());
   std::vector<int> q = attacked.stats.quarantined;
   std::sort(q.begin(), q.end());
@@ -249,6 +255,111 @@ TEST(HybridTrain, HalfPrecisionWireHalvesTheBatchBytesAndFollowsFloat32) {
     EXPECT_NEAR(*half.curve[e].val_acc, *full.curve[e].val_acc, 0.05) << "epoch " << e + 1;
   }
   EXPECT_LT(half.curve.back().train_loss, 0.7 * half.curve.front().train_loss);
+}
+
+// Native re-checks: the server re-runs a ticket's features part and
+// compares. Honest clients pass every one (and training is unchanged by
+// them); a liar the norm screens cannot see is caught on a re-check.
+HybridOptions every_ticket_rechecked() {
+  HybridOptions o;
+  o.recheck_first = 1000000;
+  return o;
+}
+
+HybridOptions no_rechecks() {
+  HybridOptions o;
+  o.recheck_first = 0;
+  o.recheck_rate = 0;
+  return o;
+}
+
+TEST(HybridRecheck, HonestClientsPassEveryRecheckAndTrainingIsUnchanged) {
+  Fixture fx(cnn_spec(2, 16, 256));
+  nn::Model a = nn::Model::build(fx.spec.model, fx.input, fx.data.num_classes, 1);
+  nn::Model b = nn::Model::build(fx.spec.model, fx.input, fx.data.num_classes, 1);
+  const InProcessRun checked = fx.run(2, every_ticket_rechecked(), &a);
+  const InProcessRun unchecked = fx.run(2, no_rechecks(), &b);
+  EXPECT_EQ(checked.stats.rechecks, checked.stats.tickets);
+  EXPECT_EQ(checked.stats.recheck_failures, 0);
+  EXPECT_TRUE(checked.stats.quarantined.empty());
+  EXPECT_EQ(unchecked.stats.rechecks, 0);
+  EXPECT_TRUE(same_bits(a, b)) << "a re-check changed the training";
+  // In float16 the client's inputs and outputs are rounded: within tolerance.
+  HybridOptions half = every_ticket_rechecked();
+  half.wire = Dtype::kFloat16;
+  const InProcessRun h = fx.run(2, half);
+  EXPECT_EQ(h.stats.rechecks, h.stats.tickets);
+  EXPECT_EQ(h.stats.recheck_failures, 0);
+}
+
+// Lies small enough for the norm screens (within 5x of the step's median):
+// weight gradients x1.3, and activations with 1% noise.
+ClientOptions subtle_liar(const char* how) {
+  ClientOptions o;
+  const std::string kind = how;
+  o.tamper = [kind, n = std::make_shared<uint64_t>(1)](Frame& f) {
+    if (kind == "grads" && f.kind == FrameKind::kWeightGrads) {
+      for (int64_t i = 0; i < f.tensors[0].numel(); ++i) f.tensors[0][i] *= 1.3f;
+    } else if (kind == "acts" && f.kind == FrameKind::kActivations) {
+      for (int64_t i = 0; i < f.tensors[0].numel(); ++i) {
+        *n = *n * 6364136223846793005ull + 1442695040888963407ull;
+        f.tensors[0][i] *= 1.0f + 0.01f * (static_cast<float>(*n >> 40) / (1 << 24) - 0.5f) * 2;
+      }
+    }
+  };
+  return o;
+}
+
+TEST(HybridRecheck, SubtleLiarsPassTheScreensButNotTheRecheck) {
+  Fixture fx(cnn_spec(2, 16, 512));
+  const std::vector<ClientOptions> clients{{}, {}, subtle_liar("grads"), subtle_liar("acts")};
+  const InProcessRun screened = fx.run(4, no_rechecks(), nullptr, clients);
+  EXPECT_TRUE(screened.stats.quarantined.empty()) << "the screens alone see these lies";
+  const InProcessRun checked = fx.run(4, HybridOptions{}, nullptr, clients);
+  for (const auto& line : checked.stats.log) std::printf("  %s\n", line.c_str());
+  std::vector<int> q = checked.stats.quarantined;
+  std::sort(q.begin(), q.end());
+  EXPECT_EQ(q, (std::vector<int>{2, 3}));
+  EXPECT_EQ(checked.stats.recheck_failures, 2);
+  int named = 0;
+  for (const auto& line : checked.stats.log)
+    named += line.find("re-check of ticket") != std::string::npos &&
+             line.find("relative RMS error") != std::string::npos;
+  EXPECT_EQ(named, 2);
+  // Each was caught on its first ticket (a new client's are all re-checked).
+  EXPECT_EQ(checked.clients[2].tickets, 1);
+  EXPECT_EQ(checked.clients[3].tickets, 1);
+  ASSERT_EQ(checked.curve.size(), 2u);
+  EXPECT_LT(checked.curve.back().train_loss, checked.curve.front().train_loss);
+}
+
+TEST(HybridRecheck, TrustedClientsAreSampled) {
+  Fixture fx(cnn_spec(2, 16, 512));  // 32 batches an epoch
+  HybridOptions o;
+  o.recheck_first = 2;
+  o.recheck_rate = 0.25;
+  o.recheck_seed = 7;
+  const InProcessRun r = fx.run(2, o);
+  std::printf("%lld of %lld tickets re-checked\n", static_cast<long long>(r.stats.rechecks),
+              static_cast<long long>(r.stats.tickets));
+  EXPECT_GT(r.stats.rechecks, 2 * 2) << "none sampled after the first ones";
+  EXPECT_LT(r.stats.rechecks, r.stats.tickets) << "every one re-checked";
+  o.recheck_rate = 0;
+  EXPECT_EQ(fx.run(2, o).stats.rechecks, 2 * 2);
+}
+
+TEST(HybridRecheck, OffWhenTheFeaturesHaveDropout) {
+  std::string yaml = cnn_spec(1, 16, 128);
+  const std::string at = "      - max_pool2d: 2\n    classifier:";
+  ASSERT_NE(yaml.find(at), std::string::npos);
+  yaml.replace(yaml.find(at), at.size(),
+               "      - max_pool2d: 2\n      - dropout: 0.1\n    classifier:");
+  Fixture fx(yaml);
+  const InProcessRun r = fx.run(2, HybridOptions{});
+  EXPECT_EQ(r.stats.rechecks, 0);
+  bool said = false;
+  for (const auto& line : r.stats.log) said |= line.find("re-checks are off") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 }  // namespace train_test

@@ -1,0 +1,105 @@
+// Native re-checks of the clients' work (docs/distributed.md, "Re-checks"):
+// the server re-runs a sampled ticket's features forward and backward on its
+// own copy of the features part, loaded with the master weights of the
+// ticket's version, and compares activations, weight gradients and state.
+#include <cmath>
+#include <cstring>
+
+#include "hybrid/server_impl.hpp"
+
+namespace dnnlab::hybrid {
+namespace {
+
+double rms(const float* a, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(a[i]) * a[i];
+  return n ? std::sqrt(s / static_cast<double>(n)) : 0;
+}
+
+double rms_diff(const float* a, const float* b, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    s += d * d;
+  }
+  return n ? std::sqrt(s / static_cast<double>(n)) : 0;
+}
+
+void copy_values(const std::vector<nn::Param*>& to, const std::vector<nn::Param*>& from) {
+  for (size_t i = 0; i < to.size(); ++i)
+    std::memcpy(to[i]->value.data(), from[i]->value.data(), sizeof(float) * to[i]->value.numel());
+}
+
+}  // namespace
+
+void HybridServer::Impl::init_rechecks() {
+  const nn::PartSpec* f = nullptr;
+  for (const nn::PartSpec& p : spec.model.parts)
+    if (p.name == "features") f = &p;
+  bool dropout = false;
+  for (size_t i = f ? f->begin : 0; f && i < f->end; ++i)
+    dropout |= spec.model.layers[i].type == "dropout";
+  recheck_possible = !dropout && (opt.recheck_first > 0 || opt.recheck_rate > 0);
+  if (dropout && (opt.recheck_first > 0 || opt.recheck_rate > 0))
+    note("re-checks are off: the features part has dropout, whose masks the clients draw");
+  recheck_rng.seed(opt.recheck_seed
+                       ? opt.recheck_seed
+                       : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}());
+}
+
+bool HybridServer::Impl::choose_recheck(int c) {
+  if (!recheck_possible) return false;
+  if (peers[c].checks_passed < opt.recheck_first) return true;
+  return std::uniform_real_distribution<double>(0, 1)(recheck_rng) < opt.recheck_rate;
+}
+
+bool HybridServer::Impl::recheck(int c, uint64_t id, const Ticket& t,
+                                 const std::vector<nn::Tensor>& g) {
+  ++stats.rechecks;
+  std::vector<nn::Param*> cp = checker.params(), cs = checker.state();
+  copy_values(cp, f_params);
+  copy_values(cs, f_state);
+  nn::Shape bs = train->x.shape();
+  bs[0] = t.rows;
+  nn::Tensor batch(bs);
+  const int64_t row = train->x.cols();
+  for (int64_t i = 0; i < t.rows; ++i)
+    std::memcpy(batch.data() + i * row, train->x.data() + order[t.begin + i] * row,
+                sizeof(float) * row);
+  const double tol = opt.recheck_tolerance;
+  std::string why;
+  const nn::TensorView h = checker.forward(batch.view(), /*training=*/true);
+  const double e =
+      rms_diff(h.data(), t.act_kept.data(), h.numel()) / (rms(h.data(), h.numel()) + 1e-12);
+  if (e > tol) why = "activations are off by a relative RMS error of " + std::to_string(e);
+  if (why.empty()) {
+    checker.backward_from("features", t.grad_sent.view());
+    // Each tensor against its own scale, floored by the part's overall one
+    // (a tensor of near-zero gradients is compared in absolute terms).
+    double total = 0, count = 0;
+    for (nn::Param* p : cp) {
+      const double r = rms(p->grad.data(), p->grad.numel());
+      total += r * r * static_cast<double>(p->grad.numel());
+      count += static_cast<double>(p->grad.numel());
+    }
+    const double floor = 1e-3 * std::sqrt(total / std::max(count, 1.0)) + 1e-12;
+    for (size_t i = 0; i < cp.size() + cs.size() && why.empty(); ++i) {
+      const nn::Tensor& want = i < cp.size() ? cp[i]->grad : cs[i - cp.size()]->value;
+      const double err = rms_diff(want.data(), g[i].data(), want.numel()) /
+                         (rms(want.data(), want.numel()) + (i < cp.size() ? floor : 1e-12));
+      if (err > tol)
+        why = (i < cp.size() ? cp[i] : cs[i - cp.size()])->name +
+              (i < cp.size() ? " gradient" : "") + " is off by a relative RMS error of " +
+              std::to_string(err);
+    }
+  }
+  if (!why.empty()) {
+    ++stats.recheck_failures;
+    drop_client(c, "re-check of ticket " + std::to_string(id) + ": " + why, true);
+    return false;
+  }
+  ++peers[c].checks_passed;
+  return true;
+}
+
+}  // namespace dnnlab::hybrid
