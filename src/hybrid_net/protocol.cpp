@@ -4,6 +4,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "hybrid/client_step.hpp"
+
 namespace dnnlab::hybrid_net {
 namespace {
 
@@ -108,20 +110,7 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 }
 
 std::string fingerprint(nn::TensorView x) {
-  uint64_t h = 14695981039346656037ull;
-  auto mix = [&](const void* p, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  };
-  const nn::Shape& s = x.shape();
-  for (int i = 0; i < s.rank; ++i) {
-    const int64_t d = s[i];
-    mix(&d, sizeof d);
-  }
-  mix(x.data(), sizeof(float) * static_cast<size_t>(x.numel()));
-  char out[17];
-  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
-  return out;
+  return hybrid::data_fingerprint(x);
 }
 
 WsUrl parse_ws_url(std::string_view url) {
