@@ -56,14 +56,16 @@ std::string to_json(const Hello& h) {
 }
 
 std::string to_json(const Welcome& w) {
-  return json{{"v", w.v},
-              {"type", "welcome"},
-              {"client", w.client},
-              {"spec", w.spec_yaml},
-              {"data_fingerprint", w.data_fingerprint},
-              {"train_rows", w.train_rows},
-              {"max_frame_bytes", w.max_frame_bytes}}
-      .dump();
+  json j{{"v", w.v},
+         {"type", "welcome"},
+         {"client", w.client},
+         {"spec", w.spec_yaml},
+         {"data_fingerprint", w.data_fingerprint},
+         {"train_rows", w.train_rows},
+         {"max_frame_bytes", w.max_frame_bytes}};
+  if (!w.core_spec_json.empty()) j["core_spec"] = json::parse(w.core_spec_json);
+  if (!w.shard_path.empty()) j["shard"] = w.shard_path;
+  return j.dump();
 }
 
 std::string error_json(std::string_view message) {
@@ -95,6 +97,11 @@ Welcome parse_welcome(std::string_view text) {
   w.data_fingerprint = string_field(j, "welcome", "data_fingerprint", 64);
   w.train_rows = number_field<int64_t>(j, "welcome", "train_rows");
   w.max_frame_bytes = number_field<uint64_t>(j, "welcome", "max_frame_bytes");
+  if (j.contains("core_spec")) {
+    if (!j["core_spec"].is_object()) throw ProtocolError("welcome: 'core_spec' is not an object");
+    w.core_spec_json = j["core_spec"].dump();
+  }
+  if (j.contains("shard")) w.shard_path = string_field(j, "welcome", "shard", 256);
   return w;
 }
 
