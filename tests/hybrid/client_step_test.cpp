@@ -14,25 +14,25 @@ namespace client_step_test {
 const char* kSpec = R"(name: step
 data: {dataset: synthetic}
 model:
-  input: [1, 4, 4]
+  input: [1, 28, 28]
   parts:
     features:
       - {conv2d: 2, kernel: 3, padding: 1}
       - batchnorm
       - relu
     classifier:
-      - dense: 3
+      - dense: 10
 train: {batch_size: 2, seed: 5}
 )";
 
 struct StepParts {
   nn::RunSpec spec = spec::parse_run_spec(kSpec, "step.yaml");
-  nn::Shape input{1, 4, 4};
-  nn::Tensor shard{nn::Shape{3, 1, 4, 4}};
+  nn::Shape input{1, 28, 28};
+  nn::Tensor shard{nn::Shape{3, 1, 28, 28}};
   StepParts() {
     for (int64_t i = 0; i < shard.numel(); ++i) shard.data()[i] = 0.1f * static_cast<float>(i % 7);
   }
-  nn::Model part() { return nn::Model::build_part(spec.model, "features", input, 3, 5); }
+  nn::Model part() { return nn::Model::build_part(spec.model, "features", input, 10, 5); }
   // The weights frame a server would send for version `v`: the part's own.
   Frame weights(uint64_t v) {
     nn::Model f = part();
@@ -53,14 +53,14 @@ TEST(HybridClientStep, AnswersTicketsAndGradientsFrameByFrame) {
   ASSERT_TRUE(act);
   EXPECT_EQ(act->kind, FrameKind::kActivations);
   EXPECT_EQ(act->ticket, 9u);
-  EXPECT_EQ(act->tensors.at(0).shape(), (nn::Shape{2, 2, 4, 4}));
+  EXPECT_EQ(act->tensors.at(0).shape(), (nn::Shape{2, 2, 28, 28}));
   EXPECT_EQ(step.tickets(), 1);
   // Gradients for a ticket the server gave up on: nothing to send.
   Frame other{FrameKind::kActivationGrads, 4, 8, {}, {}};
-  other.tensors.emplace_back(nn::Shape{2, 2, 4, 4});
+  other.tensors.emplace_back(nn::Shape{2, 2, 28, 28});
   EXPECT_FALSE(step.on_frame(other));
   Frame g{FrameKind::kActivationGrads, 4, 9, {}, {}};
-  g.tensors.emplace_back(nn::Shape{2, 2, 4, 4});
+  g.tensors.emplace_back(nn::Shape{2, 2, 28, 28});
   for (int64_t i = 0; i < g.tensors[0].numel(); ++i) g.tensors[0].data()[i] = 0.01f;
   const std::optional<Frame> wg = step.on_frame(g);
   ASSERT_TRUE(wg);
