@@ -61,7 +61,7 @@ std::string browser_files(const nn::RunSpec& spec, const data::Dataset& data,
   eo.welcome.shard_path = "/hybrid/shard-" + eo.welcome.data_fingerprint + ".safetensors";
   eo.files[eo.welcome.shard_path] = {
       "application/octet-stream",
-      std::make_shared<const std::string>(data::encode_shard(train_only))};
+      std::make_shared<const std::string>(data::encode_shard(train_only)), /*needs_token=*/true};
   const std::string root = find_web_root();
   if (root.empty()) return "";
   const std::filesystem::path web(root);

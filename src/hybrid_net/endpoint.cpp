@@ -172,7 +172,15 @@ class Session : public std::enable_shared_from_this<Session> {
     const std::string path(target.substr(0, target.find('?')));
     if (!websocket::is_upgrade(req) && req.method() == http::verb::get) {
       const auto file = hub_.opt.files.find(path);
-      if (file != hub_.opt.files.end()) return serve_file(file->second);
+      if (file != hub_.opt.files.end()) {
+        const auto auth = req[http::field::authorization];
+        if (file->second.needs_token &&
+            !constant_time_equal(std::string_view(auth.data(), auth.size()),
+                                 "Bearer " + hub_.opt.token))
+          return refuse_http("GET " + path + " needs the join token (Authorization: Bearer)",
+                             http::status::unauthorized);
+        return serve_file(file->second);
+      }
     }
     if (!websocket::is_upgrade(req) || target != kPath)
       return refuse_http(std::string("this port serves the hybrid trainer's WebSocket at ") +
@@ -217,9 +225,9 @@ class Session : public std::enable_shared_from_this<Session> {
                       });
   }
 
-  void refuse_http(const std::string& why) {
+  void refuse_http(const std::string& why, http::status status = http::status::bad_request) {
     hub_.log(who() + " refused: " + why);
-    auto res = std::make_shared<http::response<http::string_body>>(http::status::bad_request, 11);
+    auto res = std::make_shared<http::response<http::string_body>>(status, 11);
     res->set(http::field::content_type, "text/plain");
     res->set(http::field::connection, "close");
     res->body() = why + "\n";

@@ -51,6 +51,9 @@ struct EndpointOptions {
   struct File {
     std::string content_type;
     std::shared_ptr<const std::string> body;
+    // Only with `Authorization: Bearer <token>` (the training data: whoever
+    // may not join may not read it either); else 401.
+    bool needs_token = false;
   };
   std::map<std::string, File> files;
   // Called (on the io thread) for each connection refused or closed for a

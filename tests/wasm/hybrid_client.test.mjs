@@ -77,7 +77,8 @@ function nodeClient(core, url, token, { onWelcome } = {}) {
       s.welcome = m;
       s.client = m.client;
       onWelcome?.(m);
-      const res = await fetch(new URL(m.shard, url.replace(/^ws/, 'http')));
+      const res = await fetch(new URL(m.shard, url.replace(/^ws/, 'http')), { headers: { authorization: `Bearer ${token}` } });
+      if (!res.ok) { s.error = `GET ${m.shard}: ${res.status}`; return ws.close(); }
       const shard = core.openShard(new Uint8Array(await res.arrayBuffer()));
       s.hc = core.createHybridClient(m.core_spec, shard, m.data_fingerprint);
       s.shard = shard;
@@ -111,9 +112,15 @@ async function run() {
         if (!j) await new Promise((r) => setTimeout(r, 50));
       }
       assert.ok(j, log);
-      let welcome = null;
-      const clients = await Promise.all([0, 1].map(() =>
-        nodeClient(core, j[1], j[2], { onWelcome: (w) => { welcome = w; } })));
+      let welcome = null, noToken = null;
+      const clients = await Promise.all([0, 1].map(() => nodeClient(core, j[1], j[2], {
+        onWelcome: (w) => {
+          welcome = w;
+          // The training data only with the join token (asked while the run serves).
+          noToken ??= fetch(new URL(w.shard, j[1].replace(/^ws/, 'http'))).then((r) => r.status);
+        },
+      })));
+      assert.equal(await noToken, 401, 'the shard without the token');
       assert.equal(await exited, 0, log);
       const metrics = JSON.parse(readFileSync(join(dir, 'hybrid-node.metrics.json'), 'utf8'));
       const d = metrics.distributed;

@@ -29,8 +29,9 @@ async function loadCore(base) {
   return wrapCore(await factory({ locateFile: (f) => new URL(`core/${f}`, base).href }));
 }
 
-async function fetchBytes(url) {
-  const res = await fetch(url, { cache: 'no-cache' });
+// The shard needs the join token: whoever may not join may not read the data.
+async function fetchBytes(url, token) {
+  const res = await fetch(url, { cache: 'no-cache', headers: { authorization: `Bearer ${token}` } });
   if (!res.ok) throw new Error(`GET ${url}: HTTP ${res.status}`);
   return new Uint8Array(await res.arrayBuffer());
 }
@@ -86,7 +87,7 @@ function run({ token, url, base }) {
       if (!msg.core_spec || !msg.shard) throw new Error('the welcome has no core_spec or shard: this server cannot take browser clients');
       const core = await corePromise;
       set({ kernels: core.kernels });
-      const shard = core.openShard(await fetchBytes(new URL(msg.shard, base).href));
+      const shard = core.openShard(await fetchBytes(new URL(msg.shard, base).href, token));
       set({ data: `${shard.info.dataset}, ${shard.info.train} training samples` });
       client = core.createHybridClient(msg.core_spec, shard, msg.data_fingerprint);
       shard.free(); // the client keeps its data
