@@ -1,5 +1,6 @@
 // Bundles web/src (plain ES modules + CSS) into one app.js, app.css and index.html,
-// and the join page (src/join) into join.html, join.js and join_worker.js.
+// the join page (src/join) into join.html, join.js and join_worker.js, and the
+// distributed run's browser client (src/hybrid) into hybrid.html, hybrid.js and hybrid_worker.js.
 // Usage: node build.mjs [--outdir DIR] [--dev]
 import * as esbuild from 'esbuild';
 import { copyFile, mkdir } from 'node:fs/promises';
@@ -36,10 +37,15 @@ await copyFile(join(here, 'src/index.html'), join(outdir, 'index.html'));
 // dynamically); the core itself goes to dist/core/ (web/CMakeLists.txt).
 const joinResult = await esbuild.build({
   ...common,
-  entryPoints: { join: join(here, 'src/join/join.js'), join_worker: join(here, 'src/join/join_worker.js') },
+  entryPoints: {
+    join: join(here, 'src/join/join.js'), join_worker: join(here, 'src/join/join_worker.js'),
+    // The browser client of a distributed run (served by `dnnlab train --listen`).
+    hybrid: join(here, 'src/hybrid/hybrid.js'), hybrid_worker: join(here, 'src/hybrid/hybrid_worker.js'),
+  },
   format: 'esm',
 });
 await copyFile(join(here, 'src/join/join.html'), join(outdir, 'join.html'));
+await copyFile(join(here, 'src/hybrid/hybrid.html'), join(outdir, 'hybrid.html'));
 const sizes = [...Object.entries(result.metafile.outputs), ...Object.entries(joinResult.metafile.outputs)]
   .map(([f, o]) => `${f.split('/').pop()} ${(o.bytes / 1024).toFixed(1)} KiB`);
 console.log(`dashboard -> ${outdir}: ${sizes.join(', ')}`);

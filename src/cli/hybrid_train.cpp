@@ -2,10 +2,16 @@
 // threads, or an endpoint that clients in other processes join.
 #include "cli/hybrid_train.hpp"
 
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
+#include "cli/commands.hpp"
+#include "data/shard.hpp"
 #include "hybrid/train_in_process.hpp"
 #include "hybrid_net/endpoint.hpp"
+#include "server/gateway.hpp"
 #include "server/token.hpp"
 
 namespace dnnlab::cli {
@@ -25,6 +31,57 @@ uint64_t max_frame_bytes(const nn::RunSpec& spec, const nn::Shape& input, int64_
   return std::max(act + 64, weights + 64) + hybrid::kFrameHeaderBytes + 4096;
 }
 
+std::shared_ptr<const std::string> read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return nullptr;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return std::make_shared<const std::string>(ss.str());
+}
+
+// What a browser client needs from this endpoint (docs/distributed.md
+// "Browser clients"): the spec as the wasm core reads it and the training
+// split as a data shard, in the welcome; the page and the wasm core from the
+// web bundle (find_web_root), if there is one. Returns the page's path, ""
+// when the bundle or the core is missing.
+std::string browser_files(const nn::RunSpec& spec, const data::Dataset& data,
+                          hybrid_net::EndpointOptions& eo) {
+  std::vector<int64_t> input;
+  for (int i = 0; i < data.sample_shape.rank; ++i) input.push_back(data.sample_shape[i]);
+  eo.welcome.core_spec_json = server::core_spec_json(spec, input, data.num_classes).dump();
+  data::Dataset train_only;
+  train_only.name = data.name;
+  train_only.sample_shape = data.sample_shape;
+  train_only.num_classes = data.num_classes;
+  train_only.sha256 = data.sha256;
+  train_only.class_names = data.class_names;
+  train_only.normalize = data.normalize;
+  train_only.lut = data.lut;
+  train_only.train = data.train;
+  eo.welcome.shard_path = "/hybrid/shard-" + eo.welcome.data_fingerprint + ".safetensors";
+  eo.files[eo.welcome.shard_path] = {
+      "application/octet-stream",
+      std::make_shared<const std::string>(data::encode_shard(train_only)), /*needs_token=*/true};
+  const std::string root = find_web_root();
+  if (root.empty()) return "";
+  const std::filesystem::path web(root);
+  const std::pair<const char*, const char*> page[] = {
+      {"hybrid.html", "text/html; charset=utf-8"},
+      {"hybrid.js", "text/javascript"},
+      {"hybrid_worker.js", "text/javascript"},
+      {"core/dnnlab_core.mjs", "text/javascript"},
+      {"core/dnnlab_core.wasm", "application/wasm"}};
+  std::map<std::string, hybrid_net::EndpointOptions::File> files;
+  for (const auto& [name, type] : page) {
+    auto body = read_file(web / name);
+    if (!body) return "";
+    const std::string path = std::string("/hybrid/") + (name == page[0].first ? "join" : name);
+    files[path] = {type, std::move(body)};
+  }
+  eo.files.merge(files);
+  return "/hybrid/join";
+}
+
 // Clients in other processes: listen, wait for o.clients of them, train.
 hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& spec,
                                   const data::Dataset& data, const nn::LabeledData& train,
@@ -40,11 +97,23 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
   eo.max_frame_bytes = max_frame_bytes(spec, input, data.num_classes);
   eo.max_clients = hybrid::kMaxClients;
   if (!o.quiet) eo.log = [](const std::string& line) { std::cerr << "hybrid: " << line << "\n"; };
+  const std::string page = browser_files(spec, data, eo);
   hybrid_net::HybridEndpoint endpoint(o.listen, eo);
-  // Printed even with -q: nobody can join without it.
+  // Printed even with -q: nobody can join without it. The browser URL keeps
+  // the token in its fragment, which browsers never send (so no request line
+  // or log holds it).
   std::cerr << "hybrid: listening on " << endpoint.url() << "\n"
             << "hybrid: join with: dnnlab join " << endpoint.url() << " --token " << eo.token
-            << std::endl;
+            << "\n";
+  std::string http = endpoint.url();
+  http.replace(0, 2, "http");  // ws://HOST:PORT/hybrid -> http://HOST:PORT/hybrid
+  if (!page.empty())
+    std::cerr << "hybrid: browsers join at " << http.substr(0, http.size() - 7) << page
+              << "#token=" << eo.token << std::endl;
+  else
+    std::cerr << "hybrid: no browser page here (the web bundle and its wasm core were not "
+                 "found; $DNNLAB_WEB_DIR names them)"
+              << std::endl;
   const int joined = endpoint.wait_for_clients(
       o.clients, hybrid::Clock::now() + std::chrono::seconds(o.client_wait_s), [&](int n) {
         if (n < o.clients)
@@ -107,6 +176,7 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
              {"versions", version},
              {"rounds", stats.rounds},
              {"tickets", stats.tickets},
+             {"tickets_by_client", stats.tickets_by_client},
              {"reissued", stats.reissued},
              {"late", stats.late},
              {"grads_applied", stats.grads_applied},

@@ -92,6 +92,9 @@ std::vector<uint64_t> HybridServer::Impl::issue_round() {
     open[id] = std::move(t);
     p.waiting = id;
     ++stats.tickets;
+    if (static_cast<int>(stats.tickets_by_client.size()) <= c)
+      stats.tickets_by_client.resize(c + 1);
+    ++stats.tickets_by_client[c];
     round.push_back(id);
     if (p.version != version) send_weights(c);
     if (!p.gone) send(c, encode(f));

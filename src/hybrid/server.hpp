@@ -55,6 +55,7 @@ struct HybridOptions {
 // What happened to the tickets, for tests, logs and docs.
 struct HybridStats {
   int64_t rounds = 0, tickets = 0;
+  std::vector<int64_t> tickets_by_client;  // tickets issued, indexed by client id
   int64_t reissued = 0;       // tickets given up before activations (deadline, departure, reject)
   int64_t late = 0;           // results of given-up tickets, discarded
   int64_t grads_applied = 0;  // weight gradients averaged into a step

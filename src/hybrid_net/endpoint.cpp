@@ -165,10 +165,26 @@ class Session : public std::enable_shared_from_this<Session> {
       return left();
     }
     const auto& req = parser_->get();
-    if (!websocket::is_upgrade(req) || req.target() != kPath)
+    // The path only: a query is never logged (it could hold what a user
+    // pasted; the browser page keeps the token in the fragment, which no
+    // request carries).
+    const std::string_view target(req.target().data(), req.target().size());
+    const std::string path(target.substr(0, target.find('?')));
+    if (!websocket::is_upgrade(req) && req.method() == http::verb::get) {
+      const auto file = hub_.opt.files.find(path);
+      if (file != hub_.opt.files.end()) {
+        const auto auth = req[http::field::authorization];
+        if (file->second.needs_token &&
+            !constant_time_equal(std::string_view(auth.data(), auth.size()),
+                                 "Bearer " + hub_.opt.token))
+          return refuse_http("GET " + path + " needs the join token (Authorization: Bearer)",
+                             http::status::unauthorized);
+        return serve_file(file->second);
+      }
+    }
+    if (!websocket::is_upgrade(req) || target != kPath)
       return refuse_http(std::string("this port serves the hybrid trainer's WebSocket at ") +
-                         kPath + "; got " + std::string(req.method_string()) + " " +
-                         std::string(req.target()));
+                         kPath + "; got " + std::string(req.method_string()) + " " + path);
     if (buf_.size() != 0)
       return refuse_http("bytes after the upgrade request before the handshake completed");
     ws_.next_layer().expires_never();
@@ -187,9 +203,31 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  void refuse_http(const std::string& why) {
+  // One of EndpointOptions::files, then the connection is closed (a browser
+  // opens another for the next).
+  void serve_file(const EndpointOptions::File& f) {
+    auto res = std::make_shared<http::response<http::string_body>>(http::status::ok, 11);
+    res->set(http::field::content_type, f.content_type);
+    res->set(http::field::cache_control, "no-cache");
+    res->set("X-Content-Type-Options", "nosniff");
+    res->set("X-Frame-Options", "DENY");
+    res->set("Referrer-Policy", "no-referrer");
+    res->set(http::field::connection, "close");
+    res->body() = *f.body;
+    res->prepare_payload();
+    closing_ = true;
+    http::async_write(ws_.next_layer(), *res,
+                      [self = shared_from_this(), res](beast::error_code, size_t) {
+                        beast::error_code ec;
+                        self->ws_.next_layer().socket().shutdown(tcp::socket::shutdown_send, ec);
+                        self->ws_.next_layer().socket().close(ec);
+                        self->left();
+                      });
+  }
+
+  void refuse_http(const std::string& why, http::status status = http::status::bad_request) {
     hub_.log(who() + " refused: " + why);
-    auto res = std::make_shared<http::response<http::string_body>>(http::status::bad_request, 11);
+    auto res = std::make_shared<http::response<http::string_body>>(status, 11);
     res->set(http::field::content_type, "text/plain");
     res->set(http::field::connection, "close");
     res->body() = why + "\n";

@@ -19,6 +19,7 @@
 #pragma once
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
@@ -43,6 +44,18 @@ struct EndpointOptions {
   std::chrono::milliseconds hello_timeout{10000};
   int max_clients = 64;
   int max_waiting = 32;  // connections not yet admitted
+  // Files answered to a plain GET of their path (a query is
+  // ignored): the browser client's page, its wasm core and the training split
+  // as a data shard (docs/distributed.md "Browser clients"), so that the page
+  // and its WebSocket have one origin. Any other request is refused (400).
+  struct File {
+    std::string content_type;
+    std::shared_ptr<const std::string> body;
+    // Only with `Authorization: Bearer <token>` (the training data: whoever
+    // may not join may not read it either); else 401.
+    bool needs_token = false;
+  };
+  std::map<std::string, File> files;
   // Called (on the io thread) for each connection refused or closed for a
   // reason, and each admission: a log line.
   std::function<void(const std::string&)> log;

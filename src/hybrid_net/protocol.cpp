@@ -4,6 +4,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "hybrid/client_step.hpp"
+
 namespace dnnlab::hybrid_net {
 namespace {
 
@@ -54,14 +56,16 @@ std::string to_json(const Hello& h) {
 }
 
 std::string to_json(const Welcome& w) {
-  return json{{"v", w.v},
-              {"type", "welcome"},
-              {"client", w.client},
-              {"spec", w.spec_yaml},
-              {"data_fingerprint", w.data_fingerprint},
-              {"train_rows", w.train_rows},
-              {"max_frame_bytes", w.max_frame_bytes}}
-      .dump();
+  json j{{"v", w.v},
+         {"type", "welcome"},
+         {"client", w.client},
+         {"spec", w.spec_yaml},
+         {"data_fingerprint", w.data_fingerprint},
+         {"train_rows", w.train_rows},
+         {"max_frame_bytes", w.max_frame_bytes}};
+  if (!w.core_spec_json.empty()) j["core_spec"] = json::parse(w.core_spec_json);
+  if (!w.shard_path.empty()) j["shard"] = w.shard_path;
+  return j.dump();
 }
 
 std::string error_json(std::string_view message) {
@@ -93,6 +97,11 @@ Welcome parse_welcome(std::string_view text) {
   w.data_fingerprint = string_field(j, "welcome", "data_fingerprint", 64);
   w.train_rows = number_field<int64_t>(j, "welcome", "train_rows");
   w.max_frame_bytes = number_field<uint64_t>(j, "welcome", "max_frame_bytes");
+  if (j.contains("core_spec")) {
+    if (!j["core_spec"].is_object()) throw ProtocolError("welcome: 'core_spec' is not an object");
+    w.core_spec_json = j["core_spec"].dump();
+  }
+  if (j.contains("shard")) w.shard_path = string_field(j, "welcome", "shard", 256);
   return w;
 }
 
@@ -108,20 +117,7 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 }
 
 std::string fingerprint(nn::TensorView x) {
-  uint64_t h = 14695981039346656037ull;
-  auto mix = [&](const void* p, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  };
-  const nn::Shape& s = x.shape();
-  for (int i = 0; i < s.rank; ++i) {
-    const int64_t d = s[i];
-    mix(&d, sizeof d);
-  }
-  mix(x.data(), sizeof(float) * static_cast<size_t>(x.numel()));
-  char out[17];
-  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
-  return out;
+  return hybrid::data_fingerprint(x);
 }
 
 WsUrl parse_ws_url(std::string_view url) {

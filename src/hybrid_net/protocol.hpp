@@ -47,6 +47,10 @@ struct Welcome {
   std::string data_fingerprint;  // of the training split the tickets index
   int64_t train_rows = 0;        // its sample count
   uint64_t max_frame_bytes = 0;  // the largest binary frame the server reads
+  // For browser clients, which read neither YAML nor data set files (both
+  // optional, "" when absent; native clients ignore them):
+  std::string core_spec_json;  // the spec as the wasm core reads it (a JSON object)
+  std::string shard_path;      // where this endpoint serves the training split as a shard
 };
 
 std::string to_json(const Hello& h);

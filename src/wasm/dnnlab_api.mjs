@@ -115,6 +115,56 @@ class Core {
     if (!h) throw this.error();
     return new CoreModel(this, h);
   }
+  // A client of a distributed run (dnnlab_hybrid_create): spec as for
+  // createModel, with `parts` (features first); shard whose train split the
+  // welcome's fingerprint names.
+  createHybridClient(spec, shard, fingerprint) {
+    const text = typeof spec === 'string' ? spec : JSON.stringify(spec);
+    const h = this.withString(text, (sp) =>
+      this.withString(String(fingerprint), (fp) => this.mod._dnnlab_hybrid_create(sp, shard.h, fp)));
+    if (!h) throw this.error();
+    return new HybridClient(this, h);
+  }
+}
+
+// The wasm side of a hybrid client: binary frames in, the frame to send back
+// out. The caller only moves bytes.
+class HybridClient {
+  constructor(core, handle) {
+    this.core = core;
+    this.handle = handle;
+  }
+  get h() {
+    if (!this.handle) throw new DnnlabError(5, 'the client has been freed');
+    return this.handle;
+  }
+  // bytes: ArrayBuffer or Uint8Array of one binary frame. Returns the reply
+  // (a Uint8Array copy) or null when there is nothing to send.
+  frame(bytes) {
+    const b = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    const m = this.core.mod, h = this.h;
+    const lp = m._malloc(4);
+    if (!lp) throw new DnnlabError(6, 'out of wasm memory');
+    try {
+      this.core.check(this.core.withBytes(b, (p) => m._dnnlab_hybrid_frame(h, p, b.byteLength, lp)));
+      const n = m.HEAP32[lp >> 2];
+      if (!n) return null;
+      const p = m._dnnlab_hybrid_reply(h);
+      return m.HEAPU8.slice(p, p + n);
+    } finally {
+      m._free(lp);
+    }
+  }
+  // { tickets, version, done, frames_in, bytes_in, frames_out, bytes_out }
+  info() {
+    const p = this.core.mod._dnnlab_hybrid_info(this.h);
+    if (!p) throw this.core.error();
+    return JSON.parse(this.core.mod.UTF8ToString(p));
+  }
+  free() {
+    if (this.handle) this.core.mod._dnnlab_hybrid_free(this.handle);
+    this.handle = 0;
+  }
 }
 
 const SPLITS = { train: 0, val: 1, test: 2 };

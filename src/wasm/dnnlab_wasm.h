@@ -26,6 +26,19 @@
  *   dnnlab_model_evaluate_split(m, s, DNNLAB_SPLIT_TEST, r);
  *   dnnlab_shard_free(s);              // models using it keep its data alive
  *
+ * A client of a distributed run (`dnnlab train --distributed --listen`,
+ * docs/distributed.md "Browser clients"): the spec's `features` part on a
+ * shard's training split, fed the server's binary frames one at a time. The
+ * caller moves the bytes (a WebSocket); the core decodes, trains and encodes.
+ *
+ *   dnnlab_hybrid* h = dnnlab_hybrid_create(spec_json, s, welcome_fingerprint);
+ *   on each binary frame:
+ *     int32_t n;
+ *     if (dnnlab_hybrid_frame(h, bytes, len, &n) != DNNLAB_OK) ... leave (the message says why)
+ *     if (n) send(dnnlab_hybrid_reply(h), n);
+ *   dnnlab_hybrid_info(h);     // {"tickets","version","done",...}
+ *   dnnlab_hybrid_free(h);
+ *
  * The spec (JSON): input [dims], classes, layers [{type, units, alpha, init,
  * bias}], init, loss, optimizer {type, lr, momentum, nesterov, weight_decay,
  * beta1, beta2, eps}, batch_size, seed (a number up to 2^53, or decimal digits
@@ -124,6 +137,27 @@ int dnnlab_model_fit_epoch_part(dnnlab_model* m, dnnlab_shard* val_shard, int32_
                                 double* out);
 /* out[2] = mean loss and accuracy over a split of the shard. */
 int dnnlab_model_evaluate_split(dnnlab_model* m, dnnlab_shard* s, int32_t split, double* out);
+
+/* Hybrid clients. create checks that the shard's train split is the
+ * server's (fingerprint: the welcome's data_fingerprint, else
+ * DNNLAB_ERR_DATA) and builds the spec's `features` part (the spec must have
+ * `parts`, the first named features). NULL on error. */
+typedef struct dnnlab_hybrid dnnlab_hybrid;
+dnnlab_hybrid* dnnlab_hybrid_create(const char* spec_json, dnnlab_shard* s,
+                                    const char* fingerprint);
+/* One binary frame from the server (the bytes are not kept). *reply_len is
+ * the length of the frame to send back, 0 for none; its bytes are at
+ * dnnlab_hybrid_reply(h) until the next call. A malformed frame, one for a
+ * version this client does not hold or an index outside the shard is an
+ * error: the client should leave. */
+int dnnlab_hybrid_frame(dnnlab_hybrid* h, const uint8_t* bytes, int32_t len, int32_t* reply_len);
+const uint8_t* dnnlab_hybrid_reply(dnnlab_hybrid* h);
+/* JSON {"tickets","version" (null before the first weights),"done" (the
+ * server said bye),"frames_in","bytes_in","frames_out","bytes_out"}; owned by
+ * the client, valid until the next info call. */
+const char* dnnlab_hybrid_info(dnnlab_hybrid* h);
+/* Frees the client (the shard's data it kept with it too, unless in use). */
+void dnnlab_hybrid_free(dnnlab_hybrid* h);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,102 @@
+// The client's step logic (client_step.hpp): frames in, frames out.
+#include "hybrid/client_step.hpp"
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace dnnlab::hybrid {
+
+ClientStep::ClientStep(nn::Model features, nn::TensorView shard)
+    : f_(std::move(features)), shard_(shard) {
+  params_ = f_.params();
+  state_ = f_.state();
+}
+
+std::optional<Frame> ClientStep::on_frame(const Frame& fr) {
+  switch (fr.kind) {
+    case FrameKind::kBye:
+      done_ = true;
+      return std::nullopt;
+    case FrameKind::kWeights:
+      load_weights(fr);
+      return std::nullopt;
+    case FrameKind::kTicket:
+      return answer_ticket(fr);
+    case FrameKind::kActivationGrads:
+      return answer_grads(fr);
+    default:
+      throw std::runtime_error(std::string("the server sent a ") + frame_kind_name(fr.kind) +
+                               " frame");
+  }
+}
+
+void ClientStep::load_weights(const Frame& fr) {
+  if (fr.tensors.size() != params_.size() + state_.size())
+    throw std::runtime_error("weights frame with " + std::to_string(fr.tensors.size()) +
+                             " tensors, the features part has " +
+                             std::to_string(params_.size() + state_.size()));
+  for (size_t i = 0; i < fr.tensors.size(); ++i) {
+    nn::Tensor& dst = i < params_.size() ? params_[i]->value : state_[i - params_.size()]->value;
+    if (!(fr.tensors[i].shape() == dst.shape()))
+      throw std::runtime_error("weights tensor " + std::to_string(i) + " has shape " +
+                               fr.tensors[i].shape().str() + ", expected " + dst.shape().str());
+    std::memcpy(dst.data(), fr.tensors[i].data(), sizeof(float) * dst.numel());
+  }
+  version_ = fr.version;
+}
+
+Frame ClientStep::answer_ticket(const Frame& fr) {
+  if (fr.version != version_)
+    throw std::runtime_error("ticket " + std::to_string(fr.ticket) + " is for version " +
+                             std::to_string(fr.version) + ", this client holds " +
+                             (version_ == kNoVersion ? "none" : std::to_string(version_)));
+  const int64_t rows = static_cast<int64_t>(fr.indices.size()), row = shard_.cols();
+  nn::Shape bs = shard_.shape();
+  bs[0] = rows;
+  batch_.resize(bs);
+  for (int64_t i = 0; i < rows; ++i) {
+    const uint32_t src = fr.indices[i];
+    if (src >= shard_.rows())
+      throw std::runtime_error("ticket index " + std::to_string(src) + " outside the shard of " +
+                               std::to_string(shard_.rows()));
+    std::memcpy(batch_.data() + i * row, shard_.data() + src * row, sizeof(float) * row);
+  }
+  Frame out{FrameKind::kActivations, fr.version, fr.ticket, {}, {}, fr.dtype};  // as asked
+  const nn::TensorView h = f_.forward(batch_.view(), /*training=*/true);
+  out.tensors.emplace_back(h.shape());
+  std::memcpy(out.tensors[0].data(), h.data(), sizeof(float) * h.numel());
+  ticket_ = fr.ticket;
+  ticket_version_ = fr.version;
+  ++tickets_;
+  return out;
+}
+
+std::optional<Frame> ClientStep::answer_grads(const Frame& fr) {
+  if (fr.ticket != ticket_) return std::nullopt;  // a ticket the server gave up on
+  ticket_ = 0;
+  f_.backward_from("features", fr.tensors[0].view());
+  Frame out{FrameKind::kWeightGrads, ticket_version_, fr.ticket, {}, {}};
+  for (nn::Param* p : params_) out.tensors.push_back(p->grad);
+  for (nn::Param* p : state_) out.tensors.push_back(p->value);
+  return out;
+}
+
+std::string data_fingerprint(nn::TensorView x) {
+  uint64_t h = 14695981039346656037ull;
+  auto mix = [&](const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  const nn::Shape& s = x.shape();
+  for (int i = 0; i < s.rank; ++i) {
+    const int64_t d = s[i];
+    mix(&d, sizeof d);
+  }
+  mix(x.data(), sizeof(float) * static_cast<size_t>(x.numel()));
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+}  // namespace dnnlab::hybrid
