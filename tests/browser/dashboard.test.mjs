@@ -231,8 +231,8 @@ test('dashboard against the fake API', { skip, timeout: 120_000 }, async (t) => 
       // Wide tables scroll inside their card; no card or chart is wider than the screen.
       const wide = await phone.$$eval('.card, canvas', (els) => els.filter((e) => e.getBoundingClientRect().right > 391).map((e) => e.id || e.className));
       assert.deepEqual(wide, [], `${route}: nothing wider than the phone`);
+      await phone.screenshot({ path: join(SHOTS, `phone-${route.split('/')[1]}.png`), fullPage: true });
     }
-    await phone.screenshot({ path: join(SHOTS, 'phone-workers.png') });
     await phone.close();
     assert.deepEqual(phoneErrors, []);
   });
@@ -328,8 +328,17 @@ test(`dashboard against the real server running a small sweep (${STORE} store)`,
   const want = expectedByActivation(trials);
   await page.waitForFunction((w) => document.querySelector('#plot-metric-vs-x')?.dataset.series === w,
     JSON.stringify(Object.fromEntries(Object.keys(want).sort().map((k) => [k, want[k]]))), { timeout: 15_000 });
-  await page.waitForSelector(`#plot-parcoords[data-lines="${finished.length}"]`);
+  await page.waitForSelector(`#plot-parcoords[data-lines="${plotted(trials)}"]`);
   await page.waitForSelector(`#plot-best[data-points="${finished.length}"]`);
+  // The real server sorts by a parameter (sort=params.NAME) and says which name it does not know.
+  await page.click('#trials th[data-key="params.depth"]');
+  await page.waitForSelector('#trials th.sorted.desc[data-key="params.depth"]');
+  const shown = await page.$$eval('#trials tbody tr td:nth-child(4)', (tds) => tds.map((td) => Number(td.textContent)));
+  assert.deepEqual(shown, [...shown].sort((a, b) => b - a), `rows by depth, deepest first: ${shown}`);
+  const bad = await fetch(`${srv.url}/api/experiments/${id}/trials?sort=params.nosuch`);
+  assert.equal(bad.status, 400);
+  assert.match((await bad.json()).error, /unknown parameter 'nosuch'/);
+  await page.click('#trials th[data-key="index"]');
   await page.click(`#trials tr[data-id="${finished[0].id}"]`);
   await page.click(`#trials tr[data-id="${finished[finished.length - 1].id}"]`);
   await page.waitForSelector('#plot-curves[data-trials="2"]');

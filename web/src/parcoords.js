@@ -7,6 +7,7 @@ import { h, num } from './format.js';
 import { paramTick as tick } from './plots.js';
 
 const BUCKETS = 16;
+const DRAG_LINES = 4000;
 // From poor (warm) to good (cool); bucket colours for batching the strokes.
 const RAMP = Array.from({ length: BUCKETS }, (_, i) => {
   const t = i / (BUCKETS - 1);
@@ -52,6 +53,7 @@ export class ParCoords {
     window.addEventListener('mouseup', (this.onUp = () => {
       if (!this.drag) return;
       this.drag = null;
+      this.draw();
       this.report();
     }));
     this.canvas.addEventListener('dblclick', () => { this.brush.clear(); this.draw(); this.report(); });
@@ -127,10 +129,15 @@ export class ParCoords {
     const paths = RAMP.map(() => new Path2D());
     const dimmed = new Path2D();
     let shown = 0;
-    for (const r of this.rows) {
+    // While a brush is dragged, every k-th line is stroked (at most DRAG_LINES):
+    // the full set is drawn when the drag ends.
+    const step = this.drag ? Math.max(1, Math.ceil(this.rows.length / DRAG_LINES)) : 1;
+    for (let k = 0; k < this.rows.length; k++) {
+      const r = this.rows[k];
       const keep = this.kept(r);
-      const p = keep ? paths[this.colorOf(r)] : dimmed;
       if (keep) shown++;
+      if (k % step) continue;
+      const p = keep ? paths[this.colorOf(r)] : dimmed;
       let started = false;
       for (let i = 0; i < r.length; i++) {
         if (!Number.isFinite(r[i])) { started = false; continue; }
@@ -139,7 +146,7 @@ export class ParCoords {
         started = true;
       }
     }
-    const alpha = Math.max(0.04, Math.min(0.7, 40 / Math.sqrt(this.rows.length + 1) / 4));
+    const alpha = Math.max(0.04, Math.min(0.7, 40 / Math.sqrt(this.rows.length / step + 1) / 4));
     g.lineWidth = 1;
     g.globalAlpha = Math.min(0.15, alpha);
     g.strokeStyle = '#bbb';

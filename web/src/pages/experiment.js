@@ -64,6 +64,7 @@ export function experimentPage(id) {
         refreshCounts();
         break;
       case 'trial.epoch': {
+        refreshTable(); // a running trial's epochs and metrics (throttled)
         const tid = String(eventTrial(d));
         if (!study.selected.includes(tid)) break;
         if (!curveRefresh.has(tid)) curveRefresh.set(tid, throttle(() => study.refreshCurve(tid), 2000));
