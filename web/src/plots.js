@@ -12,6 +12,19 @@ export function tickValues(u, splits, axisIdx, space, incr) {
   return splits.map((v) => (v === null ? '' : Math.abs(v) >= 1e5 ? v.toExponential(1) : v.toFixed(d)));
 }
 
+// Time ticks as wall-clock times (12:04, 12:04:30 within ten minutes, the date
+// past two days), never uPlot's bare ":30" or ":21.500".
+function timeTicks(u, splits) {
+  const span = splits.length > 1 ? splits[splits.length - 1] - splits[0] : 0;
+  const p = (n) => String(n).padStart(2, '0');
+  return splits.map((v) => {
+    const d = new Date(v * 1000);
+    if (span > 2 * 86400) return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}`;
+    const hm = `${p(d.getHours())}:${p(d.getMinutes())}`;
+    return span < 600 ? `${hm}:${p(d.getSeconds())}` : hm;
+  });
+}
+
 // A parameter value as a tick: 1e-3 for a power of ten below 1, else up to 4 digits.
 export function paramTick(v) {
   if (v === null || !Number.isFinite(v)) return '';
@@ -98,7 +111,7 @@ export class Chart {
       : xScale === 'log2' ? { time: false, distr: 3, log: 2 }
         : xScale === 'log10' ? { time: false, distr: 3, log: 10 }
           : x?.names ? { time: false, range: () => [-0.5, x.names.length - 0.5] } : { time: false };
-    const xAxis = { ...axis, label: o.xLabel, ...(o.xTime ? { space: 70 } : xTicks || (xScale === 'log2' ? {} : { values: tickValues })),
+    const xAxis = { ...axis, label: o.xLabel, ...(o.xTime ? { space: 70, values: timeTicks } : xTicks || (xScale === 'log2' ? {} : { values: tickValues })),
       ...(o.xInt && !xTicks ? { incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] } : {}) };
     this.plot = new uPlot({
       width: this.width(),

@@ -186,10 +186,10 @@ export class Study {
     this.acc.opts.xLabel = `${this.xKey}${x.scale === 'lin' ? '' : ` (${x.scale})`}`;
     this.time.opts.xLabel = this.acc.opts.xLabel;
     this.time.el.querySelector('h3').textContent = `time per epoch vs ${this.xKey} (mean)`;
-    if (a.labels.length) {
+    if (a.labels.length && px.size) {
       this.acc.update([...a.data, a.data[0].map((v) => px.get(v) ?? null)],
         [...series(a.labels), { label: 'pruned (best)', color: '#111827', points: true }], { x, yRange });
-    }
+    } else if (a.labels.length) this.acc.update(a.data, series(a.labels), { x, yRange });
     this.acc.el.dataset.series = JSON.stringify(a.stats);
     this.acc.el.dataset.pruned = String(by.pruned);
     this.acc.setNote(`${a.labels.length} series`);
