@@ -248,7 +248,7 @@ export class Study {
       const by = new Map((t.curve || []).map((p) => [p.epoch, p[m]]));
       return epochs.map((e) => by.get(e) ?? null);
     })];
-    const label = (t) => `#${t.index ?? t.id} ${this.params.map((p) => `${p}=${t.params?.[p]}`).join(' ')}`;
+    const label = (t) => `trial ${t.id} ${this.params.map((p) => `${p}=${t.params?.[p]}`).join(' ')}`;
     this.curve.opts.yLabel = m;
     this.curve.update(data, sel.map((t, i) => ({ label: label(t), color: PALETTE[i % PALETTE.length] })));
     this.curve.setNote(`${sel.length} trial${sel.length > 1 ? 's' : ''}`);
