@@ -150,7 +150,14 @@ export class TrialTable {
   }
 
   async download(kind) {
-    const rows = await this.allRows();
+    let rows;
+    try {
+      rows = await this.allRows();
+    } catch (e) {
+      this.info.className = 'error';
+      this.info.textContent = `download failed: ${e.message}`;
+      return;
+    }
     const name = `experiment-${this.id}-trials.${kind}`;
     if (kind === 'csv') save(name, 'text/csv', toCsv(rows, this.parameters));
     else save(name, 'application/json', JSON.stringify(rows, null, 1));
@@ -191,7 +198,7 @@ export class TrialTable {
     this.body.replaceChildren(...this.rows.map((t) => {
       const tr = h('tr', { 'data-id': t.id, 'data-status': t.status, class: this.selected.has(String(t.id)) ? 'selected' : '' },
         ...this.columns.map((c) => {
-          if (c.render) return h('td', {}, c.render(t));
+          if (c.render) return h('td', { class: c.cls || '' }, c.render(t));
           const v = c.get(t);
           return h('td', { class: c.cls || '' }, c.fmt ? c.fmt(v) : num(v));
         }));
