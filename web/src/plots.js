@@ -105,6 +105,7 @@ export class Chart {
     // for categories; a log10 axis reads 1e-3.
     const xTicks = x?.splits ? {
       splits: () => x.splits,
+      filter: (u, splits) => splits, // a log axis would label only every other power
       values: (u, splits) => splits.map((v) => (x.names ? x.names[v] ?? '' : paramTick(v))),
     } : xScale === 'log10' ? { values: (u, splits) => splits.map(paramTick) } : null;
     const xScaleOpts = o.xTime ? { time: true, range: xRange }
