@@ -281,6 +281,8 @@ test('without the event stream the dashboard polls', { skip, timeout: 60_000 }, 
   // This server cannot sort by parameters: the header stops offering it.
   await page.click('#trials th[data-key="params.depth"]');
   await page.waitForSelector('#trials th[data-key="params.depth"]:not(.sortable)');
+  // ... and says why, in the header's title.
+  assert.match(await page.getAttribute('#trials th[data-key="params.depth"]', 'title'), /400.*unknown sort column 'params.depth'/);
   await page.waitForSelector('#trials th.sorted[data-key="index"]');
   await page.click('.pager button:has-text("»")');
   const run = api.exps[0].trials.find((x) => x.status === 'running');

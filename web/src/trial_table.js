@@ -87,7 +87,9 @@ export class TrialTable {
   renderHead() {
     this.head.replaceChildren(...this.columns.map((c) => {
       const active = this.state.sort === c.key;
-      if (c.unsortable || (c.cls === 'param' && this.paramSortRefused)) return h('th', { class: c.cls || '', 'data-key': c.key }, c.label);
+      if (c.unsortable || (c.cls === 'param' && this.paramSortRefused)) {
+        return h('th', { class: c.cls || '', 'data-key': c.key, title: `not sortable here: ${this.paramSortRefused}` }, c.label);
+      }
       return h('th', {
         class: `sortable ${active ? `sorted ${this.state.order}` : ''} ${c.cls || ''}`,
         'data-key': c.key,
@@ -180,9 +182,10 @@ export class TrialTable {
       this.render();
     } catch (e) {
       if (seq !== this.seq) return;
-      // A server that cannot sort by parameters says 400: keep the old order.
+      // A server that cannot sort by parameters says 400: keep the old order,
+      // and say why (never a silent failure).
       if (e.status === 400 && this.state.sort.startsWith('params.') && this.prevSort) {
-        this.paramSortRefused = true;
+        this.paramSortRefused = e.message;
         Object.assign(this.state, this.prevSort);
         this.renderHead();
         this.load();
@@ -211,6 +214,7 @@ export class TrialTable {
     this.info.textContent = this.total
       ? `${num(offset + 1)}–${num(offset + this.rows.length)} of ${num(this.total)}${this.local ? ' brushed' : ''}`
       : 'no trials match';
+    if (this.paramSortRefused) this.info.title = `parameter columns cannot be sorted: ${this.paramSortRefused}`;
     const btn = (label, d, disabled) => h('button', { onclick: () => this.page(d), disabled }, label);
     this.pager.replaceChildren(btn('«', 'first', pageNo <= 1), btn('‹', -1, pageNo <= 1),
       h('span', {}, ` page ${num(pageNo)} / ${num(pages)} `), btn('›', 1, pageNo >= pages), btn('»', 'last', pageNo >= pages));
