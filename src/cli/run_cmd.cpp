@@ -49,6 +49,7 @@ struct RunOptions {
   bool quiet = false;
   std::string listen = "127.0.0.1:8080";
   bool no_server = false;
+  bool serve_after = false;      // keep the dashboard up once the sweep has ended
   std::string max_memory;        // "": this machine's memory / workers
   server::ServerOptions server;  // limits, origins, hosts, private reads
 };
@@ -203,6 +204,21 @@ int print_outcome(store::ResultStore& st, int64_t exp, const sweep::SweepSpec& s
   return 0;
 }
 
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// --serve-after: the finished study stays browsable (plots, trial pages,
+// downloads) until Ctrl-C.
+void serve_until_stopped(const DashboardThread& dashboard, int64_t exp) {
+  catch_stop_signals();
+  std::cerr << "serving the finished study at " << dashboard.url() << exp << " until Ctrl-C\n";
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+
 int run_sweep(RunOptions o) {
   if (o.broker_url.empty()) o.broker_url = o.store_url;
   if (o.workers <= 0)
@@ -225,7 +241,9 @@ int run_sweep(RunOptions o) {
       std::cerr << "experiment " << exp << " (" << sw.name << ") ran this sweep to its end ("
                 << store::to_string(e->status) << "): its results below; `dnnlab run --new "
                 << o.sweep_path << "` trains it again as a new experiment\n";
-      return print_outcome(*b.store, exp, sw);
+      const int outcome = print_outcome(*b.store, exp, sw);
+      if (o.serve_after && !o.no_server) serve_until_stopped(DashboardThread(o, exp), exp);
+      return outcome;
     }
   }
   experiment::Coordinator coord(*b.store, *b.queue, exp);
@@ -248,10 +266,7 @@ int run_sweep(RunOptions o) {
     if (!o.quiet) std::cerr << "browsers join at " << dashboard->server().join_url() << "\n";
   }
 
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  catch_stop_signals();
 
   std::vector<pid_t> workers;
   for (int i = 0; i < o.workers; ++i) workers.push_back(spawn_worker(o, exp, i));
@@ -305,7 +320,9 @@ int run_sweep(RunOptions o) {
     std::cerr << "`dnnlab run --resume " << exp << "`\n";
     return 130;
   }
-  return print_outcome(*b.store, exp, sw);
+  const int outcome = print_outcome(*b.store, exp, sw);
+  if (dashboard && o.serve_after) serve_until_stopped(*dashboard, exp);
+  return outcome;
 }
 
 }  // namespace
@@ -333,6 +350,9 @@ Command add_run(CLI::App& app) {
   c->add_option("--listen", o->listen, "Dashboard and REST API address (a busy port: any free one)")
       ->capture_default_str();
   c->add_flag("--no-server", o->no_server, "Do not serve the dashboard");
+  c->add_flag("--serve-after", o->serve_after,
+              "Keep serving the dashboard after the sweep ends, until Ctrl-C (the exit status "
+              "is still the sweep's); later, `dnnlab serve` on the same --store serves it too");
   c->add_option("--max-memory", o->max_memory,
                 "Refuse a sweep whose largest trial needs more memory than this per worker, "
                 "e.g. 4G (default: this machine's memory divided by --workers)")

@@ -1,6 +1,8 @@
 // /api/experiments/{id}/trials (sorted, filtered, paged; run on a reader
 // thread) and /api/trials/{id} (with its curve), both by the one trial encoder.
+#include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "server/api_internal.hpp"
 #include "store/trial_json.hpp"
@@ -16,8 +18,10 @@ using store::append_trial_json;
 namespace {
 
 constexpr std::string_view kSortColumns[] = {
-    "id",         "index",     "seed",     "status",  "attempt",  "started_at",  "finished_at",
-    "train_loss", "train_acc", "val_loss", "val_acc", "test_acc", "epochs_done", "seconds"};
+    "id",         "index",       "seed",        "status",    "attempt",
+    "started_at", "finished_at", "train_loss",  "train_acc", "val_loss",
+    "val_acc",    "test_acc",    "epochs_done", "seconds",   "worker"};
+constexpr std::string_view kParamPrefix = "params.";
 
 }  // namespace
 
@@ -25,10 +29,19 @@ ApiResponse Api::list_trials(const Call& c) {
   const std::int64_t id = c.id;
   const auto& query = c.query;
   store::TrialQuery tq;
+  std::optional<std::string> param;  // of sort=params.NAME, checked against the experiment's below
   if (auto it = query.find("sort"); it != query.end()) {
     bool ok = false;
     for (auto c : kSortColumns) ok = ok || it->second == c;
-    if (!ok) return error_response(400, "unknown sort column '" + it->second + "'", "sort");
+    if (std::string_view(it->second).starts_with(kParamPrefix)) {
+      param = it->second.substr(kParamPrefix.size());
+      ok = true;
+    }
+    if (!ok)
+      return error_response(400,
+                            "unknown sort column '" + it->second +
+                                "' (a trial column, or params.NAME for a parameter)",
+                            "sort");
     tq.sort_by = it->second;
   }
   if (auto it = query.find("order"); it != query.end()) {
@@ -53,8 +66,19 @@ ApiResponse Api::list_trials(const Call& c) {
   if (auto it = query.find("offset"); it != query.end())
     tq.offset = parse_int(it->second, "offset", 0, std::numeric_limits<std::int64_t>::max() / 2);
 
-  if (!c.store.experiment(id))
-    return error_response(404, "no experiment " + std::to_string(id), "id");
+  const auto experiment = c.store.experiment(id);
+  if (!experiment) return error_response(404, "no experiment " + std::to_string(id), "id");
+  if (const auto names = meta(*experiment).parameters;
+      param && meta(*experiment).parsed &&
+      std::find(names.begin(), names.end(), *param) == names.end()) {
+    std::string known;
+    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+    return error_response(
+        400,
+        "unknown parameter '" + *param + "' in sort=" + tq.sort_by +
+            " (this experiment's parameters: " + (known.empty() ? "none" : known) + ")",
+        "sort");
+  }
   const store::TrialCounts n = counts(c.store, id);
   const std::int64_t total = tq.status ? count_of(n, *tq.status) : n.total();
   ApiResponse deferred;

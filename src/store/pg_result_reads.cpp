@@ -126,7 +126,9 @@ std::optional<std::string> PgResultStore::coordinator(std::int64_t experiment_id
 std::vector<TrialRecord> PgResultStore::trials(std::int64_t experiment_id, const TrialQuery& q) {
   return retrying(Retry::always, [&]() -> std::vector<TrialRecord> {
     check_id(experiment_id, "experiment_id");
-    const SortColumn& column = check_trial_query(q);
+    // jsonb orders numbers by value and strings as text.
+    const std::string order = check_trial_query(
+        q, [](std::string_view name) { return "(config::jsonb -> '" + std::string(name) + "')"; });
     pg::Params p;
     p.add(experiment_id);
     std::string sql =
@@ -139,7 +141,7 @@ std::vector<TrialRecord> PgResultStore::trials(std::int64_t experiment_id, const
       p.add(*q.worker);
       sql += " AND worker = $" + std::to_string(p.size());
     }
-    sql += " ORDER BY " + order_by(column, q.descending) + ", idx ASC";
+    sql += " ORDER BY " + order;
     if (q.limit > 0) {
       p.add(q.limit);
       sql += " LIMIT $" + std::to_string(p.size());

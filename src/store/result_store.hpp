@@ -108,8 +108,9 @@ struct TrialRecord {
 
 struct TrialQuery {
   // One of: id, index, seed, status, attempt, started_at, finished_at, train_loss,
-  // train_acc, val_loss, val_acc, test_acc, epochs_done, seconds. Empty values sort last;
-  // seeds sort as the unsigned 64-bit numbers they are.
+  // train_acc, val_loss, val_acc, test_acc, epochs_done, seconds, worker; or params.NAME
+  // (NAME: letters, digits, _) for a parameter: numbers by value, strings as text. Empty
+  // values sort last; seeds sort as the unsigned 64-bit numbers they are; ties by index.
   std::string sort_by = "index";
   bool descending = false;
   std::optional<TrialStatus> status;  // only trials in this state

@@ -128,12 +128,14 @@ std::optional<std::string> SqliteResultStore::coordinator(std::int64_t experimen
 std::vector<TrialRecord> SqliteResultStore::trials(std::int64_t experiment_id,
                                                    const TrialQuery& q) {
   check_id(experiment_id, "experiment_id");
-  const SortColumn& column = check_trial_query(q);
+  const std::string order = check_trial_query(q, [](std::string_view name) {
+    return "json_extract(config, '$." + std::string(name) + "')";
+  });
   std::string sql = "SELECT " + std::string(kTrialColumns) +
                     " FROM trials WHERE experiment_id = ?1" +
                     (q.status ? " AND status = ?2" : " AND ?2 IS NULL") +
-                    (q.worker ? " AND worker = ?5 " : " AND ?5 IS NULL ") + "ORDER BY " +
-                    order_by(column, q.descending) + ", idx ASC LIMIT ?3 OFFSET ?4";
+                    (q.worker ? " AND worker = ?5 " : " AND ?5 IS NULL ") + "ORDER BY " + order +
+                    " LIMIT ?3 OFFSET ?4";
   auto s = db_->prepare(sql);
   s.bind_int(1, experiment_id);
   if (q.status)

@@ -24,7 +24,7 @@ struct SortColumn {
   // pattern, so values from 2^63 up read as negative and must sort after the rest.
   bool unsigned64 = false;
 };
-constexpr std::array<SortColumn, 14> kSortColumns{{
+constexpr std::array<SortColumn, 15> kSortColumns{{
     {"id", "id"},
     {"index", "idx"},
     {"seed", "seed", true},
@@ -39,14 +39,31 @@ constexpr std::array<SortColumn, 14> kSortColumns{{
     {"test_acc", "test_acc"},
     {"epochs_done", "epochs_done"},
     {"seconds", "seconds"},
+    {"worker", "worker"},
 }};
+
+// "params.NAME" sorts by the trial's parameter NAME (its config's top-level
+// key). NAME is checked to be a ${name} (letters, digits, _) before the
+// backend splices it into its JSON lookup; unknown to the trial: sorts last.
+constexpr std::string_view kParamSortPrefix = "params.";
 
 // The columns of a TrialRecord / ExperimentRecord in the order each
 // backend's read_trial / read_experiment reads them (one schema, two dialects).
+// A running trial's metrics and epochs_done are written only when it ends: until
+// then they are read from its current attempt's last stored epoch (and count),
+// so that lists show how far it got (a select from `trials` without an alias).
+#define DNNLAB_RUNNING_LAST_EPOCH(col)                                                   \
+  "CASE WHEN status = 'running' THEN (SELECT e." col                                     \
+  " FROM epochs e WHERE e.trial_id = trials.id AND e.attempt = trials.attempt ORDER BY " \
+  "e.epoch DESC LIMIT 1) ELSE " col " END"
 constexpr std::string_view kTrialColumns =
-    "id, experiment_id, idx, config, seed, status, attempt, worker, started_at, finished_at, "
-    "train_loss, train_acc, val_loss, val_acc, test_acc, epochs_done, seconds, error, provenance, "
-    "provisional";
+    "id, experiment_id, idx, config, seed, status, attempt, worker, started_at, finished_at, " //
+    DNNLAB_RUNNING_LAST_EPOCH("train_loss") ", " DNNLAB_RUNNING_LAST_EPOCH("train_acc") ", " //
+    DNNLAB_RUNNING_LAST_EPOCH("val_loss") ", " DNNLAB_RUNNING_LAST_EPOCH("val_acc") ", "     //
+    "test_acc, CASE WHEN status = 'running' THEN (SELECT count(*) FROM epochs e WHERE "    //
+    "e.trial_id = trials.id AND e.attempt = trials.attempt) ELSE epochs_done END, "         //
+    "seconds, error, provenance, provisional";
+#undef DNNLAB_RUNNING_LAST_EPOCH
 
 constexpr std::string_view kExperimentColumns =
     "id, name, spec_text, spec_hash, spec_path, method, created_at, status, provenance, "
@@ -76,14 +93,34 @@ inline std::string order_by(const SortColumn& c, bool descending) {
   return col + dir + " NULLS LAST";
 }
 
-// Checks a TrialQuery (sort_by, then limit, then offset); its sort column.
-inline const SortColumn& check_trial_query(const TrialQuery& q) {
-  const SortColumn& column = find_sort_column(q.sort_by, "sort_by");
+// The parameter name of a "params.NAME" sort, checked; empty for a column sort.
+inline std::string_view sort_param(std::string_view sort_by) {
+  if (!sort_by.starts_with(kParamSortPrefix)) return {};
+  const std::string_view name = sort_by.substr(kParamSortPrefix.size());
+  bool ok = !name.empty();
+  for (char c : name)
+    ok = ok &&
+         ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+  if (!ok)
+    throw std::invalid_argument("sort_by: '" + std::string(sort_by) +
+                                "' is not params.NAME with NAME of letters, digits and _");
+  return name;
+}
+
+// Checks a TrialQuery (sort_by, then limit, then offset); its ORDER BY (ties
+// by index). `param` is the backend's expression for a parameter's value.
+template <typename ParamExpr>
+std::string check_trial_query(const TrialQuery& q, ParamExpr param) {
+  std::string order;
+  if (const std::string_view name = sort_param(q.sort_by); !name.empty())
+    order = param(name) + (q.descending ? " DESC" : " ASC") + " NULLS LAST";
+  else
+    order = order_by(find_sort_column(q.sort_by, "sort_by"), q.descending);
   if (q.limit < 0)
     throw std::invalid_argument("limit must not be negative, got " + std::to_string(q.limit));
   if (q.offset < 0)
     throw std::invalid_argument("offset must not be negative, got " + std::to_string(q.offset));
-  return column;
+  return order + ", idx ASC";
 }
 
 inline void check_id(std::int64_t id, const char* field) {

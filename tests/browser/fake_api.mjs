@@ -149,6 +149,8 @@ export async function startFakeApi({ dist, trials = 132, port = 0, host = '127.0
   const workers = [
     ...[1, 2, 3].map((i) => ({ id: `w${i}`, kind: 'native', host: 'lab-1', pid: 4100 + i, started_at: T0 - 60, last_seen: Date.now() / 1000 - i, current_trial: running[i - 1]?.id ?? null, gone: false })),
     { id: 'b1', kind: 'browser', host: '10.0.0.7', pid: null, started_at: T0, last_seen: Date.now() / 1000 - 40, current_trial: null, gone: true },
+    // Left 20 minutes ago: hidden unless asked for.
+    { id: 'b0', kind: 'browser', host: '10.0.0.8', pid: null, started_at: T0, last_seen: Date.now() / 1000 - 1200, current_trial: null, gone: true },
   ];
 
   function route(url) {

@@ -4,8 +4,8 @@
 
 #include <set>
 
-#include "store/trial_json.hpp"
 #include "server_fixture.hpp"
+#include "store/trial_json.hpp"
 #include "store_backends.hpp"
 
 namespace dnnlab::server::testing {
@@ -114,6 +114,53 @@ TEST_P(ApiTest, SortsAndFiltersTrials) {
       server_->get("/api/experiments/" + std::to_string(exp_) + "/trials?status=queued&limit=1"));
   EXPECT_EQ(queued["total"], 166);
   EXPECT_EQ(queued["trials"][0]["val_acc"], nullptr);
+}
+
+// sort=params.NAME: numbers by value, strings as text, ties by index; a name
+// the sweep does not have is a 400 naming it (never a silent fallback).
+TEST_P(ApiTest, SortsTrialsByAParameterAndByWorker) {
+  const std::string sweep =
+      "name: by-param\n"
+      "template:\n"
+      "  data: {dataset: fashion-mnist, validation: 100, limit_train: 200}\n"
+      "  model: {layers: [{repeat: ${depth}, dense: 8, activation: ${activation}}, {dense: 10}]}\n"
+      "  train: {epochs: 1, batch_size: 32, optimizer: {type: sgd, lr: 0.1}}\n"
+      "search:\n"
+      "  method: grid\n"
+      "  parameters: {depth: [1, 2, 3, 4, 5, 6, 7], activation: [relu, tanh]}\n";
+  const std::int64_t exp = populate(*store_, 30, "by-param", sweep);
+  const std::string base = "/api/experiments/" + std::to_string(exp) + "/trials?";
+  auto r = server_->get(base + "sort=params.depth&order=desc&limit=1000");
+  ASSERT_EQ(r.status, 200u) << r.body;
+  json j = parse(r);
+  EXPECT_EQ(j["sort"], "params.depth");
+  ASSERT_EQ(j["trials"].size(), 30u);
+  int prev_depth = 100;
+  std::int64_t prev_index = -1;
+  for (const auto& t : j["trials"]) {
+    const int depth = t["params"]["depth"];
+    EXPECT_LE(depth, prev_depth);
+    if (depth == prev_depth) EXPECT_GT(t["index"].get<std::int64_t>(), prev_index);  // ties
+    prev_depth = depth;
+    prev_index = t["index"];
+  }
+  json act = parse(server_->get(base + "sort=params.activation&order=asc&limit=1000"));
+  EXPECT_EQ(act["trials"].front()["params"]["activation"], "relu");
+  EXPECT_EQ(act["trials"].back()["params"]["activation"], "tanh");
+  // by worker: the finished trials' "w1" after the queued trials' ""
+  json by_worker = parse(server_->get(base + "sort=worker&order=desc&limit=10"));
+  EXPECT_EQ(by_worker["trials"].front()["worker"], "w1");
+
+  for (const std::string bad : {"params.width", "params.", "params.depth;drop", "params.a%20b"}) {
+    auto e = server_->get(base + "sort=" + bad);
+    EXPECT_EQ(e.status, 400u) << bad << " -> " << e.body;
+    json err = parse(e);
+    EXPECT_EQ(err["field"], "sort") << bad;
+  }
+  json width = parse(server_->get(base + "sort=params.width"));
+  EXPECT_NE(width["error"].get<std::string>().find("unknown parameter 'width'"), std::string::npos)
+      << width.dump();
+  EXPECT_NE(width["error"].get<std::string>().find("depth, activation"), std::string::npos);
 }
 
 TEST_P(ApiTest, BadTrialQueriesName400TheParameter) {

@@ -113,10 +113,12 @@ inline std::string raw_exchange(unsigned short port, const std::string& bytes,
 
 // Fills an experiment with `n` trials: index i has val_acc = (i * 37 % n) / n,
 // every third one is finished (with metrics), the rest queued.
-inline std::int64_t populate(store::ResultStore& st, int n, const std::string& name = "pop") {
+// `spec_text` is what the API parses for the experiment's parameters.
+inline std::int64_t populate(store::ResultStore& st, int n, const std::string& name = "pop",
+                             const std::string& spec_text = "not a sweep") {
   store::ExperimentRecord e;
   e.name = name;
-  e.spec_text = "not a sweep";
+  e.spec_text = spec_text;
   e.method = "grid";
   std::int64_t id = st.create_experiment(e);
   std::vector<store::NewTrial> trials;

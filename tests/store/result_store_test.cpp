@@ -282,12 +282,39 @@ TEST_P(ResultStoreTest, UnknownSortColumnIsNamedAndHarmless) {
   expect_invalid([&] { store_->trials(exp_, q); }, "sort_by: unknown column 'val_acc; DROP TABLE");
   expect_invalid([&] { store_->best_trial(exp_, "config"); }, "metric: unknown column 'config'");
   q = {};
+  q.sort_by = "params.i') DESC; DROP TABLE trials; --";  // a parameter name is checked too
+  expect_invalid([&] { store_->trials(exp_, q); }, "sort_by: 'params.i') DESC");
+  q = {};
   q.limit = -1;
   expect_invalid([&] { store_->trials(exp_, q); }, "limit");
   q = {};
   q.offset = -5;
   expect_invalid([&] { store_->trials(exp_, q); }, "offset");
   EXPECT_EQ(store_->trial_counts(exp_).total(), 2);
+}
+
+// params.NAME sorts by a value in the trial's config: numbers by value (10
+// after 9), trials without the key last in both orders, ties by index.
+TEST_P(ResultStoreTest, SortsByAParameter) {
+  std::vector<NewTrial> trials;
+  for (int i = 0; i < 12; ++i)
+    trials.push_back({i, i == 5 ? "{}" : "{\"n\":" + std::to_string((i * 7) % 11) + "}", 1u});
+  store_->add_trials(exp_, trials);
+  TrialQuery q;
+  q.sort_by = "params.n";
+  for (bool desc : {false, true}) {
+    q.descending = desc;
+    std::vector<std::int64_t> idx;
+    for (const auto& t : store_->trials(exp_, q)) idx.push_back(t.index);
+    ASSERT_EQ(idx.size(), 12u);
+    EXPECT_EQ(idx.back(), 5) << "no value: last";
+    // n = i*7 % 11: 0 for i = 0 and 11 (ties by index), 10 for i = 3
+    if (!desc)
+      EXPECT_EQ(std::vector<std::int64_t>(idx.begin(), idx.begin() + 3),
+                (std::vector<std::int64_t>{0, 11, 8}));
+    else
+      EXPECT_EQ(idx.front(), 3);
+  }
 }
 
 TEST_P(ResultStoreTest, BadIdsAreNamed) {
@@ -587,6 +614,30 @@ TEST_P(ResultStoreTest, SeedsSortUnsigned) {
   got.clear();
   for (const auto& t : store_->trials(exp_, q)) got.push_back(t.seed);
   EXPECT_EQ(got, (std::vector<std::uint64_t>{sorted[5], sorted[4]}));
+}
+
+// A running trial is listed at its last stored epoch (metrics and count), so
+// the dashboard shows how far it got before finish_trial writes its row.
+TEST_P(ResultStoreTest, RunningTrialsAreListedAtTheirLastEpoch) {
+  auto ids = add(2);
+  ASSERT_TRUE(store_->mark_running(ids[0], 1, "w1"));
+  ASSERT_TRUE(store_->record_epoch(ids[0], 1, at_epoch(1, 0.4)));
+  ASSERT_TRUE(store_->record_epoch(ids[0], 1, at_epoch(2, 0.6)));
+  TrialQuery q;
+  const auto listed = store_->trials(exp_, q);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].metrics.epochs_done, 2);
+  ASSERT_TRUE(listed[0].metrics.val_acc);
+  EXPECT_DOUBLE_EQ(*listed[0].metrics.val_acc, 0.6);
+  EXPECT_EQ(store_->trial(ids[0])->metrics.epochs_done, 2);
+  EXPECT_EQ(listed[1].metrics.epochs_done, 0);  // queued
+  EXPECT_FALSE(listed[1].metrics.val_acc);
+  TrialMetrics m;
+  m.val_acc = 0.65;
+  m.epochs_done = 3;
+  ASSERT_TRUE(store_->finish_trial(ids[0], 1, TrialStatus::finished, m));
+  EXPECT_EQ(store_->trial(ids[0])->metrics.epochs_done, 3);  // the ended row's own
+  EXPECT_DOUBLE_EQ(*store_->trial(ids[0])->metrics.val_acc, 0.65);
 }
 
 // A trial cancelled while running keeps the epochs its curve shows and gets a

@@ -6,11 +6,14 @@ import { h } from './format.js';
 import { experimentsPage } from './pages/experiments.js';
 import { experimentPage } from './pages/experiment.js';
 import { workersPage } from './pages/workers.js';
+import { comparePage, trialPage } from './pages/trial.js';
 
 const routes = [
   [/^#?\/?$/, 'experiments', () => experimentsPage()],
   [/^#\/experiments\/([^/]+)$/, 'experiments', (m) => experimentPage(decodeURIComponent(m[1]))],
   [/^#\/workers$/, 'workers', () => workersPage()],
+  [/^#\/trials\/(\d+)$/, 'experiments', (m) => trialPage(m[1])],
+  [/^#\/compare$/, 'experiments', () => comparePage((location.hash.match(/[?&]ids=([\d,]+)/)?.[1] || '').split(',').filter(Boolean))],
 ];
 
 let dispose = null;

@@ -1,11 +1,13 @@
 // Parallel coordinates on a plain canvas: one axis per parameter plus the
 // metric; numeric axes (log when the range spans >2 decades), categorical
 // axes spaced evenly. Drag along an axis to brush a range; double-click clears.
+// A brush redraws once per frame while dragging (25,000 lines stay smooth)
+// and reports the trials it keeps when the drag ends (onBrush).
 import { h, num } from './format.js';
-
-const tick = (v) => String(+v.toPrecision(4));
+import { paramTick as tick } from './plots.js';
 
 const BUCKETS = 16;
+const DRAG_LINES = 4000;
 // From poor (warm) to good (cool); bucket colours for batching the strokes.
 const RAMP = Array.from({ length: BUCKETS }, (_, i) => {
   const t = i / (BUCKETS - 1);
@@ -31,12 +33,14 @@ function describeAxis(name, values) {
 }
 
 export class ParCoords {
-  constructor({ id, title, height = 300 }) {
+  constructor({ id, title, height = 300, onBrush = () => {} }) {
     this.height = height;
+    this.onBrush = onBrush;
+    this.count = h('span', { class: 'brush-count', id: 'brush-count' });
     this.canvas = h('canvas', { class: 'parcoords' });
     this.note = h('span', { class: 'note' });
     this.el = h('div', { class: 'card chart', id },
-      h('div', { class: 'card-head' }, h('h3', {}, title), h('span', { class: 'muted small' }, 'drag on an axis to filter · double-click to clear'), this.note),
+      h('div', { class: 'card-head' }, h('h3', {}, title), h('span', { class: 'muted small' }, 'drag on an axis to filter the table and plots · double-click to clear'), this.count, this.note),
       this.canvas);
     this.rows = [];
     this.axes = [];
@@ -46,8 +50,13 @@ export class ParCoords {
     this.ro.observe(this.el);
     this.canvas.addEventListener('mousedown', (e) => this.onDown(e));
     window.addEventListener('mousemove', (this.onMove = (e) => this.onDrag(e)));
-    window.addEventListener('mouseup', (this.onUp = () => { this.drag = null; }));
-    this.canvas.addEventListener('dblclick', () => { this.brush.clear(); this.draw(); });
+    window.addEventListener('mouseup', (this.onUp = () => {
+      if (!this.drag) return;
+      this.drag = null;
+      this.draw();
+      this.report();
+    }));
+    this.canvas.addEventListener('dblclick', () => { this.brush.clear(); this.draw(); this.report(); });
   }
 
   // rows: [{values: [...per axis], metric}], names: axis names (last = metric).
@@ -56,6 +65,7 @@ export class ParCoords {
     const get = (t, n, i) => (i === params.length ? t[metric] : t.params?.[n]);
     this.axes = names.map((n, i) => describeAxis(n, trials.map((t) => get(t, n, i))));
     if (this.axes.some((a, i) => a.name !== names[i])) this.brush.clear();
+    this.trials = trials;
     this.rows = trials.map((t) => names.map((n, i) => this.axes[i].pos(get(t, n, i))));
     const m = this.axes[this.axes.length - 1];
     this.colorOf = (r) => {
@@ -71,6 +81,25 @@ export class ParCoords {
   }
 
   setNote(t) { this.note.textContent = t; }
+
+  kept(r) {
+    for (const [i, [lo, hi]] of this.brush) if (!(r[i] >= lo && r[i] <= hi)) return false;
+    return true;
+  }
+
+  // Tells the page which trials the brush keeps (null: no brush).
+  report() {
+    const kept = this.brush.size ? this.trials.filter((_, k) => this.kept(this.rows[k])) : null;
+    this.count.textContent = kept ? `${kept.length.toLocaleString('en-US')} of ${this.rows.length.toLocaleString('en-US')} selected` : '';
+    this.el.dataset.selected = kept ? String(kept.length) : '';
+    this.onBrush(kept);
+  }
+
+  // One redraw per frame however fast the mouse moves.
+  drawSoon() {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => { this.frame = 0; this.draw(); });
+  }
 
   layout() {
     const w = Math.max(300, this.el.clientWidth - 24);
@@ -97,17 +126,18 @@ export class ParCoords {
     const H = L.hgt - L.top - L.bottom;
     const ys = (p) => L.top + (1 - p) * H;
     const xs = this.axes.map((_, i) => this.axisX(i, L));
-    const inBrush = (r) => {
-      for (const [i, [lo, hi]] of this.brush) if (!(r[i] >= lo && r[i] <= hi)) return false;
-      return true;
-    };
     const paths = RAMP.map(() => new Path2D());
     const dimmed = new Path2D();
     let shown = 0;
-    for (const r of this.rows) {
-      const keep = inBrush(r);
-      const p = keep ? paths[this.colorOf(r)] : dimmed;
+    // While a brush is dragged, every k-th line is stroked (at most DRAG_LINES):
+    // the full set is drawn when the drag ends.
+    const step = this.drag ? Math.max(1, Math.ceil(this.rows.length / DRAG_LINES)) : 1;
+    for (let k = 0; k < this.rows.length; k++) {
+      const r = this.rows[k];
+      const keep = this.kept(r);
       if (keep) shown++;
+      if (k % step) continue;
+      const p = keep ? paths[this.colorOf(r)] : dimmed;
       let started = false;
       for (let i = 0; i < r.length; i++) {
         if (!Number.isFinite(r[i])) { started = false; continue; }
@@ -116,7 +146,7 @@ export class ParCoords {
         started = true;
       }
     }
-    const alpha = Math.max(0.04, Math.min(0.7, 40 / Math.sqrt(this.rows.length + 1) / 4));
+    const alpha = Math.max(0.04, Math.min(0.7, 40 / Math.sqrt(this.rows.length / step + 1) / 4));
     g.lineWidth = 1;
     g.globalAlpha = Math.min(0.15, alpha);
     g.strokeStyle = '#bbb';
@@ -178,11 +208,12 @@ export class ParCoords {
     const { axis, p0 } = this.drag;
     if (Math.abs(p - p0) < 0.01) this.brush.delete(axis);
     else this.brush.set(axis, [Math.min(p, p0), Math.max(p, p0)]);
-    this.draw();
+    this.drawSoon();
   }
 
   destroy() {
     this.ro.disconnect();
+    cancelAnimationFrame(this.frame);
     window.removeEventListener('mousemove', this.onMove);
     window.removeEventListener('mouseup', this.onUp);
   }

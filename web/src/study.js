@@ -1,10 +1,12 @@
-// The layer-design plots over an experiment's finished trials: metric vs the
-// x parameter per series, time vs x, learning curves of selected trials,
-// parallel coordinates and best-so-far over time. Trials are fetched in pages
+// The layer-design plots over every trial that reported a metric (finished,
+// pruned and running ones, each at its last reported epoch): metric vs the x
+// parameter per series (pruned trials marked), time per epoch vs x, learning
+// curves of selected trials, parallel coordinates (brushing filters the other
+// plots and the table) and best-so-far over time. Trials are fetched in pages
 // of 1000 sorted by index; the first page is drawn at once, the rest filled in.
 import { api, eventTrial } from './api.js';
 import { h, num, throttle, toMillis } from './format.js';
-import { Chart, groupByX, PALETTE } from './plots.js';
+import { Chart, describeX, groupByX, PALETTE } from './plots.js';
 import { ParCoords } from './parcoords.js';
 
 const PAGE = 1000;
@@ -17,14 +19,17 @@ const select = (id, options, value, onchange) => {
 };
 
 export class Study {
-  constructor({ exp, cap = 25000 }) {
+  constructor({ exp, cap = 25000, onBrush = () => {} }) {
     this.exp = exp;
     this.metric = exp.metric || 'val_acc';
     this.mode = exp.mode || (/loss|error/.test(this.metric) ? 'min' : 'max');
     this.params = exp.parameters || [];
     this.cap = cap;
-    this.trials = new Map(); // id -> finished trial
-    this.finishedTotal = 0;
+    this.trials = new Map(); // id -> trial with a metric
+    this.brushed = null; // the trials the parallel coordinates' brush keeps (null: no brush)
+    this.onBrush = onBrush;
+    this.total = 0; // trials in the experiment
+    this.offsetDone = 0; // of them read
     this.stopped = false;
     this.curves = new Map(); // id -> trial with curve
     this.selected = [];
@@ -46,10 +51,10 @@ export class Study {
 
     this.acc = new Chart({ id: 'plot-metric-vs-x', title: `${this.metric} vs`, yLabel: this.metric,
       controls: [this.xSel, h('span', { class: 'muted' }, 'per'), this.sSel, this.aSel] });
-    this.time = new Chart({ id: 'plot-time-vs-x', title: 'training time vs x (mean)', yLabel: 'seconds' });
+    this.time = new Chart({ id: 'plot-time-vs-x', title: 'time per epoch vs x (mean)', yLabel: 's / epoch' });
     this.curve = new Chart({ id: 'plot-curves', title: 'learning curves', xLabel: 'epoch', xInt: true, controls: [this.cSel] });
-    this.par = new ParCoords({ id: 'plot-parcoords', title: 'parallel coordinates' });
-    this.best = new Chart({ id: 'plot-best', title: `best ${this.metric} so far`, xTime: true, yLabel: this.metric });
+    this.par = new ParCoords({ id: 'plot-parcoords', title: 'parallel coordinates', onBrush: (kept) => this.brush(kept) });
+    this.best = new Chart({ id: 'plot-best', title: `best ${this.metric} so far`, xTime: true, xMinSpan: 60, yLabel: this.metric });
     this.loadMore = h('button', { class: 'hidden', onclick: () => { this.cap = Infinity; this.loadMore.classList.add('hidden'); this.load(); } }, 'load all');
     this.status = h('span', { class: 'muted', id: 'plot-status' }, 'loading trials…');
     this.el = h('div', { class: 'study' },
@@ -61,24 +66,42 @@ export class Study {
     this.pendingIds = new Set();
   }
 
+  // Keeps every trial with a value of the metric (a running one's is its
+  // last reported epoch's); queued and failed-before-an-epoch ones have none.
   merge(trials) {
-    for (const t of trials) if (t.status === 'finished' || t.status === undefined) this.trials.set(String(t.id), t);
+    for (const t of trials) {
+      if (typeof t[this.metric] === 'number') this.trials.set(String(t.id), t);
+      else this.trials.delete(String(t.id));
+    }
   }
 
   // Progressive load by index; stops at the cap (the user can lift it).
   static firstPage(id) {
-    return api.trials(id, { sort: 'index', order: 'asc', status: 'finished', limit: PAGE, offset: 0 });
+    return api.trials(id, { sort: 'index', order: 'asc', limit: PAGE, offset: 0 });
+  }
+
+  // The parallel coordinates' brush: the trials it keeps, or null when cleared.
+  brush(kept) {
+    this.brushed = kept ? new Set(kept.map((t) => String(t.id))) : null;
+    this.draw();
+    this.onBrush(kept);
+  }
+
+  // What the plots other than the parallel coordinates show.
+  shown() {
+    const all = [...this.trials.values()];
+    return this.brushed ? all.filter((t) => this.brushed.has(String(t.id))) : all;
   }
 
   async load(first = null) {
     let offset = this.trials.size ? this.offsetDone || 0 : 0;
     while (!this.stopped) {
       const r = first && offset === 0 ? await first
-        : await api.trials(this.exp.id, { sort: 'index', order: 'asc', status: 'finished', limit: PAGE, offset });
+        : await api.trials(this.exp.id, { sort: 'index', order: 'asc', limit: PAGE, offset });
       if (this.stopped) return;
       const page = r.trials || [];
       this.merge(page);
-      this.finishedTotal = Math.max(r.total ?? 0, this.trials.size);
+      this.total = r.total ?? 0;
       offset += page.length;
       this.offsetDone = offset;
       if (!this.firstDrawn) {
@@ -86,9 +109,9 @@ export class Study {
         this.draw(true);
       } else this.redraw();
       if (page.length < PAGE || offset >= r.total) break;
-      if (this.trials.size >= this.cap) {
+      if (offset >= this.cap) {
         this.loadMore.classList.remove('hidden');
-        this.loadMore.textContent = `load all ${num(this.finishedTotal)}`;
+        this.loadMore.textContent = `load all ${num(this.total)}`;
         break;
       }
     }
@@ -98,8 +121,8 @@ export class Study {
     performance.mark('dnnlab:plots-loaded');
   }
 
-  // Live: a trial finished (or a poll saw counts change) -> fetch the newest
-  // finished trials and merge them.
+  // Live: a trial ended (or a poll saw counts change) -> fetch the newest
+  // ended trials and merge them.
   onFinished(ev) {
     const id = eventTrial(ev?.data);
     if (id !== undefined && id !== null) this.pendingIds.add(String(id));
@@ -116,12 +139,11 @@ export class Study {
       let offset = 0;
       let limit = 100;
       for (;;) {
-        const r = await api.trials(this.exp.id, { sort: 'finished_at', order: 'desc', status: 'finished', limit, offset });
-        const page = r.trials || [];
+        const r = await api.trials(this.exp.id, { sort: 'finished_at', order: 'desc', limit, offset });
+        const page = (r.trials || []).filter((t) => t.finished_at !== null);
         const fresh = page.filter((t) => !this.trials.has(String(t.id))).length;
         this.merge(page);
-        this.finishedTotal = Math.max(r.total ?? 0, this.trials.size);
-        if (this.stopped || fresh < page.length || page.length < limit || this.trials.size >= this.finishedTotal) break;
+        if (this.stopped || fresh < page.length || page.length < limit) break;
         offset += page.length;
         limit = PAGE;
       }
@@ -139,45 +161,53 @@ export class Study {
   // so that the page shows something before the heavier plots are built.
   draw(first = false) {
     if (this.stopped) return;
-    const trials = [...this.trials.values()];
-    const capped = this.finishedTotal > trials.length;
-    this.status.textContent = `${num(trials.length)} finished trials plotted${capped ? ` of ${num(this.finishedTotal)}${this.loaded ? '' : ' (loading…)'}` : ''}`;
+    const all = [...this.trials.values()];
+    const trials = this.shown();
+    const by = { finished: 0, pruned: 0, running: 0, other: 0 };
+    for (const t of trials) by[t.status in by ? t.status : 'other']++;
+    this.status.textContent = `${num(trials.length)} trials plotted${this.brushed ? ` (brushed, of ${num(all.length)})` : ''}`
+      + ` · ${num(by.finished)} finished, ${num(by.pruned)} pruned (×), ${num(by.running)} running`
+      + (this.offsetDone < this.total ? ` · ${num(this.offsetDone)} of ${num(this.total)} trials read${this.loaded ? '' : ' (loading…)'}` : '');
+    this.status.dataset.statuses = JSON.stringify(by);
     if (!this.xKey) {
       this.status.textContent += ' · the experiment has no parameters';
       return;
     }
-    let lo = Infinity;
-    let hi = -Infinity;
-    for (const t of trials) {
-      const x = Number(t.params?.[this.xKey]);
-      if (Number.isFinite(x)) { lo = Math.min(lo, x); hi = Math.max(hi, x); }
-    }
-    const xLog2 = lo > 0 && hi / lo >= 4;
-    const xInt = trials.every((t) => Number.isInteger(t.params?.[this.xKey]));
-    const opts = { xKey: this.xKey, seriesKey: this.seriesKey, mode: this.mode };
+    // The x axis is described over every trial, so a brush does not move it.
+    const x = describeX(all, this.xKey);
+    const opts = { xOf: x.xOf, seriesKey: this.seriesKey, mode: this.mode };
     const a = groupByX(trials, { ...opts, y: (t) => t[this.metric], agg: this.agg });
+    // Pruned trials marked: the best pruned value at each x, as points.
+    const pruned = groupByX(trials.filter((t) => t.status === 'pruned'), { ...opts, seriesKey: '', y: (t) => t[this.metric], agg: 'best' });
+    const px = new Map(pruned.data[0].map((v, i) => [v, pruned.data[1][i]]));
     const series = (labels) => labels.map((l, i) => ({ label: this.seriesKey ? `${l}` : this.metric, color: PALETTE[i % PALETTE.length] }));
+    const yRange = /acc/.test(this.metric) ? [0, 1] : null;
     this.acc.el.querySelector('h3').textContent = `${this.metric} vs`;
-    this.acc.opts.xLabel = `${this.xKey}${xLog2 ? ' (log2)' : ''}`;
-    this.acc.opts.xInt = this.time.opts.xInt = xInt;
+    this.acc.opts.xLabel = `${this.xKey}${x.scale === 'lin' ? '' : ` (${x.scale})`}`;
     this.time.opts.xLabel = this.acc.opts.xLabel;
-    this.time.el.querySelector('h3').textContent = `training time vs ${this.xKey} (mean)`;
-    if (a.labels.length) this.acc.update(a.data, series(a.labels), { xLog2 });
+    this.time.el.querySelector('h3').textContent = `time per epoch vs ${this.xKey} (mean)`;
+    if (a.labels.length && px.size) {
+      this.acc.update([...a.data, a.data[0].map((v) => px.get(v) ?? null)],
+        [...series(a.labels), { label: 'pruned (best)', color: '#111827', points: true }], { x, yRange });
+    } else if (a.labels.length) this.acc.update(a.data, series(a.labels), { x, yRange });
     this.acc.el.dataset.series = JSON.stringify(a.stats);
+    this.acc.el.dataset.pruned = String(by.pruned);
     this.acc.setNote(`${a.labels.length} series`);
     if (first) {
       performance.mark('dnnlab:plot');
-      setTimeout(() => this.drawRest(trials, opts, series, xLog2), 0);
-    } else this.drawRest(trials, opts, series, xLog2);
+      setTimeout(() => this.drawRest(trials, all, opts, series, x), 0);
+    } else this.drawRest(trials, all, opts, series, x);
   }
 
-  drawRest(trials, opts, series, xLog2) {
+  drawRest(trials, all, opts, series, x) {
     if (this.stopped) return;
-    const b = groupByX(trials, { ...opts, y: (t) => t.seconds, agg: 'mean' });
-    if (b.labels.length) this.time.update(b.data, series(b.labels), { xLog2 });
+    const perEpoch = (t) => (t.epochs_done > 0 && t.seconds > 0 ? t.seconds / t.epochs_done : null);
+    const b = groupByX(trials, { ...opts, y: perEpoch, agg: 'mean' });
+    if (b.labels.length) this.time.update(b.data, series(b.labels), { x });
     this.time.el.dataset.series = JSON.stringify(b.stats);
-    this.par.update(trials, this.params, this.metric, this.mode);
-    this.drawBest(trials);
+    // The parallel coordinates show every trial (their brush dims the rest).
+    if (!this.brushed) this.par.update(all, this.params, this.metric, this.mode);
+    this.drawBest(trials.filter((t) => t.status === 'finished'));
   }
 
   drawBest(trials) {
@@ -218,7 +248,7 @@ export class Study {
       const by = new Map((t.curve || []).map((p) => [p.epoch, p[m]]));
       return epochs.map((e) => by.get(e) ?? null);
     })];
-    const label = (t) => `#${t.index ?? t.id} ${this.params.map((p) => `${p}=${t.params?.[p]}`).join(' ')}`;
+    const label = (t) => `trial ${t.id} ${this.params.map((p) => `${p}=${t.params?.[p]}`).join(' ')}`;
     this.curve.opts.yLabel = m;
     this.curve.update(data, sel.map((t, i) => ({ label: label(t), color: PALETTE[i % PALETTE.length] })));
     this.curve.setNote(`${sel.length} trial${sel.length > 1 ? 's' : ''}`);

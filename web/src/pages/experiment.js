@@ -56,14 +56,15 @@ export function experimentPage(id) {
     const exp = eventExperiment(d);
     if (exp !== undefined && String(exp) !== String(id)) return;
     switch (ev.type) {
-      case 'trial.finished':
+      case 'trial.finished': case 'trial.pruned':
         study.onFinished(ev);
         // falls through
-      case 'trial.started': case 'trial.pruned': case 'trial.failed': case 'trial.cancelled':
+      case 'trial.started': case 'trial.failed': case 'trial.cancelled':
         refreshTable();
         refreshCounts();
         break;
       case 'trial.epoch': {
+        refreshTable(); // a running trial's epochs and metrics (throttled)
         const tid = String(eventTrial(d));
         if (!study.selected.includes(tid)) break;
         if (!curveRefresh.has(tid)) curveRefresh.set(tid, throttle(() => study.refreshCurve(tid), 2000));
@@ -96,7 +97,7 @@ export function experimentPage(id) {
     if (stopped) return;
     renderHead(x);
     lastFinished = x.counts?.finished ?? 0;
-    study = new Study({ exp: { ...x, id: x.id ?? id }, cap: plotCap() });
+    study = new Study({ exp: { ...x, id: x.id ?? id }, cap: plotCap(), onBrush: (kept) => table.setLocal(kept) });
     table = new TrialTable({ experimentId: x.id ?? id, parameters: x.parameters || [], metric: x.metric || 'val_acc',
       onSelect: (ids) => study.setSelected(ids) });
     el.append(table.el, study.el);

@@ -32,6 +32,10 @@ function workerRate(id) {
   return n / span;
 }
 
+// Workers that left more than this long ago are hidden (a toggle shows them).
+const GONE_HIDDEN_AFTER_MS = 10 * 60_000;
+let showDeparted = false;
+
 const samples = { t: [], depth: [], rate: [] };
 const MAX_SAMPLES = 1800; // one hour at 2 s
 
@@ -46,6 +50,9 @@ export function workersPage() {
   const summary = h('div', { class: 'cards' });
   const body = h('tbody');
   const msg = h('p', { class: 'muted' });
+  const departed = h('input', { type: 'checkbox', id: 'show-departed', checked: showDeparted,
+    onchange: () => { showDeparted = departed.checked; renderTable(); } });
+  const departedNote = h('span', { class: 'muted' });
   const chart = new Chart({ id: 'queue-depth', title: 'Queue depth and trials/s', height: 180, xTime: true, xMinSpan: 120,
     yLabel: 'queued trials', y2Label: 'trials/s' });
   const el = h('section', { class: 'page' },
@@ -53,9 +60,11 @@ export function workersPage() {
     summary,
     chart.el,
     msg,
-    h('table', { class: 'grid', id: 'workers' },
-      h('thead', {}, h('tr', {}, ['Worker', 'Kind', 'Host', 'Status', 'Last heartbeat', 'Current trial', 'Trials/s', 'Started'].map((c) => h('th', {}, c)))),
-      body));
+    h('div', { class: 'card table-wrap' },
+      h('label', {}, departed, ' show workers that left over 10 min ago ', departedNote),
+      h('table', { class: 'grid', id: 'workers' },
+        h('thead', {}, h('tr', {}, ['Worker', 'Kind', 'Host', 'Status', 'Last heartbeat', 'Current trial', 'Trials/s', 'Started'].map((c) => h('th', {}, c)))),
+        body)));
 
   let workers = [];
   let stopped = false;
@@ -81,7 +90,10 @@ export function workersPage() {
 
   function renderTable() {
     const now = Date.now();
-    body.replaceChildren(...workers.map((w) => {
+    const old = (w) => w.gone && now - toMillis(w.last_seen) > GONE_HIDDEN_AFTER_MS;
+    const hidden = workers.filter(old).length;
+    departedNote.textContent = hidden ? `(${hidden} hidden)` : '';
+    body.replaceChildren(...workers.filter((w) => showDeparted || !old(w)).map((w) => {
       const silent = now - toMillis(w.last_seen) > 30_000;
       const status = w.gone ? 'gone' : silent ? 'silent' : w.current_trial ? 'busy' : 'idle';
       const rate = w.gone ? undefined : w.trials_per_second ?? workerRate(w.id);
@@ -94,7 +106,8 @@ export function workersPage() {
           : h('td', {}, `${w.host}${w.pid ? `:${w.pid}` : ''}`),
         h('td', {}, statusBadge(status)),
         h('td', { title: dateTime(w.last_seen) }, relTime(w.last_seen, now)),
-        h('td', { class: 'mono' }, w.current_trial ? String(w.current_trial) : '—'),
+        // The store-wide trial id, as the trial table's "trial" column shows it.
+        h('td', { class: 'mono' }, w.current_trial ? h('a', { href: `#/trials/${w.current_trial}` }, String(w.current_trial)) : '—'),
         h('td', { class: 'num', title: `trials ended per second over the last ${RATE_WINDOW_S} s` }, rate === undefined ? '—' : num(rate, 2)),
         h('td', { title: dateTime(w.started_at) }, relTime(w.started_at, now)));
     }));
