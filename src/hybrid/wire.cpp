@@ -38,6 +38,18 @@ constexpr bool rules_in_kind_order() {
 }
 static_assert(rules_in_kind_order(), "kKindRules[i] describes kind i + 1");
 
+// std::bit_cast is missing from the libc++ that Debian's em++ ships.
+uint32_t float_bits(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return b;
+}
+float bits_float(uint32_t b) {
+  float v;
+  std::memcpy(&v, &b, 4);
+  return v;
+}
+
 const KindRule& rule_of(FrameKind k) {
   return kKindRules[static_cast<uint8_t>(k) - 1];
 }
@@ -128,7 +140,7 @@ class Reader {
 }  // namespace
 
 uint16_t to_half(float v) {
-  const uint32_t x = std::bit_cast<uint32_t>(v);
+  const uint32_t x = float_bits(v);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t abs = x & 0x7fffffffu;
   if (abs > 0x7f800000u) {  // NaN: its payload's top bits (a half's own NaN comes back as it was)
@@ -158,10 +170,10 @@ float from_half(uint16_t h) {
   const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
   if (exp == 0) {  // zero or subnormal: mant x 2^-24
     const float v = static_cast<float>(mant) * 5.9604644775390625e-8f;
-    return std::bit_cast<float>(std::bit_cast<uint32_t>(v) | sign);
+    return bits_float(float_bits(v) | sign);
   }
-  if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
-  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
+  if (exp == 31) return bits_float(sign | 0x7f800000u | (mant << 13));
+  return bits_float(sign | ((exp + 112) << 23) | (mant << 13));
 }
 
 const char* frame_kind_name(FrameKind k) {
