@@ -46,7 +46,7 @@ constexpr std::array<SortColumn, 14> kSortColumns{{
 constexpr std::string_view kTrialColumns =
     "id, experiment_id, idx, config, seed, status, attempt, worker, started_at, finished_at, "
     "train_loss, train_acc, val_loss, val_acc, test_acc, epochs_done, seconds, error, provenance, "
-    "provisional";
+    "provisional, pinned";
 
 constexpr std::string_view kExperimentColumns =
     "id, name, spec_text, spec_hash, spec_path, method, created_at, status, provenance, "
@@ -106,6 +106,15 @@ inline void check_curve_cursor(std::int64_t after_id, std::int64_t limit) {
 
 inline void check_not_empty(std::string_view value, const char* field) {
   if (value.empty()) throw std::invalid_argument(std::string(field) + " must not be empty");
+}
+
+// A trial's weights file to keep: not empty, at most kMaxWeightsBytes.
+inline void check_weights(std::string_view bytes) {
+  if (bytes.empty()) throw std::invalid_argument("weights: the file is empty");
+  if (static_cast<std::int64_t>(bytes.size()) > kMaxWeightsBytes)
+    throw std::invalid_argument("weights: " + std::to_string(bytes.size()) +
+                                " bytes, more than the " + std::to_string(kMaxWeightsBytes >> 20) +
+                                " MiB a trial's weights may take");
 }
 
 inline nlohmann::json parse_stored_json(const std::string& text) {
