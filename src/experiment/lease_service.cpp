@@ -285,6 +285,7 @@ std::int64_t LeaseService::reopen_trials_of(const std::vector<std::string>& work
             t.status != store::TrialStatus::failed)
           continue;
         if (auto attempt = store_.reopen_trial(t.id)) {
+          store_.delete_weights(t.id);  // they came with the result not trusted any more
           db::TrialTask task{e.id, t.id, t.index, *attempt, t.config_json, t.seed};
           payloads.push_back(db::encode_task(task));
         }

@@ -147,7 +147,8 @@ class LeaseService {
   // re-run confirmed); its task, when leased, is then acked as a duplicate.
   void fail_queued(std::int64_t trial_id, const std::string& worker_id, const std::string& error);
   // Puts every ended trial these workers ran back in the queue as newer
-  // attempts (their results are not to be trusted). Returns how many.
+  // attempts (their results are not to be trusted), dropping any weights
+  // they kept. Returns how many.
   std::int64_t reopen_trials_of(const std::vector<std::string>& worker_ids);
 
   Catalogue& catalogue() { return catalogue_; }

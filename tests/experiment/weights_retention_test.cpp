@@ -177,6 +177,28 @@ TEST(WeightsRetention, TheLeaseServiceOffersAFinishedTrialsWeightsOnceItsEndCoun
   EXPECT_EQ(b.store->weights(ids[1])->bytes, "weights " + std::to_string(0.7));
 }
 
+TEST(WeightsRetention, ReopeningAWorkersTrialsDropsTheirWeights) {
+  dnnlab::testing::TempDir dir;
+  const std::string url = dir.url("dnnlab.db");
+  experiment::Backends b = experiment::open_backends(url, url);
+  const std::int64_t exp = experiment::Coordinator::submit(*b.store, *b.queue, kSweep, "k.yaml");
+  experiment::Coordinator(*b.store, *b.queue, exp).tick();
+  experiment::Catalogue cat(*b.store);
+  experiment::LeaseService svc(*b.store, *b.queue, cat, {});
+  experiment::TrialLease l;
+  ASSERT_EQ(svc.lease(exp, "liar", 30, l), experiment::LeaseService::Got::kLeased);
+  ASSERT_TRUE(svc.start(l, nlohmann::json::object()));
+  const std::int64_t id = l.trial.id;
+  store::TrialMetrics m;
+  m.val_acc = 0.9;
+  m.epochs_done = 1;
+  svc.finish(std::move(l), store::TrialStatus::finished, m, {}, false, "w");
+  svc.commit();
+  ASSERT_TRUE(b.store->weights(id));
+  EXPECT_EQ(svc.reopen_trials_of({"liar"}), 1);
+  EXPECT_FALSE(b.store->weights(id)) << "a result not trusted any more keeps no weights";
+}
+
 TEST(WeightsRetention, KeepWeightsIsReadFromTheSweepAndBounded) {
   EXPECT_EQ(sweep::parse_sweep(kSweep, "k.yaml").search.keep_weights, 1);
   std::string no_key = kSweep;
