@@ -70,6 +70,7 @@ Command add_results(CLI::App& app);
 Command add_status(CLI::App& app);
 Command add_export(CLI::App& app);
 Command add_rerun(CLI::App& app);
+Command add_pin(CLI::App& app);
 Command add_serve(CLI::App& app);
 Command add_submit(CLI::App& app);
 Command add_report(CLI::App& app);

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   add(dnnlab::cli::add_export(app));
   add(dnnlab::cli::add_report(app));
   add(dnnlab::cli::add_rerun(app));
+  add(dnnlab::cli::add_pin(app));
   add(dnnlab::cli::add_serve(app));
   add(dnnlab::cli::add_submit(app));
   add(dnnlab::cli::add_help_man(app));

@@ -163,6 +163,7 @@ struct ResultsOptions {
   std::string store_url = kDefaultDb, experiment, sort = "val_acc", out_dir = ".";
   int top = 20;
   bool csv = false, json = false, ascending = false, descending = false;
+  bool weights = false;  // export: the kept weights files too
 };
 
 // The trials as a JSON array, one trial a line, each written by the REST
@@ -267,6 +268,7 @@ int export_csv(const ResultsOptions& o) {
   if (!t || !c) throw std::runtime_error("cannot write to " + o.out_dir);
   std::cerr << "wrote " << trials_path.string() << " (" << rows.size() << " trials) and "
             << curves_path.string() << "\n";
+  if (o.weights) export_weights(*s, exp, o.out_dir);
   return 0;
 }
 
@@ -371,6 +373,8 @@ Command add_export(CLI::App& app) {
   c->add_option("--store", o->store_url, "Result store URL")->capture_default_str();
   c->add_option("--out", o->out_dir, "Directory for <name>-trials.csv and <name>-curves.csv")
       ->capture_default_str();
+  c->add_flag("--weights", o->weights,
+              "Also write every kept weights file as <trial id>.safetensors (see `dnnlab pin`)");
   return [o] { return export_csv(*o); };
 }
 

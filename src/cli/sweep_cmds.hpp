@@ -13,6 +13,11 @@ inline constexpr const char* kDefaultDb = "sqlite:dnnlab.db";
 // An experiment named by id ("7") or by name (the newest with that name).
 int64_t find_experiment(store::ResultStore& store, const std::string& id_or_name);
 
+// Writes every kept weights file of the experiment as
+// out_dir/<trial id>.safetensors (weights_cmds.cpp); a corrupt one is not
+// written, and the error names each such trial after the others are.
+int64_t export_weights(store::ResultStore& store, int64_t experiment, const std::string& out_dir);
+
 // Prints the best trials per value of `group_by` (e.g. depth), or the top
 // `top` trials when the sweep has no such parameter.
 void print_best_table(store::ResultStore& store, int64_t experiment, const std::string& metric,

@@ -9,6 +9,7 @@
 
 #include "db/task_codec.hpp"
 #include "experiment/build_provenance.hpp"
+#include "experiment/weights_retention.hpp"
 
 namespace dnnlab::experiment {
 
@@ -232,6 +233,9 @@ Progress Coordinator::tick(int64_t in_flight) {
   if (status == store::ExperimentStatus::running && p.done) {
     // Every trial failed: nothing was learned, and the experiment says so.
     const bool failed = p.counts.total() > 0 && p.counts.failed == p.counts.total();
+    // The rule once more at the end: a trial unpinned meanwhile, a writer
+    // that raced another, leave nothing beyond the best K and the pinned.
+    WeightsRetention(store_, WeightsRule::of(*sweep_)).prune(id_);
     store_.set_status(id_,
                       failed ? store::ExperimentStatus::failed : store::ExperimentStatus::finished);
     store_.append_event(failed ? "experiment.failed" : "experiment.finished",

@@ -3,9 +3,11 @@
 #include "experiment/lease_service.hpp"
 
 #include <chrono>
+#include <iostream>
 #include <stdexcept>
 
 #include "db/task_codec.hpp"
+#include "experiment/weights_retention.hpp"
 
 namespace dnnlab::experiment {
 
@@ -161,12 +163,14 @@ bool LeaseService::keep_alive(TrialLease& l) {
 }
 
 void LeaseService::finish(TrialLease&& l, store::TrialStatus status,
-                          const store::TrialMetrics& metrics, std::string error, bool provisional) {
+                          const store::TrialMetrics& metrics, std::string error, bool provisional,
+                          std::string weights) {
   if (status != store::TrialStatus::failed)
     catalogue_.get(l.trial.experiment_id).scheduler->on_finish(l.trial.index);
   PendingEnd p;
   p.end = {l.trial.id, l.attempt, status, metrics, std::move(error)};
   p.provisional = provisional;
+  if (status == store::TrialStatus::finished && !provisional) p.weights = std::move(weights);
   p.lease = std::move(l);
   ends_.push_back(std::move(p));
 }
@@ -176,6 +180,18 @@ void LeaseService::fail(TrialLease&& l, const std::string& error) {
   // newer attempt owns it, and start() acked the task.
   if (!l.started && !start(l, nlohmann::json::object())) return;
   finish(std::move(l), store::TrialStatus::failed, {}, error);
+}
+
+bool LeaseService::wants_weights(const TrialLease& l, const store::TrialMetrics& metrics) {
+  ExperimentEntry& e = catalogue_.get(l.trial.experiment_id);
+  return WeightsRetention(store_, WeightsRule::of(*e.sweep))
+      .could_keep(l.trial.id, l.trial.experiment_id, metrics);
+}
+
+bool LeaseService::offer_weights(std::int64_t experiment_id, std::int64_t trial_id,
+                                 std::string_view safetensors) {
+  ExperimentEntry& e = catalogue_.get(experiment_id);
+  return WeightsRetention(store_, WeightsRule::of(*e.sweep)).offer(trial_id, safetensors);
 }
 
 std::vector<bool> LeaseService::commit() {
@@ -188,6 +204,12 @@ std::vector<bool> LeaseService::commit() {
     batch.ends.push_back(p.end);
   }
   store::BatchOutcome out;
+  struct Offer {
+    std::size_t end;  // in batch.ends
+    std::int64_t experiment_id;
+    std::string weights;
+  };
+  std::vector<Offer> offers;  // offered once their ends committed
   // Acked only once the results are stored (one commit with them when the
   // queue shares the store's file): a process that dies in between leaves
   // tasks whose trials ended, and their redelivery is acked as a duplicate
@@ -202,12 +224,27 @@ std::vector<bool> LeaseService::commit() {
     ends.swap(ends_);
     std::vector<queue::TaskLease> tasks;
     tasks.reserve(ends.size());
+    for (std::size_t i = 0; i < ends.size(); ++i)
+      if (!ends[i].weights.empty())
+        offers.push_back({i, ends[i].lease.trial.experiment_id, std::move(ends[i].weights)});
     for (PendingEnd& p : ends) {
       if (o_.on_release) o_.on_release(p.lease.task);
       tasks.push_back(std::move(p.lease.task));
     }
     if (!tasks.empty()) queue_.ack_batch(tasks);
   });
+  // The weights of the ends that counted, after their commit: a file the
+  // store refuses (too large, a store error) costs the trial its weights,
+  // never its result.
+  for (const Offer& o : offers) {
+    if (!out.ends[o.end]) continue;
+    const store::TrialEnd& end = batch.ends[o.end];
+    try {
+      offer_weights(o.experiment_id, end.trial_id, o.weights);
+    } catch (const std::exception& e) {
+      std::cerr << "trial " << end.trial_id << ": its weights were not kept: " << e.what() << "\n";
+    }
+  }
   return out.ends;
 }
 
@@ -248,6 +285,7 @@ std::int64_t LeaseService::reopen_trials_of(const std::vector<std::string>& work
             t.status != store::TrialStatus::failed)
           continue;
         if (auto attempt = store_.reopen_trial(t.id)) {
+          store_.delete_weights(t.id);  // they came with the result not trusted any more
           db::TrialTask task{e.id, t.id, t.index, *attempt, t.config_json, t.seed};
           payloads.push_back(db::encode_task(task));
         }

@@ -113,8 +113,20 @@ class LeaseService {
   // Ends the trial: its end is written at the next commit() and then its
   // task is acked. `provisional`: the result does not count before a
   // re-run agreed with it (a browser's).
+  // `weights`: the trained model as a safetensors file, offered to the
+  // experiment's retention rule (weights_retention.hpp) once the end counted
+  // (finished and not provisional only; empty: none).
   void finish(TrialLease&& l, store::TrialStatus status, const store::TrialMetrics& metrics,
-              std::string error = {}, bool provisional = false);
+              std::string error = {}, bool provisional = false, std::string weights = {});
+  // Whether a trial ending with `metrics` could keep its weights now: ask
+  // before serialising a model (no bytes moved for a trial the rule drops).
+  bool wants_weights(const TrialLease& l, const store::TrialMetrics& metrics);
+  // Offers a verified trial's weights to the experiment's retention rule
+  // (the gateway, once a native re-run agreed). False: not kept. Store
+  // errors are the caller's; a file over store::kMaxWeightsBytes throws
+  // std::invalid_argument.
+  bool offer_weights(std::int64_t experiment_id, std::int64_t trial_id,
+                     std::string_view safetensors);
   // A trial that cannot run (its spec, its data): failed, counted once.
   void fail(TrialLease&& l, const std::string& error);
   // Writes the buffered epochs and the pending ends in one batch and acks
@@ -135,7 +147,8 @@ class LeaseService {
   // re-run confirmed); its task, when leased, is then acked as a duplicate.
   void fail_queued(std::int64_t trial_id, const std::string& worker_id, const std::string& error);
   // Puts every ended trial these workers ran back in the queue as newer
-  // attempts (their results are not to be trusted). Returns how many.
+  // attempts (their results are not to be trusted), dropping any weights
+  // they kept. Returns how many.
   std::int64_t reopen_trials_of(const std::vector<std::string>& worker_ids);
 
   Catalogue& catalogue() { return catalogue_; }
@@ -152,6 +165,7 @@ class LeaseService {
     TrialLease lease;
     store::TrialEnd end;
     bool provisional = false;
+    std::string weights;
   };
   bool ack(const queue::TaskLease& t);
   bool nack(const queue::TaskLease& t, bool requeue, const std::string& why);

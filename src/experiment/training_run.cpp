@@ -1,6 +1,7 @@
 #include "experiment/training_run.hpp"
 
 #include "experiment/build_provenance.hpp"
+#include "nn/safetensors.hpp"
 
 namespace dnnlab::experiment {
 namespace {
@@ -15,7 +16,7 @@ data::LoadOptions load_options(const nn::DataSpec& spec, const std::string& data
 }
 
 RunResult train_run(const nn::RunSpec& spec, const data::Dataset& data, nn::TrainObserver* obs,
-                    nn::Model* model_out) {
+                    nn::Model* model_out, std::optional<nn::Model>* keep_model) {
   nn::Model model = nn::Model::build(spec.model, nn::model_input(spec.model, data.sample_shape),
                                      data.num_classes, spec.train.seed);
   nn::Trainer trainer(model, spec.train);
@@ -31,8 +32,21 @@ RunResult train_run(const nn::RunSpec& spec, const data::Dataset& data, nn::Trai
     r.test_loss = t.loss;
     r.test_acc = t.accuracy;
   }
-  if (model_out) *model_out = std::move(model);
+  if (model_out)
+    *model_out = std::move(model);
+  else if (keep_model)
+    keep_model->emplace(std::move(model));
   return r;
+}
+
+std::string weights_file(const nn::RunSpec& spec, nn::Model& model,
+                         const std::map<std::string, std::string>& extra) {
+  std::map<std::string, std::string> meta = extra;
+  meta["name"] = spec.name;
+  meta["seed"] = std::to_string(spec.train.seed);
+  meta["build_id"] = build_provenance().value("build_id", "");
+  meta["spec"] = spec.source;
+  return nn::to_safetensors(model.saved_tensors(), meta);
 }
 
 nlohmann::json provenance(const data::Dataset& data) {

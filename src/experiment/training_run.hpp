@@ -2,7 +2,9 @@
 // observer, evaluate on the test split, and describe how it was made. Used
 // by `dnnlab train`, by sweep workers and by `dnnlab rerun`.
 #pragma once
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,10 +24,15 @@ struct RunResult {
 };
 
 // Trains `spec` on `data`. Throws SpecError for a model that does not fit the
-// data, NumericError when the loss diverges. `model_out`, when given,
-// receives the trained model (for saving weights).
+// data, NumericError when the loss diverges. `model_out` / `keep_model`,
+// when given, receive the trained model (for saving weights).
 RunResult train_run(const nn::RunSpec& spec, const data::Dataset& data, nn::TrainObserver* obs,
-                    nn::Model* model_out = nullptr);
+                    nn::Model* model_out = nullptr, std::optional<nn::Model>* keep_model = nullptr);
+
+// A trained model as a safetensors file with the metadata `dnnlab train`
+// writes (name, seed, build_id, spec) and `extra` (a trial's id and params).
+std::string weights_file(const nn::RunSpec& spec, nn::Model& model,
+                         const std::map<std::string, std::string>& extra = {});
 
 // Options for loading the data set a spec names (`data_dir` overrides the
 // default location; empty keeps it).

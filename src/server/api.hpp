@@ -136,6 +136,8 @@ class Api {
   ApiResponse cancel(const Call&);
   ApiResponse list_trials(const Call&);
   ApiResponse get_trial(const Call&);
+  ApiResponse get_trial_weights(const Call&);
+  ApiResponse pin_trial(const Call&);
   ApiResponse workers(const Call&);
   ApiResponse get_stats(const Call&);
   ApiResponse events(const Call&);

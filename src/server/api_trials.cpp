@@ -112,7 +112,53 @@ ApiResponse Api::get_trial(const Call& c) {
   if (!t) return error_response(404, "no trial " + std::to_string(id), "id");
   ApiResponse r;
   append_trial_json(r.body, *t, /*with_curve=*/true);
+  // Its kept weights file, if any (the list has no bytes: at most K +
+  // pinned rows), for the trial page's link.
+  r.body.pop_back();
+  r.body += ",\"weights\":";
+  std::string weights = "null";
+  for (const store::WeightsRecord& w : c.store.weights_of(t->experiment_id))
+    if (w.trial_id == id)
+      weights = json{{"url", "/api/trials/" + std::to_string(id) + "/weights"},
+                     {"size", w.size},
+                     {"sha256", w.sha256}}
+                    .dump();
+  r.body += weights + "}";
   return r;
+}
+
+// The kept safetensors file, read on a reader thread (up to
+// store::kMaxWeightsBytes); 404 when the retention rule kept none.
+ApiResponse Api::get_trial_weights(const Call& c) {
+  const std::int64_t id = c.id;
+  ApiResponse deferred;
+  deferred.deferred = [id](store::ResultStore& st) {
+    auto w = st.weights(id);
+    if (!w) {
+      if (!st.trial(id)) return error_response(404, "no trial " + std::to_string(id), "id");
+      return error_response(404,
+                            "trial " + std::to_string(id) +
+                                " keeps no weights (the best K of its experiment and pinned "
+                                "trials do; see docs/sweep.md, Weights)",
+                            "id");
+    }
+    ApiResponse r;
+    r.content_type = "application/octet-stream";
+    r.body = std::move(w->bytes);
+    return r;
+  };
+  return deferred;
+}
+
+// POST /api/trials/{id}/pin and /unpin: its weights are kept whatever its rank.
+ApiResponse Api::pin_trial(const Call& c) {
+  const bool pin = c.path.ends_with("/pin");
+  try {
+    c.store.set_pinned(c.id, pin);
+  } catch (const std::invalid_argument&) {
+    return error_response(404, "no trial " + std::to_string(c.id), "id");
+  }
+  return json_response(200, {{"id", c.id}, {"pinned", pin}});
 }
 
 }  // namespace dnnlab::server

@@ -3,6 +3,7 @@
 // what the verifier's native re-runs decided (agreement, quarantine).
 #include <cmath>
 #include <cstring>
+#include <iostream>
 
 #include "server/gateway_impl.hpp"
 
@@ -211,6 +212,10 @@ GatewayReply Gateway::Impl::weights(Client& c, std::string_view bytes) {
       VerifyJob job{t.trial_id, t.attempt, c.holder.worker_id, c.identity, std::nullopt};
       job.fresh = t.fresh;
       job.address = c.address;
+      // Kept as the trial's weights only once the re-run agrees (and the
+      // retention rule keeps them): finished trials only.
+      if (res.status == store::TrialStatus::finished)
+        job.weights = std::string(bytes.substr(4 + h));
       submit(std::move(job));
     }
   }
@@ -260,6 +265,14 @@ void Gateway::Impl::decided(const VerifyOutcome& o,
   if (o.agree) {
     trust.agreed(o.job.client_key, o.job.fresh);
     store.set_provisional(o.job.trial_id, o.job.attempt, false);  // it counts now
+    if (!o.weights_file.empty()) {
+      try {
+        tickets.offer_weights(o.experiment_id, o.job.trial_id, o.weights_file);
+      } catch (const std::exception& e) {  // the weights only, never the result
+        std::cerr << "dnnlab serve: trial " << o.job.trial_id
+                  << ": its weights were not kept: " << e.what() << "\n";
+      }
+    }
     return;
   }
   quarantine(o.job.client_key, o.job.worker_id, o.job.trial_id,

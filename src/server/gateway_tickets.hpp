@@ -103,6 +103,12 @@ class TicketDesk {
   // acks its lease: whether it counted (false: a newer attempt owns it).
   bool finish(Ticket& t, store::TrialStatus status, const store::TrialMetrics& m);
 
+  // A verified trial's weights (a safetensors file) offered to its
+  // experiment's retention rule; whether they are kept.
+  bool offer_weights(std::int64_t experiment_id, std::int64_t trial_id, std::string_view file) {
+    return svc_.offer_weights(experiment_id, trial_id, file);
+  }
+
   // Gives the ticket's trial back (a browser going away is the client's
   // fault, not the trial's): the service's give_back. Nothing when the
   // lease was lost.

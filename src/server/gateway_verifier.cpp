@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -12,6 +13,8 @@
 
 #include "experiment/catalogue.hpp"
 #include "experiment/native_check.hpp"
+#include "experiment/training_run.hpp"
+#include "experiment/weights_retention.hpp"
 
 namespace dnnlab::server {
 
@@ -23,6 +26,33 @@ double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// The client's parameters (float32, in Model::params() order, as
+// dnnlab_model_get_params writes them) as the trial's safetensors file with
+// the metadata a native worker's has; empty when the retention rule would
+// not keep them. Running statistics (batch norm) are not on the wire: a
+// browser's file holds their initial values.
+std::string browser_weights(store::ResultStore& st, experiment::Catalogue& catalogue,
+                            const store::TrialRecord& trial, const nn::RunSpec& run,
+                            const data::Dataset& ds, const std::string& floats) {
+  experiment::ExperimentEntry& e = catalogue.get(trial.experiment_id);
+  if (!experiment::WeightsRetention(st, experiment::WeightsRule::of(*e.sweep))
+           .could_keep(trial.id, trial.experiment_id, trial.metrics))
+    return {};
+  nn::Model model = nn::Model::build(run.model, nn::model_input(run.model, ds.sample_shape),
+                                     ds.num_classes, run.train.seed);
+  if (floats.size() != static_cast<std::size_t>(model.num_params()) * sizeof(float)) return {};
+  const char* p = floats.data();
+  for (nn::Param* param : model.params()) {
+    const std::size_t n = sizeof(float) * static_cast<std::size_t>(param->value.numel());
+    std::memcpy(param->value.data(), p, n);
+    p += n;
+  }
+  return experiment::weights_file(run, model,
+                                  {{"trial_id", std::to_string(trial.id)},
+                                   {"params", trial.config_json},
+                                   {"trained_by", "browser"}});
 }
 
 }  // namespace
@@ -71,6 +101,7 @@ void Verifier::loop() {
       ++busy_;
     }
     VerifyOutcome out{job, true, "", 0, {}};
+    out.job.weights.clear();  // not carried back: the file is (weights_file)
     bool skip = false;
     const double cpu0 = thread_cpu_seconds();
     try {
@@ -90,6 +121,9 @@ void Verifier::loop() {
         out.agree = c.agree;
         out.detail = c.detail;
         out.bias = c.bias;
+        out.experiment_id = trial->experiment_id;
+        if (c.agree && !job.failed_after && !job.weights.empty())
+          out.weights_file = browser_weights(*st, *catalogue, *trial, run, ds, job.weights);
         out.cpu_seconds = thread_cpu_seconds() - cpu0;
         // With "client", a restarted gateway rebuilds its record of agreement.
         st->append_event("trial.verified", {{"trial", job.trial_id},

@@ -29,6 +29,9 @@ struct VerifyJob {
   // an agreement on it earns trust.
   bool fresh = true;
   std::string address;  // the client's remote address, charged for the re-run
+  // A finished trial's parameters as the client sent them (float32, in
+  // the model's parameter order): kept as its weights once the re-run agrees.
+  std::string weights;
 };
 
 struct VerifyOutcome {
@@ -42,6 +45,11 @@ struct VerifyOutcome {
   // ones in the client's favour (higher accuracy, lower loss), in units of
   // the tolerance: the bias test's input (TrustBook::biased).
   std::map<std::string, double> bias;
+  // On agreement, the client's parameters as a safetensors file, when the
+  // experiment's retention rule could keep them (empty otherwise); the
+  // gateway offers them once the trial counts.
+  std::int64_t experiment_id = 0;
+  std::string weights_file;
 };
 
 class Verifier {

@@ -50,6 +50,7 @@ TrialRecord read_trial(const pg::Result& r, int row) {
   t.error = r.text(row, 17);
   t.provenance = parse_stored_json(r.text(row, 18));
   t.provisional = r.boolean(row, 19);
+  t.pinned = r.boolean(row, 20);
   return t;
 }
 

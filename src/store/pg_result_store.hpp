@@ -53,6 +53,12 @@ class PgResultStore final : public ResultStore {
                             std::int64_t limit) override;
   bool set_provisional(std::int64_t trial_id, int attempt, bool provisional) override;
 
+  void put_weights(std::int64_t trial_id, std::string_view safetensors) override;
+  std::optional<WeightsRecord> weights(std::int64_t trial_id) override;
+  std::vector<WeightsRecord> weights_of(std::int64_t experiment_id) override;
+  bool delete_weights(std::int64_t trial_id) override;
+  void set_pinned(std::int64_t trial_id, bool pinned) override;
+
   void upsert_worker(const WorkerRecord& worker) override;
   void heartbeat(std::string_view worker_id, std::optional<std::int64_t> current_trial) override;
   std::vector<WorkerRecord> workers() override;
@@ -64,7 +70,7 @@ class PgResultStore final : public ResultStore {
   std::vector<EventRecord> events_of_type(std::string_view type) override;
 
   // The same version as the embedded store's schema: one schema, two dialects.
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
 
   // Statements sent to the server so far (one round trip each).
   std::int64_t round_trips() const { return db_->round_trips(); }

@@ -104,6 +104,8 @@ struct TrialRecord {
   // From an untrusted client and not yet verified: not an experiment's best,
   // not fed to adaptive samplers, not in epochs_for (set_provisional).
   bool provisional = false;
+  // Kept by the user: its weights survive the retention rule (set_pinned).
+  bool pinned = false;
 };
 
 struct TrialQuery {
@@ -213,6 +215,23 @@ struct BatchOutcome {
   std::vector<bool> epochs, ends, starts;
 };
 
+// A finished trial's trained weights: one safetensors file, kept under the
+// experiment's retention rule (experiment/weights_retention.hpp decides;
+// the store only keeps, lists and drops them).
+struct WeightsRecord {
+  std::int64_t trial_id = 0;
+  std::int64_t experiment_id = 0;
+  std::int64_t size = 0;    // bytes
+  std::string sha256;       // lower-case hex of the bytes, taken when they were put
+  double created_at = 0.0;  // unix seconds
+  bool pinned = false;      // the trial's pin (weights_of)
+  TrialMetrics metrics;     // the trial's final metrics (weights_of)
+  std::string bytes;        // the file (weights() only)
+};
+// The most bytes one trial's weights may take: a larger file is refused
+// (put_weights throws std::invalid_argument saying so).
+constexpr std::int64_t kMaxWeightsBytes = std::int64_t{64} << 20;
+
 struct EventRecord {
   std::int64_t id = 0;  // increasing; never reused
   double time = 0.0;
@@ -320,6 +339,22 @@ class ResultStore {
   // of the experiment that ever ran, and the newest event id as cursor.
   virtual CurveChanges curves_since(std::int64_t experiment_id, std::int64_t after_id,
                                     std::int64_t limit = 10000) = 0;
+
+  // ---- weights (schema 9: table trial_weights, column trials.pinned) ----
+  // Keeps `safetensors` as the trial's weights, replacing any kept before.
+  // Throws std::invalid_argument for an unknown trial, an empty file or one
+  // over kMaxWeightsBytes. Which trials keep weights is the caller's rule.
+  virtual void put_weights(std::int64_t trial_id, std::string_view safetensors) = 0;
+  // The trial's kept weights with their bytes; nullopt when none are kept.
+  virtual std::optional<WeightsRecord> weights(std::int64_t trial_id) = 0;
+  // The experiment's kept weights without their bytes, each with its trial's
+  // metrics and pin, by trial id.
+  virtual std::vector<WeightsRecord> weights_of(std::int64_t experiment_id) = 0;
+  // Drops the trial's weights; false when none were kept.
+  virtual bool delete_weights(std::int64_t trial_id) = 0;
+  // Pins a trial (its weights are kept whatever its rank) or unpins it.
+  // Throws std::invalid_argument for an unknown trial.
+  virtual void set_pinned(std::int64_t trial_id, bool pinned) = 0;
 
   // ---- workers ----
   virtual void upsert_worker(const WorkerRecord& worker) = 0;

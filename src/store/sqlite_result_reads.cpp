@@ -49,6 +49,7 @@ TrialRecord read_trial(const sqlite::Statement& s) {
   t.error = s.column_text(17);
   t.provenance = parse_stored_json(s.column_text(18));
   t.provisional = s.column_int(19) != 0;
+  t.pinned = s.column_int(20) != 0;
   return t;
 }
 

@@ -8,7 +8,7 @@
 namespace dnnlab::store {
 namespace {
 
-constexpr std::array<sqlite::Migration, 7> kMigrations{{
+constexpr std::array<sqlite::Migration, 8> kMigrations{{
     {1, R"sql(
 CREATE TABLE experiments (
   id         INTEGER PRIMARY KEY,
@@ -176,6 +176,22 @@ DROP TRIGGER IF EXISTS trial_uncounted;
 DELETE FROM trial_counts;
 INSERT INTO trial_counts (experiment_id, status, n)
   SELECT experiment_id, status, count(*) FROM trials GROUP BY experiment_id, status;
+)sql"},
+    // Finished trials' weights under a retention rule (the best K of an
+    // experiment and the pinned ones: experiment/weights_retention.hpp).
+    // Version 8 is PostgreSQL's alone; the bytes come last in the row, so
+    // listing the others never reads a file's overflow pages.
+    {9, R"sql(
+ALTER TABLE trials ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE trial_weights (
+  trial_id      INTEGER PRIMARY KEY REFERENCES trials (id),
+  experiment_id INTEGER NOT NULL REFERENCES experiments (id),
+  size          INTEGER NOT NULL,
+  sha256        TEXT    NOT NULL,
+  created_at    REAL    NOT NULL,
+  bytes         BLOB    NOT NULL
+);
+CREATE INDEX trial_weights_by_experiment ON trial_weights (experiment_id, trial_id);
 )sql"},
 }};
 

@@ -49,6 +49,12 @@ class SqliteResultStore final : public ResultStore {
   CurveChanges curves_since(std::int64_t experiment_id, std::int64_t after_id,
                             std::int64_t limit) override;
 
+  void put_weights(std::int64_t trial_id, std::string_view safetensors) override;
+  std::optional<WeightsRecord> weights(std::int64_t trial_id) override;
+  std::vector<WeightsRecord> weights_of(std::int64_t experiment_id) override;
+  bool delete_weights(std::int64_t trial_id) override;
+  void set_pinned(std::int64_t trial_id, bool pinned) override;
+
   void upsert_worker(const WorkerRecord& worker) override;
   void heartbeat(std::string_view worker_id, std::optional<std::int64_t> current_trial) override;
   std::vector<WorkerRecord> workers() override;
@@ -60,7 +66,7 @@ class SqliteResultStore final : public ResultStore {
   std::vector<EventRecord> events_since(std::int64_t after_id, std::int64_t limit) override;
   std::vector<EventRecord> events_of_type(std::string_view type) override;
 
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 9;
 
  private:
   void require_experiment(std::int64_t experiment_id);

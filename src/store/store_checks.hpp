@@ -62,7 +62,7 @@ constexpr std::string_view kTrialColumns =
     DNNLAB_RUNNING_LAST_EPOCH("val_loss") ", " DNNLAB_RUNNING_LAST_EPOCH("val_acc") ", "     //
     "test_acc, CASE WHEN status = 'running' THEN (SELECT count(*) FROM epochs e WHERE "    //
     "e.trial_id = trials.id AND e.attempt = trials.attempt) ELSE epochs_done END, "         //
-    "seconds, error, provenance, provisional";
+    "seconds, error, provenance, provisional, pinned";
 #undef DNNLAB_RUNNING_LAST_EPOCH
 
 constexpr std::string_view kExperimentColumns =
@@ -143,6 +143,15 @@ inline void check_curve_cursor(std::int64_t after_id, std::int64_t limit) {
 
 inline void check_not_empty(std::string_view value, const char* field) {
   if (value.empty()) throw std::invalid_argument(std::string(field) + " must not be empty");
+}
+
+// A trial's weights file to keep: not empty, at most kMaxWeightsBytes.
+inline void check_weights(std::string_view bytes) {
+  if (bytes.empty()) throw std::invalid_argument("weights: the file is empty");
+  if (static_cast<std::int64_t>(bytes.size()) > kMaxWeightsBytes)
+    throw std::invalid_argument("weights: " + std::to_string(bytes.size()) +
+                                " bytes, more than the " + std::to_string(kMaxWeightsBytes >> 20) +
+                                " MiB a trial's weights may take");
 }
 
 inline nlohmann::json parse_stored_json(const std::string& text) {

@@ -133,6 +133,8 @@ void append_trial_json(std::string& out, const TrialRecord& t, bool with_curve) 
   // A browser result no native re-run has agreed with yet: shown, never ranked.
   out += t.provisional ? ",\"provisional\":true" : ",\"provisional\":false";
   if (with_curve) {
+    // Pinned by the user: its weights are kept whatever its rank.
+    out += t.pinned ? ",\"pinned\":true" : ",\"pinned\":false";
     out += ",\"provenance\":";
     out += t.provenance.dump(-1, ' ', false, json::error_handler_t::replace);
     out += ",\"curve\":[";

@@ -189,6 +189,10 @@ constexpr Field<SearchSection> kSearchFields[] = {
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, SearchSection& s) {
        s.spec.n_ei_candidates = r.integer(v, p, Range{1, 1e6});
      }},
+    {"keep_weights",
+     [](const YamlReader& r, const YAML::Node& v, const std::string& p, SearchSection& s) {
+       s.spec.keep_weights = r.integer(v, p, Range{0, 1000});
+     }},
     {"parameters",
      [](const YamlReader& r, const YAML::Node& v, const std::string& p, SearchSection& s) {
        for (const auto& [key, value] : r.entries(v, p)) {

@@ -68,6 +68,7 @@ struct SearchSpec {
   std::string mode = "max";           // max | min; default: min for *_loss, max otherwise
   int64_t n_startup = 10;             // tpe: random trials before the model is used
   int64_t n_ei_candidates = 24;       // tpe: candidates drawn from l(x) per parameter
+  int64_t keep_weights = 10;          // finished trials whose weights are kept (best by metric)
   std::vector<ParamSpec> parameters;  // in file order
   SpecLocation where;
 

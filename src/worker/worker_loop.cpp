@@ -338,10 +338,11 @@ class Worker {
   void train(Next& n) {
     TrialObserver obs(svc_, *keeper_, o_.stop, n.l);
     experiment::RunResult r;
+    std::optional<nn::Model> model;  // kept for its weights
     const auto t0 = Clock::now();
     keeper_->set_current_trial(n.l.trial.id);
     try {
-      r = experiment::train_run(n.l.run, n.data->data, &obs);
+      r = experiment::train_run(n.l.run, n.data->data, &obs, nullptr, &model);
       pacer_.trained(n.l.trial.experiment_id, seconds_since(t0));
       keeper_->set_current_trial(std::nullopt);
     } catch (const std::exception& e) {
@@ -357,9 +358,16 @@ class Worker {
       svc_.give_back(n.l);
       return;
     }
+    const store::TrialMetrics m = trial_metrics(r, n.data->data.test.size() != 0);
+    // Serialised only for a trial the retention rule could keep now.
+    std::string weights;
+    if (!obs.pruned() && model && svc_.wants_weights(n.l, m))
+      weights = experiment::weights_file(
+          n.l.run, *model,
+          {{"trial_id", std::to_string(n.l.trial.id)}, {"params", n.l.trial.config_json}});
     svc_.finish(std::move(n.l),
-                obs.pruned() ? store::TrialStatus::pruned : store::TrialStatus::finished,
-                trial_metrics(r, n.data->data.test.size() != 0));
+                obs.pruned() ? store::TrialStatus::pruned : store::TrialStatus::finished, m, {},
+                false, std::move(weights));
   }
 
   WorkerOptions o_;

@@ -2,6 +2,7 @@
 // clients: honest ones that train natively on the shard they are sent, liars,
 // and every malformed input the protocol names. Real SQLite, real training.
 #include "gateway_fixture.hpp"
+#include "nn/safetensors.hpp"
 
 namespace dnnlab::server::testing {
 namespace {
@@ -948,8 +949,16 @@ TEST_F(GatewayTest, UntrustedResultsAreProvisionalUntilVerified) {
   EXPECT_TRUE(st->trial(trial)->provisional);
   EXPECT_EQ(st->best_trial(exp), std::nullopt) << "not the best before it is verified";
   EXPECT_TRUE(st->epochs_for(exp, 1).empty()) << "nor in ASHA's rungs";
+  EXPECT_FALSE(st->weights(trial)) << "its weights are kept only once verified";
   EXPECT_TRUE(settle_all().empty());
   EXPECT_FALSE(st->trial(trial)->provisional);
+  // Verified: the parameters the browser sent, as the trial's safetensors file.
+  auto w = st->weights(trial);
+  ASSERT_TRUE(w) << "the best of its experiment keeps its weights";
+  nn::SafetensorsFile f = nn::read_safetensors(w->bytes, "kept");
+  EXPECT_EQ(f.metadata.at("trained_by"), "browser");
+  EXPECT_EQ(f.metadata.at("trial_id"), std::to_string(trial));
+  EXPECT_FALSE(f.tensors.empty());
   ASSERT_TRUE(st->best_trial(exp));
   EXPECT_EQ(st->best_trial(exp)->id, trial);
   EXPECT_EQ(st->epochs_for(exp, 1).size(), 1u);

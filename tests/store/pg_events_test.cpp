@@ -141,10 +141,11 @@ TEST(PgEvents, MigratingASchema7DatabaseKeepsIdsAndCounts) {
   }
   pg::Connection c(url);
   c.exec(
-      "DROP TABLE event_inbox, trial_count_deltas; "
+      "DROP TABLE event_inbox, trial_count_deltas, trial_weights; "
+      "ALTER TABLE trials DROP COLUMN pinned; "
       "UPDATE schema_version SET version = 7 WHERE component = 'store'");
   PgResultStore store(url);
-  EXPECT_EQ(pg::schema_version(c, "store"), 8);
+  EXPECT_EQ(pg::schema_version(c, "store"), 9);
   EXPECT_EQ(store.trial_counts(exp).queued, 2);
   EXPECT_EQ(store.append_event("test.new", {}), last + 1);
 }

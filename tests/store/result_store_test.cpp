@@ -451,6 +451,8 @@ TEST_P(SqliteFileTest, CountsOfAVersion2FileAreRebuiltOnOpen) {
     std::unique_ptr<sqlite3, decltype(&sqlite3_close)> db(raw, &sqlite3_close);
     ASSERT_EQ(sqlite3_exec(db.get(),
                            "DROP TABLE trial_counts; "
+                           "DROP TABLE trial_weights; "
+                           "ALTER TABLE trials DROP COLUMN pinned; "
                            "ALTER TABLE trials DROP COLUMN provisional; "
                            "DROP TABLE coordinator_leases; "
                            "ALTER TABLE experiments DROP COLUMN published_index; "
