@@ -184,12 +184,21 @@ void LeaseService::fail(TrialLease&& l, const std::string& error) {
 
 bool LeaseService::wants_weights(const TrialLease& l, const store::TrialMetrics& metrics) {
   ExperimentEntry& e = catalogue_.get(l.trial.experiment_id);
-  return WeightsRetention(store_, WeightsRule::of(*e.sweep))
-      .could_keep(l.trial.id, l.trial.experiment_id, metrics);
+  const WeightsRetention rule(store_, WeightsRule::of(*e.sweep));
+  if (l.trial.pinned) return true;
+  if (rule.rule().keep <= 0) return false;
+  KeptCache& c = kept_cache_[l.trial.experiment_id];
+  const double now = steady_seconds();
+  if (now - c.read_at > 1.0) {
+    c.kept = store_.weights_of(l.trial.experiment_id);
+    c.read_at = now;
+  }
+  return rule.could_keep(l.trial.id, metrics, false, c.kept);
 }
 
 bool LeaseService::offer_weights(std::int64_t experiment_id, std::int64_t trial_id,
                                  std::string_view safetensors) {
+  kept_cache_.erase(experiment_id);  // what this process keeps, the next ask sees
   ExperimentEntry& e = catalogue_.get(experiment_id);
   return WeightsRetention(store_, WeightsRule::of(*e.sweep)).offer(trial_id, safetensors);
 }

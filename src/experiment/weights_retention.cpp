@@ -46,6 +46,17 @@ bool WeightsRetention::could_keep(std::int64_t trial_id, std::int64_t experiment
   return t && t->pinned;
 }
 
+bool WeightsRetention::could_keep(std::int64_t trial_id, const store::TrialMetrics& metrics,
+                                  bool pinned,
+                                  const std::vector<store::WeightsRecord>& kept) const {
+  if (pinned) return true;
+  if (rule_.keep <= 0 || !store::metric(metrics, rule_.metric)) return false;
+  std::int64_t above = 0;
+  for (const store::WeightsRecord& w : kept)
+    if (w.trial_id != trial_id && ranks_above(w.metrics, w.trial_id, metrics, trial_id)) ++above;
+  return above < rule_.keep;
+}
+
 bool WeightsRetention::offer(std::int64_t trial_id, std::string_view safetensors) {
   auto t = store_.trial(trial_id);
   if (!t) throw std::invalid_argument("trial_id " + std::to_string(trial_id) + " does not exist");

@@ -43,6 +43,10 @@ class WeightsRetention {
   // serialising and sending a model's bytes.
   bool could_keep(std::int64_t trial_id, std::int64_t experiment_id,
                   const store::TrialMetrics& metrics);
+  // The same against a list of kept files the caller read (a cache) and the
+  // pin it knows: no store read.
+  bool could_keep(std::int64_t trial_id, const store::TrialMetrics& metrics, bool pinned,
+                  const std::vector<store::WeightsRecord>& kept) const;
   // Keeps `safetensors` as the trial's weights when the rule keeps it (by
   // the trial's stored metrics and pin) and drops the kept weights that
   // fall out. Returns whether the trial's are kept. The trial must exist.
