@@ -213,6 +213,7 @@ test('dashboard against the fake API', { skip, timeout: 120_000 }, async (t) => 
     await page.click(`#compare-diff a[href="#/trials/${ids[0]}"]`);
     await page.waitForSelector('#trial-curve[data-trials="1"]');
     assert.match(await page.textContent('#trial-params'), /depth/);
+    assert.equal(await page.getAttribute('#trial-weights', 'href'), `/api/trials/${ids[0]}/weights`);
     await page.screenshot({ path: join(SHOTS, 'trial-finished.png'), fullPage: true });
     await page.goto(`${api.url}/#/trials/${failed.id}`);
     await page.waitForSelector('#trial-params');
@@ -220,6 +221,7 @@ test('dashboard against the fake API', { skip, timeout: 120_000 }, async (t) => 
     for (const [k, v] of Object.entries(failed.params)) assert.ok(params.includes(k) && params.includes(String(v)), `${k}=${v} in ${params}`);
     assert.match(await page.textContent('#trial-error'), /loss became NaN/);
     assert.match(await page.textContent('#trial-facts'), new RegExp(failed.seed));
+    assert.match(await page.textContent('#trial-facts'), /weights\s*not kept/);
     await page.screenshot({ path: join(SHOTS, 'trial.png'), fullPage: true });
   });
 

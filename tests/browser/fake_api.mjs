@@ -168,7 +168,9 @@ export async function startFakeApi({ dist, trials = 132, port = 0, host = '127.0
     }
     if ((m = p.match(/^\/api\/trials\/(\d+)$/))) {
       const t = byId.get(m[1]);
-      return t ? { ...t, curve: curveOf(t) } : null;
+      // As the real server: finished trials' kept weights (the fake keeps them all).
+      const weights = t?.status === 'finished' ? { url: `/api/trials/${t.id}/weights`, size: 32768, sha256: '0'.repeat(64) } : null;
+      return t ? { ...t, pinned: false, weights, curve: curveOf(t) } : null;
     }
     if (p === '/api/workers') {
       for (const w of workers) if (!w.gone) w.last_seen = Date.now() / 1000 - 1;

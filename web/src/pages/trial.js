@@ -51,6 +51,11 @@ export function trialPage(id) {
         ['started', dateTime(t.started_at)], ['finished', dateTime(t.finished_at)],
         ['epochs', num(t.epochs_done)], ['seconds', t.seconds > 0 ? num(t.seconds) : '—'],
         ...['val_acc', 'val_loss', 'train_acc', 'train_loss', 'test_acc'].map((k) => [k, num(t[k])]),
+        // Kept for the best trials of the experiment and pinned ones (docs/sweep.md, "Weights").
+        ['weights', t.weights
+          ? h('a', { id: 'trial-weights', href: t.weights.url, download: `trial-${t.id}.safetensors` },
+            `safetensors, ${num(t.weights.size / 1024)} KiB`)
+          : (t.pinned ? 'pinned, none kept yet' : 'not kept')],
       ])),
       chart.el),
       h('details', { class: 'spec', open: true }, h('summary', {}, 'provenance'), h('pre', {}, JSON.stringify(t.provenance ?? {}, null, 2))),
