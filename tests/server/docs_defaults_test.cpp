@@ -17,6 +17,7 @@
 #include "server/gateway.hpp"
 #include "server/server.hpp"
 #include "spec/yaml_reader.hpp"
+#include "store/result_store.hpp"
 
 namespace dnnlab::server::testing {
 // Named: the unity build puts this file beside others with the same helpers.
@@ -109,6 +110,7 @@ TEST(DocsDefaults, SecurityLimitsTableMatchesTheCode) {
            " nodes"},
       {"`--read-threads`", "", std::to_string(so.read_threads)},
       {"(`ServerOptions::work_threads`)", "", std::to_string(so.work_threads)},
+      {"(fixed)", "a trial's weights file", bytes(store::kMaxWeightsBytes)},
   };
   const std::string limits = section(security_md(), "## Limits");
   ASSERT_FALSE(limits.empty());
