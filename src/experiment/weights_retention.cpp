@@ -36,12 +36,9 @@ std::vector<std::int64_t> WeightsRetention::keepers(std::vector<store::WeightsRe
 
 bool WeightsRetention::could_keep(std::int64_t trial_id, std::int64_t experiment_id,
                                   const store::TrialMetrics& metrics) {
-  if (rule_.keep > 0 && store::metric(metrics, rule_.metric)) {
-    std::int64_t above = 0;
-    for (const store::WeightsRecord& w : store_.weights_of(experiment_id))
-      if (w.trial_id != trial_id && ranks_above(w.metrics, w.trial_id, metrics, trial_id)) ++above;
-    if (above < rule_.keep) return true;
-  }
+  if (rule_.keep > 0 && store::metric(metrics, rule_.metric) &&
+      could_keep(trial_id, metrics, false, store_.weights_of(experiment_id)))
+    return true;
   auto t = store_.trial(trial_id);  // only for a trial that ranks too low
   return t && t->pinned;
 }
