@@ -188,7 +188,7 @@ const std::vector<Api::Route>& Api::routes() {
       {"/api/trials/{id}/weights", "GET", A::read, "token", &Api::get_trial_weights},
       {"/api/trials/{id}/pin", "POST", A::write, "", &Api::pin_trial},
       {"/api/trials/{id}/unpin", "POST", A::write, "", &Api::pin_trial},
-      {"/api/workers", "GET", A::read, "token", &Api::workers},
+      {"/api/workers", "GET", A::read, "gone token", &Api::workers},
       {"/api/stats", "GET", A::read, "token", &Api::get_stats},
       {"/api/events", "GET", A::read, "after limit token", &Api::events},
       {"/api/events", "WEBSOCKET", A::read, "after token", &Api::events_socket,

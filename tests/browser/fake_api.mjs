@@ -174,7 +174,10 @@ export async function startFakeApi({ dist, trials = 132, port = 0, host = '127.0
     }
     if (p === '/api/workers') {
       for (const w of workers) if (!w.gone) w.last_seen = Date.now() / 1000 - 1;
-      return { workers };
+      // As the real server: workers gone over 10 minutes only with ?gone=all.
+      const gone = url.searchParams.get('gone') ?? 'recent';
+      const listed = workers.filter((w) => !w.gone || gone === 'all' || (gone === 'recent' && Date.now() / 1000 - w.last_seen < 600));
+      return { workers: listed, gone_omitted: workers.length - listed.length };
     }
     if (p === '/api/stats') {
       const all = exps.flatMap((e) => e.trials);

@@ -6,6 +6,8 @@
 
 #include "server_fixture.hpp"
 #include "store/trial_json.hpp"
+#include "db/pg_db.hpp"
+#include "db/sqlite_db.hpp"
 #include "store_backends.hpp"
 
 namespace dnnlab::server::testing {
@@ -253,6 +255,39 @@ TEST_P(ApiTest, WorkersAndStats) {
   EXPECT_EQ(s["counts"]["finished"], 84);
   EXPECT_TRUE(s["trials_per_second"].is_number());
   EXPECT_EQ(s["queue_depth"].get<std::int64_t>() >= 0, true);
+}
+
+// Workers that left are listed for 10 minutes (?gone=recent, the default),
+// then only with ?gone=all; "gone_omitted" counts the rest. Their rows stay
+// in the store (trials name their worker).
+TEST_P(ApiTest, WorkersThatLeftLongAgoAreListedOnlyOnRequest) {
+  store::WorkerRecord w;
+  for (const char* id : {"busy", "left-now", "left-long-ago"}) {
+    w.id = id;
+    store_->upsert_worker(w);
+  }
+  store_->mark_worker_gone("left-now");
+  store_->mark_worker_gone("left-long-ago");
+  const std::string backdate = "UPDATE workers SET last_seen = last_seen - 3600 WHERE id = 'left-long-ago'";
+  if (GetParam() == "sqlite")
+    sqlite::Database(url_.substr(std::string("sqlite:").size())).exec(backdate);
+  else
+    pg::Connection(url_).exec(backdate);
+  auto ids = [&](const std::string& target) {
+    json r = parse(server_->get(target));
+    std::set<std::string> got;
+    for (const auto& x : r["workers"]) got.insert(x["id"].get<std::string>());
+    return std::pair{got, r["gone_omitted"].get<int>()};
+  };
+  using Ids = std::set<std::string>;
+  EXPECT_EQ(ids("/api/workers"), std::pair(Ids{"busy", "left-now"}, 1));
+  EXPECT_EQ(ids("/api/workers?gone=recent"), std::pair(Ids{"busy", "left-now"}, 1));
+  EXPECT_EQ(ids("/api/workers?gone=all"), std::pair(Ids{"busy", "left-now", "left-long-ago"}, 0));
+  EXPECT_EQ(ids("/api/workers?gone=none"), std::pair(Ids{"busy"}, 2));
+  auto bad = server_->get("/api/workers?gone=yes");
+  EXPECT_EQ(bad.status, 400u);
+  EXPECT_EQ(parse(bad)["field"], "gone");
+  EXPECT_EQ(server_->get("/api/workers?limit=3").status, 400u);  // not a key of this route
 }
 
 TEST_P(ApiTest, EventsAsPlainJson) {

@@ -38,7 +38,8 @@ export const api = {
   experiment: (id) => getJSON(`/api/experiments/${encodeURIComponent(id)}`),
   trials: (id, q, opts) => getJSON(`/api/experiments/${encodeURIComponent(id)}/trials?${query(q)}`, opts),
   trial: (id) => getJSON(`/api/trials/${encodeURIComponent(id)}`),
-  workers: () => getJSON('/api/workers'),
+  // gone: 'recent' (the server's default: left in the last 10 minutes), 'all' or 'none'.
+  workers: (gone = 'recent') => getJSON(`/api/workers?gone=${gone}`),
   stats: () => getJSON('/api/stats'),
 };
 

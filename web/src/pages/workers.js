@@ -32,9 +32,12 @@ function workerRate(id) {
   return n / span;
 }
 
-// Workers that left more than this long ago are hidden (a toggle shows them).
+// Workers that left more than 10 minutes ago are not sent by the server
+// unless asked for (?gone=all, the toggle); the page hides the ones that
+// pass that age while shown.
 const GONE_HIDDEN_AFTER_MS = 10 * 60_000;
 let showDeparted = false;
+let goneOmitted = 0;
 
 const samples = { t: [], depth: [], rate: [] };
 const MAX_SAMPLES = 1800; // one hour at 2 s
@@ -51,7 +54,7 @@ export function workersPage() {
   const body = h('tbody');
   const msg = h('p', { class: 'muted' });
   const departed = h('input', { type: 'checkbox', id: 'show-departed', checked: showDeparted,
-    onchange: () => { showDeparted = departed.checked; renderTable(); } });
+    onchange: () => { showDeparted = departed.checked; renderTable(); loadWorkers(); } });
   const departedNote = h('span', { class: 'muted' });
   const chart = new Chart({ id: 'queue-depth', title: 'Queue depth and trials/s', height: 180, xTime: true, xMinSpan: 120,
     yLabel: 'queued trials', y2Label: 'trials/s' });
@@ -91,7 +94,7 @@ export function workersPage() {
   function renderTable() {
     const now = Date.now();
     const old = (w) => w.gone && now - toMillis(w.last_seen) > GONE_HIDDEN_AFTER_MS;
-    const hidden = workers.filter(old).length;
+    const hidden = (showDeparted ? 0 : workers.filter(old).length) + goneOmitted;
     departedNote.textContent = hidden ? `(${hidden} hidden)` : '';
     body.replaceChildren(...workers.filter((w) => showDeparted || !old(w)).map((w) => {
       const silent = now - toMillis(w.last_seen) > 30_000;
@@ -116,9 +119,10 @@ export function workersPage() {
 
   async function loadWorkers() {
     try {
-      const r = await api.workers();
+      const r = await api.workers(showDeparted ? 'all' : 'recent');
       if (stopped) return;
       workers = r.workers || [];
+      goneOmitted = r.gone_omitted ?? 0;
       renderTable();
     } catch (e) {
       msg.className = 'error';
