@@ -5,7 +5,9 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
+#include <tuple>
 
 namespace dnnlab::report {
 
@@ -45,6 +47,8 @@ const std::string& series_color(std::size_t i) {
 
 namespace {
 
+// Above this many points a plot draws dots in bulk (render_svg).
+constexpr std::size_t kDetailedPoints = 2000;
 constexpr double kWidth = 640, kHeight = 360, kLeft = 64, kRight = 16, kTop = 28, kBottom = 48;
 
 std::string num(double v, const char* f = "%.9g") {
@@ -166,14 +170,41 @@ std::string render_svg(const Plot& p) {
     for (auto [x, y] : l.points) s += num(sx(x), "%.2f") + "," + num(sy(y), "%.2f") + " ";
     s += "\"/>\n";
   }
-  for (const auto& pt : p.points) {
-    s += "<circle class=\"pt " + html_escape(pt.status) + "\" data-trial=\"" +
-         std::to_string(pt.trial) + "\" data-x=\"" + num(pt.x) + "\" data-y=\"" + num(pt.y) +
-         "\" cx=\"" + num(sx(pt.x), "%.2f") + "\" cy=\"" + num(sy(pt.y), "%.2f") + "\" r=\"" +
-         (pt.hollow ? "4" : "3.5") + "\" " +
-         (pt.hollow ? "fill=\"white\" stroke=\"" + html_escape(pt.color) + "\" stroke-width=\"1.5\""
-                    : "fill=\"" + html_escape(pt.color) + "\" fill-opacity=\"0.8\"") +
-         "><title>" + html_escape(pt.title) + "</title></circle>\n";
+  if (p.points.size() <= kDetailedPoints) {
+    for (const auto& pt : p.points) {
+      s += "<circle class=\"pt " + html_escape(pt.status) + "\" data-trial=\"" +
+           std::to_string(pt.trial) + "\" data-x=\"" + num(pt.x) + "\" data-y=\"" + num(pt.y) +
+           "\" cx=\"" + num(sx(pt.x), "%.2f") + "\" cy=\"" + num(sy(pt.y), "%.2f") + "\" r=\"" +
+           (pt.hollow ? "4" : "3.5") + "\" " +
+           (pt.hollow ? "fill=\"white\" stroke=\"" + html_escape(pt.color) + "\" stroke-width=\"1.5\""
+                      : "fill=\"" + html_escape(pt.color) + "\" fill-opacity=\"0.8\"") +
+           "><title>" + html_escape(pt.title) + "</title></circle>\n";
+    }
+  } else {
+    // Many points: one path of round dots per status and colour (about 14
+    // bytes a point against 300 with a circle and its tooltip), hollow
+    // marks as faint dots under the full ones.
+    std::map<std::tuple<bool, std::string, std::string>, std::pair<std::size_t, std::string>> dots;
+    for (const auto& pt : p.points) {
+      auto& [n, d] = dots[{!pt.hollow, pt.status, pt.color}];
+      ++n;
+      d += 'M';
+      d += num(sx(pt.x), "%.1f");
+      d += ' ';
+      d += num(sy(pt.y), "%.1f");
+      d += "h0";
+    }
+    for (const auto& [key, v] : dots) {
+      const auto& [solid, status, color] = key;
+      s += "<path class=\"pts " + html_escape(status) + "\" data-count=\"" +
+           std::to_string(v.first) + "\" fill=\"none\" stroke=\"" + html_escape(color) +
+           "\" stroke-linecap=\"round\" stroke-width=\"" + (solid ? "6\" stroke-opacity=\"0.6" : "5\" stroke-opacity=\"0.25") +
+           "\" d=\"" + v.second + "\"/>\n";
+    }
+    s += "<text class=\"note\" x=\"" + num(kLeft + 6) + "\" y=\"" + num(kTop + 12) +
+         "\" font-size=\"11\" fill=\"#666\">" + std::to_string(p.points.size()) +
+         " trials, drawn as dots without tooltips (over " + std::to_string(kDetailedPoints) +
+         "); faint: stopped early</text>\n";
   }
   double ly = kTop + 4;
   for (const auto& [color, label] : p.legend) {

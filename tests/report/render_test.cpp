@@ -73,6 +73,31 @@ TEST(ReportRender, SvgEscapesAndKeepsExactValues) {
   EXPECT_NE(svg.find("<title>t&lt;1&gt;</title>"), std::string::npos);
 }
 
+// A 50,000-trial study's plots: dots in bulk, every point counted once, a
+// few bytes each; small plots keep a circle and tooltip per trial.
+TEST(ReportRender, ManyPointsAreDrawnInBulkAndCounted) {
+  Plot p;
+  p.title = "many";
+  for (int i = 0; i < 2500; ++i)
+    p.points.push_back({double(i % 8 + 1), 0.001 * (i % 900), i, i % 3 ? "pruned" : "finished",
+                        series_color(i % 2), i % 3 != 0, "trial " + std::to_string(i)});
+  const std::string svg = render_svg(p);
+  EXPECT_EQ(svg.find("<circle"), std::string::npos);
+  EXPECT_EQ(svg.find("<title>"), std::string::npos);
+  std::size_t counted = 0, paths = 0;
+  for (std::size_t at = 0; (at = svg.find("data-count=\"", at)) != std::string::npos; ++paths)
+    counted += std::stoul(svg.substr(at += 12));
+  EXPECT_EQ(counted, 2500u);
+  EXPECT_EQ(paths, 4u);  // {finished, pruned} x two colours
+  std::size_t dots = 0;
+  for (std::size_t at = 0; (at = svg.find("h0", at)) != std::string::npos; ++at) ++dots;
+  EXPECT_EQ(dots, 2500u);
+  EXPECT_LT(svg.size(), 2500u * 20);
+  EXPECT_NE(svg.find("2500 trials, drawn as dots"), std::string::npos);
+  p.points.resize(2000);
+  EXPECT_EQ(render_svg(p).find("<path class=\"pts"), std::string::npos);
+}
+
 TEST(ReportRender, OneAccuracyFigurePerFamilyAndTheGapInWords) {
   Study s;
   s.name = "fam";
