@@ -375,6 +375,10 @@ for _ in $(seq 120); do # up to 120 s
 done
 healthy rabbitmq || fail "the stand-in RabbitMQ is not healthy (rabbitmq-diagnostics -q ping) after 120 s"
 healthy postgres || fail "the stand-in PostgreSQL is not healthy (pg_isready) after 120 s"
+# The file's RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS reached the broker: the
+# consumer timeout above the longest trial (README, "RabbitMQ settings").
+timeout=$(podman exec "${tag}_rabbitmq_1" rabbitmqctl -q eval 'application:get_env(rabbit, consumer_timeout).' 2>&1)
+[[ $timeout == "{ok,86400000}" ]] || fail "the compose RabbitMQ's consumer_timeout: $timeout"
 phase "compose: up, RabbitMQ and PostgreSQL healthy"
 # Each worker container's slots are <host name>-<pid>-<slot> (the worker's
 # default id; the host name is the container's).
