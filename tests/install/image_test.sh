@@ -342,10 +342,15 @@ url3=http://127.0.0.1:$port3
 export AMQP_PW=amqp-$RANDOM$RANDOM PG_PW=pg-$RANDOM$RANDOM DNNLAB_IMAGE=$image \
   DNNLAB_RABBITMQ_IMAGE=$standin_rabbitmq DNNLAB_POSTGRES_IMAGE=$standin_postgres \
   DNNLAB_PUBLISH=127.0.0.1:$port3 DNNLAB_WORKERS=2 DNNLAB_SLOTS=2
+# A copy in a directory of its own: podman-compose 1.0.3 lets a .env beside
+# the file override the environment (docker compose does the opposite), and
+# a packaging/.env kept for real use must not reach the test.
+mkdir "$tmp/compose"
+cp "$src/packaging/compose.yaml" "$tmp/compose/compose.yaml"
 compose() { # LOG ARGS...: podman-compose on packaging/compose.yaml, project $tag
   local log=$1
   shift
-  podman-compose -p "$tag" -f "$src/packaging/compose.yaml" "$@" >>"$tmp/$log" 2>&1
+  podman-compose -p "$tag" -f "$tmp/compose/compose.yaml" "$@" >>"$tmp/$log" 2>&1
 }
 cfail() { # LOG MESSAGE
   echo "--- podman-compose ($1):" >&2
