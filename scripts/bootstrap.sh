@@ -18,7 +18,7 @@ packages=(
   clang-format clang-14 libclang-rt-14-dev libfuzzer-14-dev
   openssl
   dpkg-dev file lintian curl
-  podman runc mmdebstrap
+  podman runc mmdebstrap podman-compose golang-github-containernetworking-plugin-dnsname
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(libopenblas-dev python3-torch python3-numpy hyperfine valgrind)
