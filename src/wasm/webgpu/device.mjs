@@ -1,0 +1,156 @@
+// device.mjs: the GPU side of the WebGPU kernel table. Tensors are
+// GPUBuffers (GpuTensor); kernels are compute pipelines compiled once per
+// WGSL source and recorded into one command encoder, submitted at the next
+// read (or flush), so a training step is one submit and nothing comes down
+// until a caller reads.
+//
+//   const gpu = await GpuDevice.create();           // null where no adapter
+//   const x = gpu.tensor(new Float32Array([1, 2])); // uploaded
+//   gpu.run(wgsl, [x, y], { n: 2 }, [1, 1, 1]);      // one dispatch
+//   const y0 = await gpu.read(y);                    // Float32Array
+
+// Uniform fields are 32-bit; each kernel declares its struct in this order.
+// A value tagged f32 (a number with a fraction, or listed in `floats`) is
+// written as a float, others as i32.
+export class GpuTensor {
+  constructor(gpu, buffer, length) {
+    this.gpu = gpu;
+    this.buffer = buffer;
+    this.length = length;  // elements (4 bytes each: f32 or i32)
+  }
+  destroy() {
+    this.buffer?.destroy();
+    this.buffer = null;
+  }
+}
+
+const STORAGE = 0x80 | 0x08 | 0x04;  // STORAGE | COPY_DST | COPY_SRC
+
+export class GpuDevice {
+  // Resolves to null where navigator.gpu or an adapter is missing.
+  static async create({ gpu = globalThis.navigator?.gpu, powerPreference = 'high-performance' } = {}) {
+    if (!gpu) return null;
+    const adapter = await gpu.requestAdapter({ powerPreference });
+    if (!adapter) return null;
+    const device = await adapter.requestDevice({
+      requiredLimits: { maxStorageBuffersPerShaderStage: Math.min(8, adapter.limits.maxStorageBuffersPerShaderStage) },
+    });
+    return new GpuDevice(device, adapter.info ?? {});
+  }
+
+  constructor(device, info = {}) {
+    this.device = device;
+    this.info = { vendor: info.vendor ?? '', architecture: info.architecture ?? '', description: info.description ?? '' };
+    this.pipelines = new Map();
+    this.encoder = null;
+    this.transient = [];  // uniform buffers of recorded dispatches, destroyed after submit
+    this.dummy = this.zeros(4);
+    // What crosses the bus, for bench/RESULTS.md's bytes per step.
+    this.stats = { dispatches: 0, bytesUp: 0, bytesDown: 0 };
+  }
+
+  // A tensor of `n` zeros (f32 or i32: the bytes are the same).
+  zeros(n) {
+    const buffer = this.device.createBuffer({ size: Math.max(16, 4 * n), usage: STORAGE });
+    return new GpuTensor(this, buffer, n);
+  }
+  // A tensor holding a copy of `data` (Float32Array or Int32Array).
+  tensor(data) {
+    const t = this.zeros(data.length);
+    this.write(t, data);
+    return t;
+  }
+  // Replaces the tensor's contents (in queue order: before what is recorded
+  // after this call is submitted, so flush first if a recorded kernel must
+  // see the old contents).
+  write(t, data, offsetElements = 0) {
+    this.flush();
+    this.device.queue.writeBuffer(t.buffer, 4 * offsetElements, data.buffer, data.byteOffset, data.byteLength);
+    this.stats.bytesUp += data.byteLength;
+  }
+  copy(src, dst, n = src.length, srcOffset = 0, dstOffset = 0) {
+    this.enc().copyBufferToBuffer(src.buffer, 4 * srcOffset, dst.buffer, 4 * dstOffset, 4 * n);
+  }
+
+  enc() {
+    this.encoder ??= this.device.createCommandEncoder();
+    return this.encoder;
+  }
+  flush() {
+    if (!this.encoder) return;
+    this.device.queue.submit([this.encoder.finish()]);
+    this.encoder = null;
+    for (const b of this.transient) b.destroy();  // freed once the submitted work is done
+    this.transient = [];
+  }
+
+  pipeline(code) {
+    let p = this.pipelines.get(code);
+    if (!p) {
+      const module = this.device.createShaderModule({ code });
+      p = this.device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
+      this.pipelines.set(code, p);
+    }
+    return p;
+  }
+
+  // One dispatch of `code` (entry point main; @group(0) @binding(0) the
+  // uniforms, bindings 1.. the tensors in order). uniforms: [[value, 'f32'|'i32'], ...].
+  run(code, tensors, uniforms, groups) {
+    const u = new ArrayBuffer(Math.max(16, Math.ceil(uniforms.length / 4) * 16));
+    const f = new Float32Array(u), i = new Int32Array(u);
+    uniforms.forEach(([v, type], k) => {
+      if (type === 'f32') f[k] = v;
+      else i[k] = v;
+    });
+    const ub = this.device.createBuffer({ size: u.byteLength, usage: 0x40 | 0x08, mappedAtCreation: true });
+    new Uint8Array(ub.getMappedRange()).set(new Uint8Array(u));
+    ub.unmap();
+    this.transient.push(ub);
+    const pipeline = this.pipeline(code);
+    const entries = [{ binding: 0, resource: { buffer: ub } }];
+    tensors.forEach((t, k) => entries.push({ binding: k + 1, resource: { buffer: (t ?? this.dummy).buffer } }));
+    const bind = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
+    const pass = this.enc().beginComputePass();
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, bind);
+    pass.dispatchWorkgroups(...groups);
+    pass.end();
+    this.stats.dispatches++;
+  }
+
+  // The tensor's contents (the first n elements) as a new typed array.
+  async read(t, Type = Float32Array, n = t.length) {
+    const staging = this.device.createBuffer({ size: Math.max(16, 4 * n), usage: 0x01 | 0x08 });  // MAP_READ | COPY_DST
+    this.enc().copyBufferToBuffer(t.buffer, 0, staging, 0, 4 * n);
+    this.flush();
+    await staging.mapAsync(1);
+    const out = new Type(staging.getMappedRange().slice(0, 4 * n));
+    staging.unmap();
+    staging.destroy();
+    this.stats.bytesDown += 4 * n;
+    return out;
+  }
+
+  // Resolves when the device reports a WGSL or validation error since the
+  // last check (the message), else null: the test's and a caller's guard.
+  async errors(fn) {
+    this.device.pushErrorScope('validation');
+    this.device.pushErrorScope('out-of-memory');
+    fn();
+    this.flush();
+    const oom = await this.device.popErrorScope();
+    const val = await this.device.popErrorScope();
+    return (val ?? oom)?.message ?? null;
+  }
+}
+
+// Workgroups for `n` threads of `size` each, spread over x and y (65535 per dimension).
+export function groups1d(n, size = 256) {
+  const g = Math.max(1, Math.ceil(n / size));
+  if (g <= 65535) return [g, 1, 1];
+  return [65535, Math.ceil(g / 65535), 1];
+}
+
+// WGSL that turns a 2-D dispatch of 256-thread groups into a flat index.
+export const FLAT_INDEX = 'let i = gid.x + gid.y * 65535u * 256u;';

@@ -1,0 +1,87 @@
+// The WebGPU kernel table (src/wasm/webgpu/) in headless Chromium against the
+// wasm core's kernels (dnnlab_kernel_probe, built by web_core beside the
+// core): GEMM with every epilogue and transpose, the activations, the
+// convolution passes, pooling, BatchNorm, softmax cross-entropy, the bias
+// sums and every optimizer, on awkward shapes, within the tolerances in
+// src/wasm/webgpu/README.md. Chromium's WebGPU runs on SwiftShader (the CPU)
+// here. Missing Chromium, probe or WebGPU adapter fails under CI.
+//   node tests/browser/webgpu_kernels.test.mjs --probe DIR
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import http from 'node:http';
+import { createRequire } from 'node:module';
+import { dirname, extname, join, normalize, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CHROMIUM, LAUNCH_WEBGPU, prerequisite } from './launch.mjs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const require = createRequire(resolve(here, '../../web/package.json'));
+const arg = (n, d) => { const i = process.argv.indexOf(n); return i > 0 ? process.argv[i + 1] : d; };
+const PROBE = resolve(arg('--probe', resolve(here, '../../build/release/wasm-core/src/wasm')));
+const ROOTS = { '/webgpu/': resolve(here, '../../src/wasm/webgpu'), '/probe/': PROBE, '/test/': here };
+const TYPES = { '.mjs': 'text/javascript', '.js': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' };
+
+const missing =
+  (!existsSync(CHROMIUM) && `Chromium not found at ${CHROMIUM}`) ||
+  (!existsSync(join(PROBE, 'dnnlab_kernel_probe.wasm')) && `dnnlab_kernel_probe not built in ${PROBE} (target web_core)`) ||
+  (() => { try { require.resolve('playwright-core'); return false; } catch { return 'playwright-core missing (npm ci in web/)'; } })();
+
+// Serves the kernels, the probe and the page modules from 127.0.0.1 (a
+// secure context, which navigator.gpu needs).
+function serve() {
+  const server = http.createServer((req, res) => {
+    const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+    if (path === '/favicon.ico') {
+      res.statusCode = 204;
+      return res.end();
+    }
+    if (path === '/') {
+      res.setHeader('content-type', 'text/html');
+      return res.end('<!doctype html><title>webgpu kernels</title>');
+    }
+    const prefix = Object.keys(ROOTS).find((p) => path.startsWith(p));
+    const file = prefix && normalize(join(ROOTS[prefix], path.slice(prefix.length)));
+    if (!file || !file.startsWith(ROOTS[prefix]) || !existsSync(file)) {
+      res.statusCode = 404;
+      return res.end();
+    }
+    res.setHeader('content-type', TYPES[extname(file)] ?? 'application/octet-stream');
+    res.end(readFileSync(file));
+  });
+  return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok(server)));
+}
+
+test('WebGPU kernels match the wasm core', { skip: prerequisite(test, missing) }, async () => {
+  const { chromium } = require('playwright-core');
+  const server = await serve();
+  const browser = await chromium.launch(LAUNCH_WEBGPU);
+  try {
+    const page = await browser.newPage();
+    const logs = [];
+    page.on('console', (m) => logs.push(`${m.type()}: ${m.text()}`));
+    page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
+    await page.goto(`http://127.0.0.1:${server.address().port}/`);
+    const t0 = Date.now();
+    const r = await page.evaluate(async () => (await import('/test/webgpu_kernels_page.mjs')).runAll());
+    assert.ok(!r.error, `${r.error} (${logs.join('\n')})`);
+    assert.equal(r.table, 'wasm-simd128', 'the reference is the wasm core\'s table');
+    const bad = r.rows.filter((row) => !(row.err <= row.tol));
+    // The worst margin per kind, for the README's measured tolerances.
+    const worst = {};
+    for (const row of r.rows) {
+      const kind = row.name.split(' ')[0];
+      if (!row.exact && (!worst[kind] || row.err > worst[kind].err)) worst[kind] = row;
+    }
+    console.log(`${r.rows.length} checks in ${Date.now() - t0} ms on ${JSON.stringify(r.adapter)}; ` +
+      `${r.stats.dispatches} dispatches`);
+    for (const [kind, row] of Object.entries(worst)) console.log(`  worst ${kind}: ${row.err.toExponential(2)} (tol ${row.tol.toExponential(1)}) ${row.name}`);
+    assert.equal(r.gpuError, null);
+    assert.ok(r.rows.length >= 230, `only ${r.rows.length} checks ran`);
+    assert.deepEqual(bad.map((row) => `${row.name}: ${row.err} > ${row.tol}${row.message ? ` ${row.message}` : ''}`), []);
+    assert.deepEqual(logs.filter((l) => /^(error|pageerror)/.test(l)), []);
+  } finally {
+    await browser.close();
+    server.close();
+  }
+});
