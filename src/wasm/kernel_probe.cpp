@@ -14,6 +14,7 @@
 #include "nn/loss.hpp"
 #include "nn/optim.hpp"
 #include "nn/rng.hpp"
+#include "nn/train.hpp"
 
 #ifdef __EMSCRIPTEN__
 #include <emscripten/emscripten.h>
@@ -151,4 +152,13 @@ PROBE_API int probe_batchnorm(int b, int c, int sp, float momentum, float eps, i
     return -1;
   }
   return 0;
+}
+
+// The trainer's batch order for 0-based `epoch` (nn::epoch_order); the seed
+// as two 32-bit halves.
+PROBE_API void probe_epoch_order(uint32_t seed_lo, uint32_t seed_hi, int epoch, int n,
+                                 int32_t* out) {
+  const uint64_t seed = (uint64_t(seed_hi) << 32) | seed_lo;
+  const std::vector<int64_t> order = nn::epoch_order(seed, epoch, n);
+  for (int i = 0; i < n; ++i) out[i] = static_cast<int32_t>(order[size_t(i)]);
 }

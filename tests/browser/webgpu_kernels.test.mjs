@@ -85,3 +85,40 @@ test('WebGPU kernels match the wasm core', { skip: prerequisite(test, missing) }
     server.close();
   }
 });
+
+// MLPs trained for a few epochs on WebGPU (src/wasm/webgpu/mlp.mjs) against
+// the wasm core: same spec, initial parameters and batch order; the
+// per-epoch loss and accuracy and the final parameters within the README's
+// training tolerance.
+test('an MLP trained on WebGPU matches the wasm core', { skip: prerequisite(test, missing) }, async () => {
+  const { chromium } = require('playwright-core');
+  const server = await serve();
+  const browser = await chromium.launch(LAUNCH_WEBGPU);
+  try {
+    const page = await browser.newPage();
+    const logs = [];
+    page.on('console', (m) => logs.push(`${m.type()}: ${m.text()}`));
+    page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
+    await page.goto(`http://127.0.0.1:${server.address().port}/`);
+    const t0 = Date.now();
+    const r = await page.evaluate(async () => (await import('/test/webgpu_mlp_page.mjs')).runMlp());
+    assert.ok(!r.error, `${r.error} (${logs.join('\n')})`);
+    console.log(`MLP runs in ${Date.now() - t0} ms`);
+    assert.deepEqual(r.orders.filter((o) => !o.same), [], 'order.mjs gives nn::epoch_order');
+    const LOSS_TOL = 1e-4, PARAM_TOL = 1e-3;  // relative; see README "Tolerances"
+    for (const run of r.runs) {
+      const worst = Math.max(...run.epochs.map((e) => Math.abs(e.gpuLoss - e.wasmLoss) / e.wasmLoss));
+      const acc = Math.max(...run.epochs.map((e) => Math.abs(e.gpuAcc - e.wasmAcc)));
+      console.log(`  ${run.optimizer}: losses ${run.epochs.map((e) => e.wasmLoss.toFixed(5)).join(' ')}; ` +
+        `worst relative loss gap ${worst.toExponential(2)}, accuracy gap ${acc}, params ${run.paramErr.toExponential(2)}`);
+      assert.ok(run.epochs[0].wasmLoss > run.epochs.at(-1).wasmLoss, `${run.optimizer} learns`);
+      assert.ok(worst <= LOSS_TOL, `${run.optimizer}: loss gap ${worst} > ${LOSS_TOL}`);
+      assert.ok(acc <= 2 / 500, `${run.optimizer}: accuracy gap ${acc} (more than 2 of 500 samples)`);
+      assert.ok(run.paramErr <= PARAM_TOL, `${run.optimizer}: parameters differ by ${run.paramErr}`);
+    }
+    assert.deepEqual(logs.filter((l) => /^(error|pageerror)/.test(l)), []);
+  } finally {
+    await browser.close();
+    server.close();
+  }
+});

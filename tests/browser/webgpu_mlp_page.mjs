@@ -1,0 +1,72 @@
+// Runs in Chromium (webgpu_kernels.test.mjs serves it): MLPs trained on the
+// WebGPU backend (src/wasm/webgpu/mlp.mjs) against the wasm core training the
+// same spec from the same initial parameters in the same batch order. Also
+// checks order.mjs's batch order against the core's nn::epoch_order.
+import createKernelProbe from '/probe/dnnlab_kernel_probe.mjs';
+import { loadCore } from '/probe/dnnlab.mjs';
+import { GpuDevice } from '/webgpu/device.mjs';
+import { WebGpuMlp } from '/webgpu/mlp.mjs';
+import { epochOrder } from '/webgpu/order.mjs';
+import { Probe, uniform } from '/test/webgpu_kernels_common.mjs';
+
+const LAYERS = [{ type: 'dense', units: 64 }, { type: 'relu' }, { type: 'dense', units: 33 }, { type: 'tanh' },
+  { type: 'dense', units: 10 }];
+// Three of the five (the kernel checks cover every optimizer; CI time).
+const OPTIMIZERS = [
+  { type: 'sgd', lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 1e-4 },
+  { type: 'adamw', lr: 2e-3, weight_decay: 0.05 },
+  { type: 'rmsprop', lr: 2e-3, momentum: 0.5, centered: true },
+];
+export const EPOCHS = 3;
+const SAMPLES = 500;  // 8 batches of 64, the last of 52
+
+// n samples of d features in `classes` Gaussian blobs.
+function blobs(n, d, classes) {
+  const centers = Array.from({ length: classes }, () => uniform(d, -1, 1));
+  const x = new Float32Array(n * d), y = new Int32Array(n);
+  const noise = uniform(n * d, -1.2, 1.2);
+  for (let i = 0; i < n; i++) {
+    y[i] = i % classes;
+    for (let j = 0; j < d; j++) x[i * d + j] = centers[y[i]][j] + noise[i * d + j];
+  }
+  return { x, y };
+}
+
+export async function runMlp() {
+  const gpu = await GpuDevice.create();
+  if (!gpu) return { error: 'no WebGPU adapter' };
+  const core = await loadCore({ simd: 'simd128' });
+  const probe = new Probe(await createKernelProbe());
+  const orders = [];
+  for (const [seed, epoch, n] of [[1, 0, 1], [1, 0, 600], [7, 2, 257], ['18446744073709551557', 1, 33]]) {
+    const big = BigInt(seed), p = probe.put(new Int32Array(n));
+    probe.m._probe_epoch_order(Number(big & 0xffffffffn), Number(big >> 32n), epoch, n, p);
+    const want = probe.get(p, n, Int32Array), got = epochOrder(seed, epoch, n);
+    orders.push({ seed: String(seed), epoch, n, same: want.every((v, i) => v === got[i]) });
+  }
+  probe.release();
+  const { x, y } = blobs(SAMPLES, 48, 10);
+  const runs = [];
+  for (const optimizer of OPTIMIZERS) {
+    const spec = { input: [48], classes: 10, layers: LAYERS, optimizer, batch_size: 64, seed: 5 };
+    const wasm = core.createModel(spec);
+    const gpuModel = new WebGpuMlp(gpu, spec, wasm.getParams());
+    wasm.loadData(x, y);
+    gpuModel.loadData(x, y);
+    const epochs = [];
+    for (let e = 0; e < EPOCHS; e++) {
+      const w = wasm.trainEpoch(), g = await gpuModel.trainEpoch();
+      epochs.push({ wasmLoss: w.loss, gpuLoss: g.loss, wasmAcc: w.accuracy, gpuAcc: g.accuracy });
+    }
+    const pw = wasm.getParams(), pg = await gpuModel.getParams();
+    let scale = 1, err = 0;
+    for (let i = 0; i < pw.length; i++) {
+      scale = Math.max(scale, Math.abs(pw[i]));
+      err = Math.max(err, Math.abs(pw[i] - pg[i]));
+    }
+    runs.push({ optimizer: optimizer.type, epochs, paramErr: err / scale, params: pw.length });
+    wasm.free();
+    gpuModel.free();
+  }
+  return { orders, runs, adapter: gpu.info };
+}
