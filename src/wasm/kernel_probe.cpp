@@ -1,7 +1,8 @@
 // dnnlab_kernel_probe: the wasm core's kernel table (wasm-simd128), its
-// optimizers, BatchNorm and softmax cross-entropy behind a flat C API, so
-// that the WebGPU kernels (src/wasm/webgpu/) are checked against exactly what
-// the wasm core computes (tests/browser/webgpu_kernels.test.mjs). A test
+// optimizers, BatchNorm, softmax cross-entropy and the trainer's batch order
+// behind a flat C API, so that the WebGPU kernels (src/wasm/webgpu/) are
+// checked against exactly what the wasm core computes
+// (tests/browser/webgpu_kernels.test.mjs). A test
 // build, not shipped: pointers are offsets into wasm memory, shapes come as
 // int arrays, and a bad argument is the caller's bug (returns -1, no throw).
 #include <cstdint>
@@ -32,10 +33,14 @@ nn::ConvShape conv_shape(const int32_t* s) {
 nn::PoolShape pool_shape(const int32_t* s) {
   return nn::PoolShape{s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9]};
 }
-nn::Act act_of(int a) { return static_cast<nn::Act>(a); }
+nn::Act act_of(int a) {
+  return static_cast<nn::Act>(a);
+}
 }  // namespace
 
-PROBE_API const char* probe_kernels_name() { return nn::kernels().name; }
+PROBE_API const char* probe_kernels_name() {
+  return nn::kernels().name;
+}
 
 PROBE_API void probe_sgemm(int ta, int tb, int m, int n, int k, float alpha, const float* a,
                            int lda, const float* b, int ldb, float beta, float* c, int ldc,
@@ -87,9 +92,9 @@ PROBE_API void probe_pool_backward(int kind, const int32_t* shape, const float* 
 PROBE_API float probe_softmax_ce(int rows, int cols, float* logits, const int32_t* labels,
                                  float* grad, int32_t* correct) {
   int64_t hits = 0;
-  const float loss = nn::softmax_cross_entropy(
-      nn::TensorView(logits, nn::Shape{rows, cols}), labels,
-      nn::TensorView(grad, nn::Shape{rows, cols}), &hits);
+  const float loss =
+      nn::softmax_cross_entropy(nn::TensorView(logits, nn::Shape{rows, cols}), labels,
+                                nn::TensorView(grad, nn::Shape{rows, cols}), &hits);
   *correct = static_cast<int32_t>(hits);
   return loss;
 }
@@ -98,8 +103,8 @@ PROBE_API float probe_softmax_ce(int rows, int cols, float* logits, const int32_
 // t-th with gradient g[t * n ..]. f = {lr, momentum, weight_decay, beta1,
 // beta2, eps, alpha, lr_decay, initial_accumulator}, flags = nesterov | 2 *
 // centered. type: "sgd", "adam", "adamw", "adagrad", "rmsprop".
-PROBE_API int probe_optimizer(const char* type, const float* f, int flags, float* w,
-                              const float* g, int n, int steps) {
+PROBE_API int probe_optimizer(const char* type, const float* f, int flags, float* w, const float* g,
+                              int n, int steps) {
   nn::OptimizerSpec s;
   s.type = type;
   s.lr = f[0], s.momentum = f[1], s.weight_decay = f[2], s.beta1 = f[3], s.beta2 = f[4];

@@ -4,8 +4,6 @@
 // checks order.mjs's batch order against the core's nn::epoch_order.
 import createKernelProbe from '/probe/dnnlab_kernel_probe.mjs';
 import { loadCore } from '/probe/dnnlab.mjs';
-import { GpuDevice } from '/webgpu/device.mjs';
-import { WebGpuMlp } from '/webgpu/mlp.mjs';
 import { epochOrder } from '/webgpu/order.mjs';
 import { Probe, uniform } from '/test/webgpu_kernels_common.mjs';
 
@@ -33,9 +31,9 @@ function blobs(n, d, classes) {
 }
 
 export async function runMlp() {
-  const gpu = await GpuDevice.create();
-  if (!gpu) return { error: 'no WebGPU adapter' };
-  const core = await loadCore({ simd: 'simd128' });
+  const core = await loadCore({ simd: 'simd128', backend: 'auto' });
+  if (core.backend !== 'webgpu') return { error: 'no WebGPU adapter' };
+  const gpu = core.gpu;
   const probe = new Probe(await createKernelProbe());
   const orders = [];
   for (const [seed, epoch, n] of [[1, 0, 1], [1, 0, 600], [7, 2, 257], ['18446744073709551557', 1, 33]]) {
@@ -50,23 +48,27 @@ export async function runMlp() {
   for (const optimizer of OPTIMIZERS) {
     const spec = { input: [48], classes: 10, layers: LAYERS, optimizer, batch_size: 64, seed: 5 };
     const wasm = core.createModel(spec);
-    const gpuModel = new WebGpuMlp(gpu, spec, wasm.getParams());
+    const gpuModel = core.createGpuModel(spec);  // the same initial parameters as `wasm`
     wasm.loadData(x, y);
     gpuModel.loadData(x, y);
     const epochs = [];
+    const before = { ...gpu.stats };
     for (let e = 0; e < EPOCHS; e++) {
       const w = wasm.trainEpoch(), g = await gpuModel.trainEpoch();
       epochs.push({ wasmLoss: w.loss, gpuLoss: g.loss, wasmAcc: w.accuracy, gpuAcc: g.accuracy });
     }
+    // Host <-> device traffic and dispatches per training step (bench/RESULTS.md).
+    const steps = EPOCHS * Math.ceil(SAMPLES / spec.batch_size);
+    const perStep = Object.fromEntries(Object.keys(before).map((key) => [key, (gpu.stats[key] - before[key]) / steps]));
     const pw = wasm.getParams(), pg = await gpuModel.getParams();
     let scale = 1, err = 0;
     for (let i = 0; i < pw.length; i++) {
       scale = Math.max(scale, Math.abs(pw[i]));
       err = Math.max(err, Math.abs(pw[i] - pg[i]));
     }
-    runs.push({ optimizer: optimizer.type, epochs, paramErr: err / scale, params: pw.length });
+    runs.push({ optimizer: optimizer.type, epochs, paramErr: err / scale, params: pw.length, perStep });
     wasm.free();
     gpuModel.free();
   }
-  return { orders, runs, adapter: gpu.info };
+  return { orders, runs, adapter: core.adapter };
 }

@@ -46,7 +46,7 @@ export class GpuDevice {
     this.transient = [];  // uniform buffers of recorded dispatches, destroyed after submit
     this.dummy = this.zeros(4);
     // What crosses the bus, for bench/RESULTS.md's bytes per step.
-    this.stats = { dispatches: 0, bytesUp: 0, bytesDown: 0 };
+    this.stats = { dispatches: 0, bytesUp: 0, bytesDown: 0, uniformBytes: 0 };
   }
 
   // A tensor of `n` zeros (f32 or i32: the bytes are the same).
@@ -107,6 +107,7 @@ export class GpuDevice {
     new Uint8Array(ub.getMappedRange()).set(new Uint8Array(u));
     ub.unmap();
     this.transient.push(ub);
+    this.stats.uniformBytes += u.byteLength;
     const pipeline = this.pipeline(code);
     const entries = [{ binding: 0, resource: { buffer: ub } }];
     tensors.forEach((t, k) => entries.push({ binding: k + 1, resource: { buffer: (t ?? this.dummy).buffer } }));

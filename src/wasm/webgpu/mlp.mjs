@@ -12,6 +12,8 @@
 //   const { loss, accuracy } = await m.trainEpoch();
 //   const w = await m.getParams();  // the flat layout getParams() uses
 import { groups1d } from './device.mjs';
+
+export { GpuDevice } from './device.mjs';
 import { ACT, webgpuKernels } from './kernels.mjs';
 import { epochOrder } from './order.mjs';
 
