@@ -318,6 +318,15 @@ DNNLAB_API int dnnlab_model_use_split(dnnlab_model* m, dnnlab_shard* s, int32_t 
   });
 }
 
+DNNLAB_API int dnnlab_model_epoch_order(dnnlab_model* m, int32_t epoch, int32_t n, int32_t* out) {
+  return api([&] {
+    need(m && out, "null pointer");
+    need(epoch >= 0 && n > 0, "epoch must be >= 0 and n positive");
+    const std::vector<int64_t> order = nn::epoch_order(m->spec.train.seed, epoch, n);
+    for (int32_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(order[static_cast<size_t>(i)]);
+  });
+}
+
 DNNLAB_API int dnnlab_model_train_epochs(dnnlab_model* m, int32_t epochs, double* out) {
   return api([&] {
     need(m, "null model");

@@ -73,13 +73,15 @@ export async function loadCore(options = {}) {
   core.gpu = device;
   core.adapter = device.info;
   // An MLP spec (dense layers and activations) trained on the GPU from the
-  // parameters the wasm core initializes for the same spec and seed.
+  // parameters the wasm core initializes for the same spec and seed, in its
+  // batch order.
   core.createGpuModel = (spec) => {
     const m = core.createModel(spec);
     try {
-      return new webgpu.WebGpuMlp(device, spec, m.getParams());
-    } finally {
+      return new webgpu.WebGpuMlp(device, spec, m, { ownsSource: true });
+    } catch (e) {
       m.free();
+      throw e;
     }
   };
   return core;

@@ -229,6 +229,18 @@ class CoreModel {
     const r = this.core.withScratch(4, (p) => this.core.check(this.core.mod._dnnlab_model_train_steps(h, steps, p)));
     return { loss: r[0], accuracy: r[1], seconds: r[2], samplesPerSecond: r[3] };
   }
+  // The trainer's sample order for 0-based `epoch` over n samples (Int32Array).
+  epochOrder(epoch, n) {
+    const h = this.h, m = this.core.mod;
+    const p = m._malloc(Math.max(4, 4 * n));
+    if (!p) throw new DnnlabError(6, 'out of wasm memory');
+    try {
+      this.core.check(m._dnnlab_model_epoch_order(h, epoch, n, p));
+      return m.HEAP32.slice(p >> 2, (p >> 2) + n);
+    } finally {
+      m._free(p);
+    }
+  }
   // Loads (x, y) and trains: { epochs } (default 1) returns one result per
   // epoch; { steps } returns one result for that many batches.
   train(x, y, { epochs = 1, steps } = {}) {

@@ -98,6 +98,10 @@ int dnnlab_model_load_data(dnnlab_model* m, const float* x, int32_t x_count, con
  * (same seed, same order). out[4] = last epoch's loss, accuracy, seconds,
  * samples/s. The epoch counter carries on across calls (for the schedule). */
 int dnnlab_model_train_epochs(dnnlab_model* m, int32_t epochs, double* out);
+/* The order in which the trainer takes n samples in 0-based `epoch` (a
+ * permutation of [0, n), from the spec's seed; nn::epoch_order), for another
+ * backend to train on the same batches (src/wasm/webgpu). */
+int dnnlab_model_epoch_order(dnnlab_model* m, int32_t epoch, int32_t n, int32_t* out);
 /* `steps` batches from the loaded set, continuing where the last call left
  * off. out[4] = mean loss, mean accuracy, seconds, samples/s over them. */
 int dnnlab_model_train_steps(dnnlab_model* m, int32_t steps, double* out);

@@ -1,6 +1,5 @@
 // dnnlab_kernel_probe: the wasm core's kernel table (wasm-simd128), its
-// optimizers, BatchNorm, softmax cross-entropy and the trainer's batch order
-// behind a flat C API, so that the WebGPU kernels (src/wasm/webgpu/) are
+// optimizers, BatchNorm and softmax cross-entropy behind a flat C API, so that the WebGPU kernels (src/wasm/webgpu/) are
 // checked against exactly what the wasm core computes
 // (tests/browser/webgpu_kernels.test.mjs). A test
 // build, not shipped: pointers are offsets into wasm memory, shapes come as
@@ -15,7 +14,6 @@
 #include "nn/loss.hpp"
 #include "nn/optim.hpp"
 #include "nn/rng.hpp"
-#include "nn/train.hpp"
 
 #ifdef __EMSCRIPTEN__
 #include <emscripten/emscripten.h>
@@ -159,11 +157,3 @@ PROBE_API int probe_batchnorm(int b, int c, int sp, float momentum, float eps, i
   return 0;
 }
 
-// The trainer's batch order for 0-based `epoch` (nn::epoch_order); the seed
-// as two 32-bit halves.
-PROBE_API void probe_epoch_order(uint32_t seed_lo, uint32_t seed_hi, int epoch, int n,
-                                 int32_t* out) {
-  const uint64_t seed = (uint64_t(seed_hi) << 32) | seed_lo;
-  const std::vector<int64_t> order = nn::epoch_order(seed, epoch, n);
-  for (int i = 0; i < n; ++i) out[i] = static_cast<int32_t>(order[size_t(i)]);
-}

@@ -52,7 +52,10 @@ function serve() {
   return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok(server)));
 }
 
-test('WebGPU kernels match the wasm core', { skip: prerequisite(test, missing) }, async (t) => {
+// Runs `fn` of the page module `module` in a fresh headless Chromium with
+// WebGPU on SwiftShader: { r, ms } (r its result), or null when the test
+// was skipped (no adapter, outside CI). No console error may appear.
+async function inChromium(t, module, fn) {
   const { chromium } = require('playwright-core');
   const server = await serve();
   const browser = await chromium.launch(LAUNCH_WEBGPU);
@@ -63,28 +66,37 @@ test('WebGPU kernels match the wasm core', { skip: prerequisite(test, missing) }
     page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
     await page.goto(`http://127.0.0.1:${server.address().port}/`);
     const t0 = Date.now();
-    const r = await page.evaluate(async () => (await import('/test/webgpu_kernels_page.mjs')).runAll());
-    if (r.error && !process.env.CI) return t.skip(r.error);  // a missing adapter fails only under CI
-    assert.ok(!r.error, `${r.error} (${logs.join('\n')})`);
-    assert.equal(r.table, 'wasm-simd128', 'the reference is the wasm core\'s table');
-    const bad = r.rows.filter((row) => !(row.err <= row.tol));
-    // The worst margin per kind, for the README's measured tolerances.
-    const worst = {};
-    for (const row of r.rows) {
-      const kind = row.name.split(' ')[0];
-      if (!row.exact && (!worst[kind] || row.err > worst[kind].err)) worst[kind] = row;
+    const r = await page.evaluate(async ([m, f]) => (await import(m))[f](), [module, fn]);
+    if (r.error && !process.env.CI) {  // a missing adapter fails only under CI
+      t.skip(r.error);
+      return null;
     }
-    console.log(`${r.rows.length} checks in ${Date.now() - t0} ms on ${JSON.stringify(r.adapter)}; ` +
-      `${r.stats.dispatches} dispatches`);
-    for (const [kind, row] of Object.entries(worst)) console.log(`  worst ${kind}: ${row.err.toExponential(2)} (tol ${row.tol.toExponential(1)}) ${row.name}`);
-    assert.equal(r.gpuError, null);
-    assert.ok(r.rows.length >= 230, `only ${r.rows.length} checks ran`);
-    assert.deepEqual(bad.map((row) => `${row.name}: ${row.err} > ${row.tol}${row.message ? ` ${row.message}` : ''}`), []);
+    assert.ok(!r.error, `${r.error} (${logs.join('\n')})`);
     assert.deepEqual(logs.filter((l) => /^(error|pageerror)/.test(l)), []);
+    return { r, ms: Date.now() - t0 };
   } finally {
     await browser.close();
     server.close();
   }
+}
+
+test('WebGPU kernels match the wasm core', { skip: prerequisite(test, missing) }, async (t) => {
+  const run = await inChromium(t, '/test/webgpu_kernels_page.mjs', 'runAll');
+  if (!run) return;
+  const { r, ms } = run;
+  assert.equal(r.table, 'wasm-simd128', 'the reference is the wasm core\'s table');
+  const bad = r.rows.filter((row) => !(row.err <= row.tol));
+  // The worst margin per kind, for the README's measured tolerances.
+  const worst = {};
+  for (const row of r.rows) {
+    const kind = row.name.split(' ')[0];
+    if (!row.exact && (!worst[kind] || row.err > worst[kind].err)) worst[kind] = row;
+  }
+  console.log(`${r.rows.length} checks in ${ms} ms on ${JSON.stringify(r.adapter)}; ${r.stats.dispatches} dispatches`);
+  for (const [kind, row] of Object.entries(worst)) console.log(`  worst ${kind}: ${row.err.toExponential(2)} (tol ${row.tol.toExponential(1)}) ${row.name}`);
+  assert.equal(r.gpuError, null);
+  assert.ok(r.rows.length >= 230, `only ${r.rows.length} checks ran`);
+  assert.deepEqual(bad.map((row) => `${row.name}: ${row.err} > ${row.tol}${row.message ? ` ${row.message}` : ''}`), []);
 });
 
 // MLPs trained for a few epochs on WebGPU (src/wasm/webgpu/mlp.mjs) against
@@ -92,37 +104,21 @@ test('WebGPU kernels match the wasm core', { skip: prerequisite(test, missing) }
 // per-epoch loss and accuracy and the final parameters within the README's
 // training tolerance.
 test('an MLP trained on WebGPU matches the wasm core', { skip: prerequisite(test, missing) }, async (t) => {
-  const { chromium } = require('playwright-core');
-  const server = await serve();
-  const browser = await chromium.launch(LAUNCH_WEBGPU);
-  try {
-    const page = await browser.newPage();
-    const logs = [];
-    page.on('console', (m) => logs.push(`${m.type()}: ${m.text()}`));
-    page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-    await page.goto(`http://127.0.0.1:${server.address().port}/`);
-    const t0 = Date.now();
-    const r = await page.evaluate(async () => (await import('/test/webgpu_mlp_page.mjs')).runMlp());
-    if (r.error && !process.env.CI) return t.skip(r.error);  // a missing adapter fails only under CI
-    assert.ok(!r.error, `${r.error} (${logs.join('\n')})`);
-    console.log(`MLP runs in ${Date.now() - t0} ms`);
-    assert.deepEqual(r.orders.filter((o) => !o.same), [], 'order.mjs gives nn::epoch_order');
-    const LOSS_TOL = 1e-4, PARAM_TOL = 1e-3;  // relative; see README "Tolerances"
-    for (const run of r.runs) {
-      const worst = Math.max(...run.epochs.map((e) => Math.abs(e.gpuLoss - e.wasmLoss) / e.wasmLoss));
-      const acc = Math.max(...run.epochs.map((e) => Math.abs(e.gpuAcc - e.wasmAcc)));
-      console.log(`  ${run.optimizer}: losses ${run.epochs.map((e) => e.wasmLoss.toFixed(5)).join(' ')}; ` +
-        `worst relative loss gap ${worst.toExponential(2)}, accuracy gap ${acc}, params ${run.paramErr.toExponential(2)}; ` +
-        `per step ${JSON.stringify(run.perStep)}`);
-      assert.ok(run.epochs[0].wasmLoss > run.epochs.at(-1).wasmLoss, `${run.optimizer} learns`);
-      assert.ok(worst <= LOSS_TOL, `${run.optimizer}: loss gap ${worst} > ${LOSS_TOL}`);
-      assert.ok(acc <= 2 / 500, `${run.optimizer}: accuracy gap ${acc} (more than 2 of 500 samples)`);
-      assert.ok(run.paramErr <= PARAM_TOL, `${run.optimizer}: parameters differ by ${run.paramErr}`);
-    }
-    assert.deepEqual(logs.filter((l) => /^(error|pageerror)/.test(l)), []);
-  } finally {
-    await browser.close();
-    server.close();
+  const run = await inChromium(t, '/test/webgpu_mlp_page.mjs', 'runMlp');
+  if (!run) return;
+  const { r, ms } = run;
+  console.log(`MLP runs in ${ms} ms`);
+  const LOSS_TOL = 1e-4, PARAM_TOL = 1e-3;  // relative; see README "Tolerances"
+  for (const m of r.runs) {
+    const worst = Math.max(...m.epochs.map((e) => Math.abs(e.gpuLoss - e.wasmLoss) / e.wasmLoss));
+    const acc = Math.max(...m.epochs.map((e) => Math.abs(e.gpuAcc - e.wasmAcc)));
+    console.log(`  ${m.optimizer}: losses ${m.epochs.map((e) => e.wasmLoss.toFixed(5)).join(' ')}; ` +
+      `worst relative loss gap ${worst.toExponential(2)}, accuracy gap ${acc}, params ${m.paramErr.toExponential(2)}; ` +
+      `per step ${JSON.stringify(m.perStep)}`);
+    assert.ok(m.epochs[0].wasmLoss > m.epochs.at(-1).wasmLoss, `${m.optimizer} learns`);
+    assert.ok(worst <= LOSS_TOL, `${m.optimizer}: loss gap ${worst} > ${LOSS_TOL}`);
+    assert.ok(acc <= 2 / 500, `${m.optimizer}: accuracy gap ${acc} (more than 2 of 500 samples)`);
+    assert.ok(m.paramErr <= PARAM_TOL, `${m.optimizer}: parameters differ by ${m.paramErr}`);
   }
 });
 
@@ -134,6 +130,14 @@ test('loadCore falls back to wasm without an adapter', { skip: prerequisite(test
   assert.equal(auto.createGpuModel, undefined);
   await assert.rejects(loadCore({ simd: 'simd128', backend: 'webgpu' }), /no WebGPU adapter/);
   await assert.rejects(loadCore({ backend: 'cuda' }), /backend must be/);
+  // The trainer's order, which a GPU model takes its batches in.
+  const m = auto.createModel({ input: [2], classes: 2, layers: [{ type: 'dense', units: 2 }], seed: 3 });
+  const o0 = m.epochOrder(0, 257), o1 = m.epochOrder(1, 257);
+  assert.deepEqual([...o0].sort((a, b) => a - b), Array.from({ length: 257 }, (_, i) => i));
+  assert.notDeepEqual(o0, o1);
+  assert.deepEqual(m.epochOrder(0, 257), o0);
+  assert.throws(() => m.epochOrder(-1, 3), /epoch must be/);
+  m.free();
   const noAdapter = { requestAdapter: async () => null };  // a GPU whose adapter request fails
   assert.equal((await loadCore({ simd: 'simd128', backend: 'auto', gpu: noAdapter })).backend, 'wasm');
 });

@@ -9,7 +9,7 @@
 //   backward filter: dw[k,q] (+)= sum_(img,p) dy[img,k,p] * im2col(x)[q,(img,p)]
 //                    M = K, N = Q, depth n*P
 import { gemmShader } from './gemm.mjs';
-import { ELEMENTWISE_MAIN } from './wgsl_common.mjs';
+import { ELEMENTWISE_MAIN, kernelHead } from './wgsl_common.mjs';
 
 const SHAPE_FIELDS = 'bn: i32, cc: i32, hh: i32, ww: i32, kk_: i32, kh: i32, kw: i32, sh: i32, sw: i32, ph: i32, pw: i32, oh: i32, ow: i32';
 
@@ -95,11 +95,7 @@ const POOL_FIELDS = 'n: i32, hh: i32, ww: i32, kh: i32, kw: i32, sh: i32, sw: i3
 
 // One thread per output; the first of equal maxima wins, as the reference.
 export const POOL_FORWARD = /* wgsl */ `
-struct U { ${POOL_FIELDS} };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<storage, read_write> argmax: array<i32>;
+${kernelHead(POOL_FIELDS, ['x', 'y rw', 'argmax rw i32'])}
 ${ELEMENTWISE_MAIN}
   let P = u.oh * u.ow;
   let plane = i / P;
@@ -131,11 +127,7 @@ ${ELEMENTWISE_MAIN}
 // One thread per input: gathers the outputs whose window covers it (no
 // atomics; the same order for every run).
 export const POOL_BACKWARD = /* wgsl */ `
-struct U { ${POOL_FIELDS} };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> dy: array<f32>;
-@group(0) @binding(2) var<storage, read> argmax: array<i32>;
-@group(0) @binding(3) var<storage, read_write> dx: array<f32>;
+${kernelHead(POOL_FIELDS, ['dy', 'argmax i32', 'dx rw'])}
 ${ELEMENTWISE_MAIN}
   let HW = u.hh * u.ww;
   let plane = i / HW;

@@ -2,57 +2,30 @@
 // backward, and the optimizer steps with src/nn/optim.cpp's and
 // src/nn/kernels/reference.cpp's rules (SGD with momentum, Nesterov and
 // weight decay; Adam/AdamW; AdaGrad and RMSprop as torch.optim).
-import { ACT_WGSL, ELEMENTWISE_MAIN } from './wgsl_common.mjs';
+import { ACT_WGSL, ELEMENTWISE_MAIN, kernelHead } from './wgsl_common.mjs';
 
-export const ACT_FORWARD = /* wgsl */ `
-struct U { n: i32, act: i32, alpha: f32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
-${ACT_WGSL}
-${ELEMENTWISE_MAIN}
-  y[i] = act_fwd(u.act, u.alpha, x[i]);
-}`;
-
-// In place (x == y) is a separate variant: one buffer may not be bound twice
+// Activation forward (y = act(x)) and backward (dx = dy * act'(y)); the
+// in-place variants are separate shaders: one buffer may not be bound twice
 // where one binding writes.
-export const ACT_FORWARD_INPLACE = /* wgsl */ `
-struct U { n: i32, act: i32, alpha: f32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+function actShader(backward, inPlace) {
+  const out = backward ? 'dx' : 'y';
+  const arrays = backward ? ['dx rw', 'y', ...(inPlace ? [] : ['dy'])] : ['y rw', ...(inPlace ? [] : ['x'])];
+  const src = inPlace ? `${out}[i]` : backward ? 'dy[i]' : 'x[i]';
+  const body = backward ? `${src} * act_grad(u.act, u.alpha, y[i])` : `act_fwd(u.act, u.alpha, ${src})`;
+  return `${kernelHead('n: i32, act: i32, alpha: f32', arrays)}
 ${ACT_WGSL}
 ${ELEMENTWISE_MAIN}
-  y[i] = act_fwd(u.act, u.alpha, y[i]);
+  ${out}[i] = ${body};
 }`;
-
-export const ACT_BACKWARD = /* wgsl */ `
-struct U { n: i32, act: i32, alpha: f32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read_write> dx: array<f32>;
-@group(0) @binding(2) var<storage, read> y: array<f32>;
-@group(0) @binding(3) var<storage, read> dy: array<f32>;
-${ACT_WGSL}
-${ELEMENTWISE_MAIN}
-  dx[i] = dy[i] * act_grad(u.act, u.alpha, y[i]);
-}`;
-
-export const ACT_BACKWARD_INPLACE = /* wgsl */ `
-struct U { n: i32, act: i32, alpha: f32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read_write> dx: array<f32>;
-@group(0) @binding(2) var<storage, read> y: array<f32>;
-${ACT_WGSL}
-${ELEMENTWISE_MAIN}
-  dx[i] = dx[i] * act_grad(u.act, u.alpha, y[i]);
-}`;
+}
+export const ACT_FORWARD = actShader(false, false);
+export const ACT_FORWARD_INPLACE = actShader(false, true);
+export const ACT_BACKWARD = actShader(true, false);
+export const ACT_BACKWARD_INPLACE = actShader(true, true);
 
 // reference.cpp's ref_sgd_step.
 export const SGD_STEP = /* wgsl */ `
-struct U { n: i32, lr: f32, momentum: f32, weight_decay: f32, nesterov: i32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read_write> w: array<f32>;
-@group(0) @binding(2) var<storage, read> g: array<f32>;
-@group(0) @binding(3) var<storage, read_write> v: array<f32>;
+${kernelHead('n: i32, lr: f32, momentum: f32, weight_decay: f32, nesterov: i32', ['w rw', 'g', 'v rw'])}
 ${ELEMENTWISE_MAIN}
   let gi = g[i] + u.weight_decay * w[i];
   var d = gi;
@@ -67,12 +40,7 @@ ${ELEMENTWISE_MAIN}
 // reference.cpp's ref_adam_step; bc1, bc2 (the bias corrections) computed
 // on the host in double and rounded to f32, as there.
 export const ADAM_STEP = /* wgsl */ `
-struct U { n: i32, lr: f32, beta1: f32, beta2: f32, eps: f32, weight_decay: f32, decoupled: i32, bc1: f32, bc2: f32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read_write> w: array<f32>;
-@group(0) @binding(2) var<storage, read> g: array<f32>;
-@group(0) @binding(3) var<storage, read_write> m: array<f32>;
-@group(0) @binding(4) var<storage, read_write> v: array<f32>;
+${kernelHead('n: i32, lr: f32, beta1: f32, beta2: f32, eps: f32, weight_decay: f32, decoupled: i32, bc1: f32, bc2: f32', ['w rw', 'g', 'm rw', 'v rw'])}
 ${ELEMENTWISE_MAIN}
   var gi = g[i];
   var wi = w[i];
@@ -86,11 +54,7 @@ ${ELEMENTWISE_MAIN}
 
 // optim.cpp's adagrad_step; clr = lr / (1 + (t - 1) lr_decay) from the host.
 export const ADAGRAD_STEP = /* wgsl */ `
-struct U { n: i32, clr: f32, weight_decay: f32, eps: f32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read_write> w: array<f32>;
-@group(0) @binding(2) var<storage, read> g: array<f32>;
-@group(0) @binding(3) var<storage, read_write> sum: array<f32>;
+${kernelHead('n: i32, clr: f32, weight_decay: f32, eps: f32', ['w rw', 'g', 'sum rw'])}
 ${ELEMENTWISE_MAIN}
   let gi = g[i] + u.weight_decay * w[i];
   let s = sum[i] + gi * gi;
@@ -101,13 +65,7 @@ ${ELEMENTWISE_MAIN}
 // optim.cpp's rmsprop_step: buf (momentum > 0) and ga (centered) are bound
 // to a 16-byte dummy when unused, and never touched then.
 export const RMSPROP_STEP = /* wgsl */ `
-struct U { n: i32, lr: f32, alpha: f32, eps: f32, weight_decay: f32, momentum: f32, centered: i32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read_write> w: array<f32>;
-@group(0) @binding(2) var<storage, read> g: array<f32>;
-@group(0) @binding(3) var<storage, read_write> sq: array<f32>;
-@group(0) @binding(4) var<storage, read_write> buf: array<f32>;
-@group(0) @binding(5) var<storage, read_write> ga: array<f32>;
+${kernelHead('n: i32, lr: f32, alpha: f32, eps: f32, weight_decay: f32, momentum: f32, centered: i32', ['w rw', 'g', 'sq rw', 'buf rw', 'ga rw'])}
 ${ELEMENTWISE_MAIN}
   let gi = g[i] + u.weight_decay * w[i];
   let s = u.alpha * sq[i] + (1.0 - u.alpha) * gi * gi;

@@ -1,13 +1,13 @@
 // mlp.mjs: trains an MLP spec (dense layers, each optionally followed by an
 // activation, softmax cross-entropy, any of the core's optimizers with a
 // constant learning rate) on the WebGPU kernel table, as the wasm core's
-// Trainer does: the same batch order (order.mjs), the same initial
-// parameters (given: the wasm core's getParams()), one optimizer step per
-// batch. The training set goes up once; per epoch only the order goes up
+// Trainer does, shadowing a wasm core model of the same spec: its initial
+// parameters (getParams()) and its batch order (epochOrder()), one
+// optimizer step per batch. The training set goes up once; per epoch only the order goes up
 // and two floats per batch (loss, hits) come down.
 //
-//   const wasmModel = core.createModel(spec);
-//   const m = new WebGpuMlp(gpu, spec, wasmModel.getParams());
+//   const wasmModel = core.createModel(spec);       // initializes; gives the order
+//   const m = new WebGpuMlp(gpu, spec, wasmModel);  // (loadCore's createGpuModel does this)
 //   m.loadData(x, y);
 //   const { loss, accuracy } = await m.trainEpoch();
 //   const w = await m.getParams();  // the flat layout getParams() uses
@@ -15,7 +15,7 @@ import { groups1d } from './device.mjs';
 
 export { GpuDevice } from './device.mjs';
 import { ACT, webgpuKernels } from './kernels.mjs';
-import { epochOrder } from './order.mjs';
+import { ELEMENTWISE_MAIN, kernelHead } from './wgsl_common.mjs';
 
 const ACT_DEFAULT_ALPHA = { leaky_relu: 0.01, elu: 1 };
 const OPTIMIZER_DEFAULTS = { lr: 0.01, momentum: 0, nesterov: false, weight_decay: 0, beta1: 0.9, beta2: 0.999,
@@ -23,17 +23,8 @@ const OPTIMIZER_DEFAULTS = { lr: 0.01, momentum: 0, nesterov: false, weight_deca
 
 // x_batch[i] = x[order[offset + i]] (rows of `row` floats), y_batch likewise.
 const GATHER = /* wgsl */ `
-struct U { n: i32, row: i32, offset: i32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> y: array<i32>;
-@group(0) @binding(3) var<storage, read> order: array<i32>;
-@group(0) @binding(4) var<storage, read_write> xb: array<f32>;
-@group(0) @binding(5) var<storage, read_write> yb: array<i32>;
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3u) {
-  let i = i32(gid.x + gid.y * 65535u * 256u);
-  if (i >= u.n) { return; }
+${kernelHead('n: i32, row: i32, offset: i32', ['x', 'y i32', 'order i32', 'xb rw', 'yb rw i32'])}
+${ELEMENTWISE_MAIN}
   let r = i / u.row;
   let src = order[u.offset + r];
   xb[i] = x[src * u.row + i % u.row];
@@ -62,14 +53,19 @@ function denseLayers(spec) {
 }
 
 export class WebGpuMlp {
-  constructor(gpu, spec, params) {
+  // source: the wasm core model (dnnlab_api.mjs's CoreModel) of the same
+  // spec, read now for the initial parameters and each epoch for the order;
+  // freed with this model when `ownsSource`.
+  constructor(gpu, spec, source, { ownsSource = false } = {}) {
+    const params = source.getParams();
+    this.source = source;
+    this.ownsSource = ownsSource;
     this.gpu = gpu;
     this.k = webgpuKernels(gpu);
     this.spec = spec;
     this.layers = denseLayers(spec);
     this.opt = { ...OPTIMIZER_DEFAULTS, ...spec.optimizer, type: spec.optimizer?.type ?? 'sgd' };
     this.batch = spec.batch_size ?? 64;
-    this.seed = spec.seed ?? 1;
     this.epoch = 0;
     this.steps = 0;
     let off = 0;
@@ -113,7 +109,7 @@ export class WebGpuMlp {
   // One epoch as nn::Trainer runs it: { epoch, loss, accuracy } (means over samples).
   async trainEpoch() {
     const gpu = this.gpu, n = this.n, bs = Math.min(this.batch, n), width = this.layers[0].in;
-    gpu.write(this.order, epochOrder(this.seed, this.epoch, n));
+    gpu.write(this.order, this.source.epochOrder(this.epoch, n));
     const counts = [];
     for (let done = 0, b = 0; done < n; done += bs, b++) {
       const cnt = Math.min(bs, n - done);
@@ -181,5 +177,6 @@ export class WebGpuMlp {
       l.dy?.destroy();
     }
     for (const t of [this.x, this.y, this.order, this.xb, this.yb, this.lossOut, this.metrics]) t?.destroy();
+    if (this.ownsSource) this.source.free();
   }
 }

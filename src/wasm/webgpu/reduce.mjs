@@ -4,6 +4,7 @@
 // of 256 threads per channel sums in a fixed order (strided partials, then a
 // tree), so a run gives the same bits every time; the order differs from the
 // native loops', so results agree within rounding, not bit for bit.
+import { ELEMENTWISE_MAIN, kernelHead } from './wgsl_common.mjs';
 
 // out[ch] (+)= sum over g < G, p < P of a[g * ld + ch * P + p]: col_sum
 // (G = m rows, ld = lda, P = 1) and the conv bias gradient (G = images,
@@ -23,10 +24,7 @@ fn tree(t: u32, v: f32) -> f32 {
 }`;
 
 export const CHANNEL_SUM = /* wgsl */ `
-struct U { groups: i32, ld: i32, positions: i32, accumulate: i32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> a: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+${kernelHead('groups: i32, ld: i32, positions: i32, accumulate: i32', ['a', 'out rw'])}
 ${REDUCE_TREE}
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) lid: vec3u) {
@@ -47,11 +45,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) lid: vec
 // momentum (running_var by the unbiased variance); otherwise the running
 // statistics. stats[ch] = mean, stats[c + ch] = invstd.
 export const BN_STATS = /* wgsl */ `
-struct U { b: i32, c: i32, sp: i32, training: i32, momentum: f32, eps: f32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> running: array<f32>;
-@group(0) @binding(3) var<storage, read_write> stats: array<f32>;
+${kernelHead('b: i32, c: i32, sp: i32, training: i32, momentum: f32, eps: f32', ['x', 'running rw', 'stats rw'])}
 ${REDUCE_TREE}
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) lid: vec3u) {
@@ -89,16 +83,8 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) lid: vec
 // y = x * g + (beta - mean * g), g = gamma * invstd, per element.
 // params = [gamma[c], beta[c]].
 export const BN_NORMALIZE = /* wgsl */ `
-struct U { n: i32, c: i32, sp: i32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> params: array<f32>;
-@group(0) @binding(3) var<storage, read> stats: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3u) {
-  let i = i32(gid.x + gid.y * 65535u * 256u);
-  if (i >= u.n) { return; }
+${kernelHead('n: i32, c: i32, sp: i32', ['x', 'params', 'stats', 'y rw'])}
+${ELEMENTWISE_MAIN}
   let ch = (i / u.sp) % u.c;
   let g = params[ch] * stats[u.c + ch];
   y[i] = x[i] * g + (params[u.c + ch] - stats[ch] * g);
@@ -108,13 +94,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
 // xhat; grads[ch] (+)= sdyx (dgamma), grads[c + ch] (+)= sdy (dbeta);
 // coef[ch] = sdy / n, coef[c + ch] = sdyx / n for BN_DX.
 export const BN_BACKWARD_SUMS = /* wgsl */ `
-struct U { b: i32, c: i32, sp: i32, accumulate: i32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> dy: array<f32>;
-@group(0) @binding(3) var<storage, read> stats: array<f32>;
-@group(0) @binding(4) var<storage, read_write> grads: array<f32>;
-@group(0) @binding(5) var<storage, read_write> coef: array<f32>;
+${kernelHead('b: i32, c: i32, sp: i32, accumulate: i32', ['x', 'dy', 'stats', 'grads rw', 'coef rw'])}
 ${REDUCE_TREE}
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) lid: vec3u) {
@@ -146,18 +126,8 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) lid: vec
 
 // dx = gamma * invstd * (dy - sdy/n - xhat * sdyx/n).
 export const BN_DX = /* wgsl */ `
-struct U { n: i32, c: i32, sp: i32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> dy: array<f32>;
-@group(0) @binding(3) var<storage, read> gamma: array<f32>;
-@group(0) @binding(4) var<storage, read> stats: array<f32>;
-@group(0) @binding(5) var<storage, read> coef: array<f32>;
-@group(0) @binding(6) var<storage, read_write> dx: array<f32>;
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) gid: vec3u) {
-  let i = i32(gid.x + gid.y * 65535u * 256u);
-  if (i >= u.n) { return; }
+${kernelHead('n: i32, c: i32, sp: i32', ['x', 'dy', 'gamma', 'stats', 'coef', 'dx rw'])}
+${ELEMENTWISE_MAIN}
   let ch = (i / u.sp) % u.c;
   let inv_std = stats[u.c + ch];
   let xh = (x[i] - stats[ch]) * inv_std;
@@ -168,12 +138,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
 // log(sum exp(z - max)) - (z[label] - max), hits[r] = argmax == label (the
 // first of equals), grad (mean-reduced) = softmax / rows - onehot / rows.
 export const SOFTMAX_CE_ROWS = /* wgsl */ `
-struct U { rows: i32, cols: i32, want_grad: i32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> z: array<f32>;
-@group(0) @binding(2) var<storage, read> labels: array<i32>;
-@group(0) @binding(3) var<storage, read_write> grad: array<f32>;
-@group(0) @binding(4) var<storage, read_write> row_out: array<f32>;
+${kernelHead('rows: i32, cols: i32, want_grad: i32', ['z', 'labels i32', 'grad rw', 'row_out rw'])}
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3u) {
   let r = i32(gid.x + gid.y * 65535u * 64u);
@@ -199,10 +164,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
 
 // out[0] = mean loss, out[1] = hits, from SOFTMAX_CE_ROWS's row_out.
 export const SOFTMAX_CE_TOTAL = /* wgsl */ `
-struct U { rows: i32 };
-@group(0) @binding(0) var<uniform> u: U;
-@group(0) @binding(1) var<storage, read> row_out: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+${kernelHead('rows: i32', ['row_out', 'out rw'])}
 ${REDUCE_TREE}
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3u) {

@@ -34,3 +34,16 @@ export const ELEMENTWISE_MAIN = /* wgsl */ `
 fn main(@builtin(global_invocation_id) gid: vec3u) {
   let i = i32(gid.x + gid.y * 65535u * 256u);
   if (i >= u.n) { return; }`;
+
+// The head every kernel here starts with: the uniform struct U ('name: type,
+// ...') at binding 0, then one storage array per entry at bindings 1, 2, ...
+// in order: 'x' (read, f32), 'x rw' (read_write), 'x i32', 'x rw i32'.
+// device.mjs's run() binds its tensors in the same order.
+export function kernelHead(fields, arrays) {
+  const lines = arrays.map((entry, k) => {
+    const [name, ...flags] = entry.split(' ');
+    const access = flags.includes('rw') ? 'read_write' : 'read';
+    return `@group(0) @binding(${k + 1}) var<storage, ${access}> ${name}: array<${flags.includes('i32') ? 'i32' : 'f32'}>;`;
+  });
+  return `struct U { ${fields} };\n@group(0) @binding(0) var<uniform> u: U;\n${lines.join('\n')}`;
+}
