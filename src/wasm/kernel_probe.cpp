@@ -1,7 +1,7 @@
 // dnnlab_kernel_probe: the wasm core's kernel table (wasm-simd128), its
-// optimizers, BatchNorm and softmax cross-entropy behind a flat C API, so that the WebGPU kernels (src/wasm/webgpu/) are
-// checked against exactly what the wasm core computes
-// (tests/browser/webgpu_kernels.test.mjs). A test
+// optimizers, BatchNorm and softmax cross-entropy behind a flat C API, so
+// that the WebGPU kernels (src/wasm/webgpu/) are checked against exactly what
+// the wasm core computes (tests/browser/webgpu_kernels.test.mjs). A test
 // build, not shipped: pointers are offsets into wasm memory, shapes come as
 // int arrays, and a bad argument is the caller's bug (returns -1, no throw).
 #include <cstdint>
