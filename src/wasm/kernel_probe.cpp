@@ -156,4 +156,3 @@ PROBE_API int probe_batchnorm(int b, int c, int sp, float momentum, float eps, i
   }
   return 0;
 }
-
