@@ -23,7 +23,7 @@
 //   // WebGPU where navigator.gpu (or options.gpu) gives an adapter, else wasm.
 //   const core = await loadCore({ backend: 'auto' });
 //   core.backend;                                // 'webgpu' or 'wasm'; core.adapter: vendor, architecture
-//   const g = core.createGpuModel(spec);         // an MLP spec; the wasm core's initial parameters
+//   const g = core.createGpuModel(spec);         // a sequential spec; the wasm core's initial parameters
 //   g.loadData(x, y);
 //   const e = await g.trainEpoch();              // { epoch, loss, accuracy }, as m.trainEpoch()
 import createDnnlabCore from './dnnlab_core.mjs';
@@ -63,7 +63,7 @@ export async function loadCore(options = {}) {
   const core = wrapCore(await createDnnlabCore(opts));
   core.backend = 'wasm';
   if (backend === 'wasm') return core;
-  const webgpu = await import('./webgpu/mlp.mjs');
+  const webgpu = await import('./webgpu/model.mjs');
   const device = await webgpu.GpuDevice.create(gpu ? { gpu } : {}).catch(() => null);
   if (!device) {
     if (backend === 'webgpu') throw new Error('loadCore: WebGPU asked for, but no WebGPU adapter is available');
@@ -72,13 +72,13 @@ export async function loadCore(options = {}) {
   core.backend = 'webgpu';
   core.gpu = device;
   core.adapter = device.info;
-  // An MLP spec (dense layers and activations) trained on the GPU from the
+  // A sequential spec (src/wasm/webgpu/layers.mjs) trained on the GPU from the
   // parameters the wasm core initializes for the same spec and seed, in its
   // batch order.
   core.createGpuModel = (spec) => {
     const m = core.createModel(spec);
     try {
-      return new webgpu.WebGpuMlp(device, spec, m, { ownsSource: true });
+      return new webgpu.WebGpuModel(device, spec, m, { ownsSource: true });
     } catch (e) {
       m.free();
       throw e;

@@ -99,25 +99,25 @@ test('WebGPU kernels match the wasm core', { skip: prerequisite(test, missing) }
   assert.deepEqual(bad.map((row) => `${row.name}: ${row.err} > ${row.tol}${row.message ? ` ${row.message}` : ''}`), []);
 });
 
-// MLPs trained for a few epochs on WebGPU (src/wasm/webgpu/mlp.mjs) against
+// An MLP and a CNN trained for a few epochs on WebGPU (src/wasm/webgpu/model.mjs) against
 // the wasm core: same spec, initial parameters and batch order; the
 // per-epoch loss and accuracy and the final parameters within the README's
 // training tolerance.
-test('an MLP trained on WebGPU matches the wasm core', { skip: prerequisite(test, missing) }, async (t) => {
+test('an MLP and a CNN trained on WebGPU match the wasm core', { skip: prerequisite(test, missing) }, async (t) => {
   const run = await inChromium(t, '/test/webgpu_mlp_page.mjs', 'runMlp');
   if (!run) return;
   const { r, ms } = run;
-  console.log(`MLP runs in ${ms} ms`);
+  console.log(`training runs in ${ms} ms`);
   const LOSS_TOL = 1e-4, PARAM_TOL = 1e-3;  // relative; see README "Tolerances"
   for (const m of r.runs) {
     const worst = Math.max(...m.epochs.map((e) => Math.abs(e.gpuLoss - e.wasmLoss) / e.wasmLoss));
     const acc = Math.max(...m.epochs.map((e) => Math.abs(e.gpuAcc - e.wasmAcc)));
-    console.log(`  ${m.optimizer}: losses ${m.epochs.map((e) => e.wasmLoss.toFixed(5)).join(' ')}; ` +
+    console.log(`  ${m.model} ${m.optimizer}: losses ${m.epochs.map((e) => e.wasmLoss.toFixed(5)).join(' ')}; ` +
       `worst relative loss gap ${worst.toExponential(2)}, accuracy gap ${acc}, params ${m.paramErr.toExponential(2)}; ` +
       `per step ${JSON.stringify(m.perStep)}`);
     assert.ok(m.epochs[0].wasmLoss > m.epochs.at(-1).wasmLoss, `${m.optimizer} learns`);
     assert.ok(worst <= LOSS_TOL, `${m.optimizer}: loss gap ${worst} > ${LOSS_TOL}`);
-    assert.ok(acc <= 2 / 500, `${m.optimizer}: accuracy gap ${acc} (more than 2 of 500 samples)`);
+    assert.ok(acc <= 1 / 40, `${m.optimizer}: accuracy gap ${acc} (more than one sample)`);
     assert.ok(m.paramErr <= PARAM_TOL, `${m.optimizer}: parameters differ by ${m.paramErr}`);
   }
 });

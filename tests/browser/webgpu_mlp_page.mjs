@@ -1,19 +1,32 @@
-// Runs in Chromium (webgpu_kernels.test.mjs serves it): MLPs trained on the
-// WebGPU backend (src/wasm/webgpu/mlp.mjs) against the wasm core training the
-// same spec from the same initial parameters in the same batch order.
+// Runs in Chromium (webgpu_kernels.test.mjs serves it): an MLP and a CNN
+// trained on the WebGPU backend (src/wasm/webgpu/model.mjs) against the wasm
+// core training the same spec from the same initial parameters in the same
+// batch order.
 import { loadCore } from '/probe/dnnlab.mjs';
 import { uniform } from '/test/webgpu_kernels_common.mjs';
 
 const LAYERS = [{ type: 'dense', units: 64 }, { type: 'relu' }, { type: 'dense', units: 33 }, { type: 'tanh' },
   { type: 'dense', units: 10 }];
-// Three of the five (the kernel checks cover every optimizer; CI time).
-const OPTIMIZERS = [
-  { type: 'sgd', lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 1e-4 },
-  { type: 'adamw', lr: 2e-3, weight_decay: 0.05 },
-  { type: 'rmsprop', lr: 2e-3, momentum: 0.5, centered: true },
+// A CNN with every layer kind the executor has: conv2d (bias and fused
+// relu; no bias, before batchnorm), batchnorm, a standalone activation, max
+// and average pooling, flatten into dense.
+const CNN = [{ type: 'conv2d', filters: 4, kernel: 3, padding: 1 }, { type: 'relu' },
+  { type: 'max_pool2d', kernel: 2 }, { type: 'conv2d', filters: 8, kernel: 3, padding: 1, bias: false },
+  { type: 'batchnorm' }, { type: 'elu' }, { type: 'avg_pool2d', kernel: 2 }, { type: 'flatten' },
+  { type: 'dense', units: 10 }];
+// Three of the five optimizers on the MLP (the kernel checks cover every
+// optimizer; CI time), SGD with momentum on the CNN.
+const RUNS = [
+  ['mlp', { type: 'sgd', lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 1e-4 }],
+  ['mlp', { type: 'adamw', lr: 2e-3, weight_decay: 0.05 }],
+  ['mlp', { type: 'rmsprop', lr: 2e-3, momentum: 0.5, centered: true }],
+  ['cnn', { type: 'sgd', lr: 0.01, momentum: 0.9 }],
 ];
 export const EPOCHS = 3;
-const SAMPLES = 500;  // 8 batches of 64, the last of 52
+const SAMPLES = 300;  // 5 batches of 64, the last of 44
+// 3 batches of 16, the last of 8: SwiftShader takes ~10 ms per 64x64 tile's
+// workgroup, so the CNN's batches are small.
+const CNN_SAMPLES = 40;
 
 // n samples of d features in `classes` Gaussian blobs.
 function blobs(n, d, classes) {
@@ -31,10 +44,12 @@ export async function runMlp() {
   const core = await loadCore({ simd: 'simd128', backend: 'auto' });
   if (core.backend !== 'webgpu') return { error: 'no WebGPU adapter' };
   const gpu = core.gpu;
-  const { x, y } = blobs(SAMPLES, 48, 10);
+  const sets = { mlp: blobs(SAMPLES, 48, 10), cnn: blobs(CNN_SAMPLES, 64, 10) };
   const runs = [];
-  for (const optimizer of OPTIMIZERS) {
-    const spec = { input: [48], classes: 10, layers: LAYERS, optimizer, batch_size: 64, seed: 5 };
+  for (const [model, optimizer] of RUNS) {
+    const spec = { input: model === 'cnn' ? [1, 8, 8] : [48], classes: 10, layers: model === 'cnn' ? CNN : LAYERS,
+      optimizer, batch_size: model === 'cnn' ? 16 : 64, seed: 5 };
+    const { x, y } = sets[model];
     const wasm = core.createModel(spec);
     const gpuModel = core.createGpuModel(spec);  // the same initial parameters as `wasm`
     wasm.loadData(x, y);
@@ -46,7 +61,7 @@ export async function runMlp() {
       epochs.push({ wasmLoss: w.loss, gpuLoss: g.loss, wasmAcc: w.accuracy, gpuAcc: g.accuracy });
     }
     // Host <-> device traffic and dispatches per training step (bench/RESULTS.md).
-    const steps = EPOCHS * Math.ceil(SAMPLES / spec.batch_size);
+    const steps = EPOCHS * Math.ceil(y.length / spec.batch_size);
     const perStep = Object.fromEntries(Object.keys(before).map((key) => [key, (gpu.stats[key] - before[key]) / steps]));
     const pw = wasm.getParams(), pg = await gpuModel.getParams();
     let scale = 1, err = 0;
@@ -54,7 +69,7 @@ export async function runMlp() {
       scale = Math.max(scale, Math.abs(pw[i]));
       err = Math.max(err, Math.abs(pw[i] - pg[i]));
     }
-    runs.push({ optimizer: optimizer.type, epochs, paramErr: err / scale, params: pw.length, perStep });
+    runs.push({ model, optimizer: optimizer.type, epochs, paramErr: err / scale, params: pw.length, perStep });
     wasm.free();
     gpuModel.free();
   }

@@ -1,7 +1,9 @@
 // gemm.mjs: one tiled matrix-multiply shader, specialized by its loaders.
 // A workgroup of 16x16 threads computes a 64x64 tile of C, each thread a
-// 4x4 block (rows ty + 16i, columns tx + 16j), stepping K by 16 through two
-// 16x64 tiles in workgroup memory (8 KiB). sgemm reads A and B as stored;
+// 4x4 block (rows ty + 16i, columns tx + 16j) in 16 scalar accumulators
+// (written out, not an indexed array: SwiftShader keeps an indexed private
+// array in memory, 10x slower), stepping K by 16 through two 16x64 tiles in
+// workgroup memory (8 KiB). sgemm reads A and B as stored;
 // the convolutions read them through index arithmetic (implicit GEMM: the
 // im2col matrix is never written). Out-of-range loads are zeros, so any
 // m, n, k works; only stores are bounds-checked.
@@ -14,6 +16,8 @@ export const TILE = 64;
 // loadB: fn loadB(kk: i32, c: i32) -> f32; store: fn store(r: i32, c: i32, v: f32);
 // aKFast / bKFast: whether consecutive threads should load along k (the
 // operand is contiguous along k) or along the row/column. }
+const range16 = Array.from({ length: 16 }, (_, e) => e);
+
 export function gemmShader({ uniforms = '', bindings, loadA, loadB, store, aKFast, bKFast }) {
   const mapA = aKFast ? 'let r = e / 16; let kk = e % 16;' : 'let r = e % 64; let kk = e / 64;';
   const mapB = bKFast ? 'let c = e / 16; let kk = e % 16;' : 'let c = e % 64; let kk = e / 64;';
@@ -34,7 +38,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) lid: vec
   let tx = i32(lid.x);
   let ty = i32(lid.y);
   let t = ty * 16 + tx;
-  var acc: array<f32, 16>;
+  ${range16.map((e) => `var c${e} = 0.0;`).join(' ')}
   for (var k0 = 0; k0 < u.k; k0 += 16) {
     for (var l = 0; l < 4; l++) {
       let e = t + 256 * l;
@@ -53,25 +57,12 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_id) lid: vec
     }
     workgroupBarrier();
     for (var kk = 0; kk < 16; kk++) {
-      var a: array<f32, 4>;
-      var b: array<f32, 4>;
-      for (var i = 0; i < 4; i++) {
-        a[i] = As[kk * 64 + ty + 16 * i];
-        b[i] = Bs[kk * 64 + tx + 16 * i];
-      }
-      for (var i = 0; i < 4; i++) {
-        for (var j = 0; j < 4; j++) { acc[i * 4 + j] += a[i] * b[j]; }
-      }
+      ${[0, 1, 2, 3].map((i) => `let a${i} = As[kk * 64 + ty + ${16 * i}]; let b${i} = Bs[kk * 64 + tx + ${16 * i}];`).join('\n      ')}
+      ${range16.map((e) => `c${e} += a${e >> 2} * b${e & 3};`).join(' ')}
     }
     workgroupBarrier();
   }
-  for (var i = 0; i < 4; i++) {
-    for (var j = 0; j < 4; j++) {
-      let r = row0 + ty + 16 * i;
-      let c = col0 + tx + 16 * j;
-      if (r < u.m && c < u.n) { store(r, c, acc[i * 4 + j]); }
-    }
-  }
+  ${range16.map((e) => `if (row0 + ty + ${16 * (e >> 2)} < u.m && col0 + tx + ${16 * (e & 3)} < u.n) { store(row0 + ty + ${16 * (e >> 2)}, col0 + tx + ${16 * (e & 3)}, c${e}); }`).join('\n  ')}
 }`;
 }
 

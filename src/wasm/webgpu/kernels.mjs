@@ -45,6 +45,7 @@ export function webgpuKernels(gpu) {
 
   const k = {
     name: 'webgpu',
+    gpu,  // the GpuDevice (copies, reads)
 
     // Row-major C[m,n] = alpha op(A)[m,k] op(B)[k,n] + beta C, then
     // act(C + bias[j]). ta/tb: true (or Trans::kYes's 1) to transpose.
