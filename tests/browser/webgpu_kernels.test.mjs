@@ -119,6 +119,10 @@ test('an MLP and a CNN trained on WebGPU match the wasm core', { skip: prerequis
     assert.ok(worst <= LOSS_TOL, `${m.optimizer}: loss gap ${worst} > ${LOSS_TOL}`);
     assert.ok(acc <= 1 / 40, `${m.optimizer}: accuracy gap ${acc} (more than one sample)`);
     assert.ok(m.paramErr <= PARAM_TOL, `${m.optimizer}: parameters differ by ${m.paramErr}`);
+    const evalGap = Math.abs(m.evalGpu.loss - m.evalWasm.loss) / m.evalWasm.loss;
+    console.log(`    evaluate: wasm ${JSON.stringify(m.evalWasm)}, webgpu ${JSON.stringify(m.evalGpu)}, gap ${evalGap.toExponential(2)}`);
+    assert.ok(evalGap <= LOSS_TOL, `${m.model} ${m.optimizer}: evaluation loss gap ${evalGap}`);
+    assert.ok(Math.abs(m.evalGpu.accuracy - m.evalWasm.accuracy) <= 1 / 40, `${m.model}: evaluation accuracy`);
   }
 });
 

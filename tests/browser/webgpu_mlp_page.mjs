@@ -62,13 +62,15 @@ export async function runMlp() {
     // Host <-> device traffic and dispatches per training step (bench/RESULTS.md).
     const steps = EPOCHS * Math.ceil(y.length / spec.batch_size);
     const perStep = Object.fromEntries(Object.keys(before).map((key) => [key, (gpu.stats[key] - before[key]) / steps]));
+    // Evaluation with the trained parameters (BatchNorm on its running statistics).
+    const evalWasm = wasm.evaluate(x, y), evalGpu = await gpuModel.evaluate(x, y);
     const pw = wasm.getParams(), pg = await gpuModel.getParams();
     let scale = 1, err = 0;
     for (let i = 0; i < pw.length; i++) {
       scale = Math.max(scale, Math.abs(pw[i]));
       err = Math.max(err, Math.abs(pw[i] - pg[i]));
     }
-    runs.push({ model, optimizer: optimizer.type, epochs, paramErr: err / scale, params: pw.length, perStep });
+    runs.push({ model, optimizer: optimizer.type, epochs, evalWasm, evalGpu, paramErr: err / scale, params: pw.length, perStep });
     wasm.free();
     gpuModel.free();
   }

@@ -11,6 +11,7 @@
 //   const m = new WebGpuModel(gpu, spec, wasmModel);  // (loadCore's createGpuModel does this)
 //   m.loadData(x, y);
 //   const { loss, accuracy } = await m.trainEpoch();
+//   const val = await m.evaluate(vx, vy);             // { loss, accuracy }
 //   const w = await m.getParams();  // the flat layout getParams() uses
 import { groups1d } from './device.mjs';
 import { webgpuKernels } from './kernels.mjs';
@@ -101,14 +102,51 @@ export class WebGpuModel {
       gpu.copy(this.lossOut, this.metrics, 2, 0, 2 * b);
       counts.push(cnt);
     }
-    const m = await gpu.read(this.metrics, Float32Array, 2 * counts.length);
+    const { loss, hits } = await this.totals(this.metrics, counts);
+    this.epoch++;
+    return { epoch: this.epoch, loss: loss / n, accuracy: hits / n };
+  }
+
+  // Mean loss and accuracy over (x, y) with the current parameters
+  // (BatchNorm with its running statistics), as Model::evaluate, in batches
+  // of the training batch size (loadData sizes the buffers first):
+  // { loss, accuracy }.
+  async evaluate(x, y) {
+    const gpu = this.gpu, k = this.k, n = y.length, width = this.inputSize;
+    if (!this.xb) throw new Error('WebGpuModel: evaluate needs loadData first (it sizes the batch buffers)');
+    if (x.length !== n * width) throw new Error(`WebGpuModel: ${x.length} floats for ${n} samples of ${width}`);
+    const bs = this.xb.length / width;
+    const gx = gpu.tensor(x instanceof Float32Array ? x : Float32Array.from(x));
+    const gy = gpu.tensor(y instanceof Int32Array ? y : Int32Array.from(y));
+    const metrics = gpu.zeros(2 * Math.ceil(n / bs)), counts = [];
+    for (let done = 0, b = 0; done < n; done += bs, b++) {
+      const cnt = Math.min(bs, n - done);
+      gpu.copy(gx, this.xb, cnt * width, done * width, 0);
+      gpu.copy(gy, this.yb, cnt, done, 0);
+      let h = this.xb;
+      for (const l of this.layers) {
+        forward(k, l, cnt, h, false);
+        h = l.y;
+      }
+      k.softmax_cross_entropy(h, this.yb, cnt, this.layers.at(-1).outN, null, this.lossOut);
+      gpu.copy(this.lossOut, metrics, 2, 0, 2 * b);
+      counts.push(cnt);
+    }
+    const { loss, hits } = await this.totals(metrics, counts);
+    for (const t of [gx, gy, metrics]) t.destroy();
+    return { loss: loss / n, accuracy: hits / n };
+  }
+
+  // Sums the per-batch [mean loss, hits] pairs in double, loss weighted by
+  // the batch's size, as nn::Trainer sums them.
+  async totals(metrics, counts) {
+    const m = await this.gpu.read(metrics, Float32Array, 2 * counts.length);
     let loss = 0, hits = 0;
     counts.forEach((cnt, b) => {
       loss += m[2 * b] * cnt;
       hits += m[2 * b + 1];
     });
-    this.epoch++;
-    return { epoch: this.epoch, loss: loss / n, accuracy: hits / n };
+    return { loss, hits };
   }
 
   // Forward, loss, backward and the optimizer step on the gathered batch of cnt rows.
