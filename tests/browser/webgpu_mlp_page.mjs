@@ -39,6 +39,8 @@ function blobs(n, d, classes) {
   return { x, y };
 }
 
+// Then runFailures on the same core (its pipelines compiled: SwiftShader
+// takes seconds per pipeline).
 export async function runMlp() {
   const core = await loadCore({ simd: 'simd128', backend: 'auto' });
   if (core.backend !== 'webgpu') return { error: 'no WebGPU adapter' };
@@ -74,5 +76,30 @@ export async function runMlp() {
     wasm.free();
     gpuModel.free();
   }
-  return { runs, adapter: core.adapter };
+  return { runs, adapter: core.adapter, failures: await runFailures(core) };
+}
+
+// What a caller falls back on: a device lost mid-training (destroy()) and a
+// shader that fails to compile surface as GpuFailure from the next call
+// that reads; the wasm core of the same page trains on.
+async function runFailures(core) {
+  const spec = { input: [48], classes: 10, layers: LAYERS, batch_size: 32, seed: 2 };
+  const { x, y } = blobs(64, 48, 10);
+  const out = {};
+  const g = core.createGpuModel(spec);
+  g.loadData(x, y);
+  out.before = (await g.trainEpoch()).loss;
+  core.gpu.device.destroy();
+  out.lost = await g.trainEpoch().then(() => 'no error', (e) => `${e.name} ${e.kind}`);
+  out.lostAgain = await g.evaluate(x, y).then(() => 'no error', (e) => `${e.name} ${e.kind}`);
+  const { GpuDevice } = await import('/probe/webgpu/device.mjs');
+  const gpu = await GpuDevice.create();
+  const t = gpu.tensor(new Float32Array(4));
+  gpu.run('this is not WGSL', [t], [], [1, 1, 1]);
+  out.shader = await gpu.read(t).then(() => 'no error', (e) => `${e.name} ${e.kind}`);
+  const wasm = core.createModel(spec);
+  wasm.loadData(x, y);
+  out.wasmLoss = wasm.trainEpoch().loss;
+  wasm.free();
+  return out;
 }

@@ -26,6 +26,18 @@ export class GpuTensor {
 
 const STORAGE = 0x80 | 0x08 | 0x04;  // STORAGE | COPY_DST | COPY_SRC
 
+// What a caller falls back to wasm on: the device was lost (driver reset,
+// tab in the background on some systems, destroy()) or reported an error no
+// scope caught (a shader or validation failure). Thrown by read() (so by
+// every call that brings results down) and by run() once known.
+export class GpuFailure extends Error {
+  constructor(kind, message) {
+    super(`WebGPU ${kind}: ${message}`);
+    this.name = 'GpuFailure';
+    this.kind = kind;  // 'lost' | 'error'
+  }
+}
+
 export class GpuDevice {
   // Resolves to null where navigator.gpu or an adapter is missing.
   static async create({ gpu = globalThis.navigator?.gpu, powerPreference = 'high-performance' } = {}) {
@@ -47,6 +59,12 @@ export class GpuDevice {
     this.dummy = this.zeros(4);
     // What crosses the bus, for bench/RESULTS.md's bytes per step.
     this.stats = { dispatches: 0, bytesUp: 0, bytesDown: 0, uniformBytes: 0 };
+    this.failure = null;  // the first GpuFailure, kept: a failed device stays failed
+    device.lost.then((info) => { this.failure ??= new GpuFailure('lost', info.message || info.reason || 'device lost'); });
+    device.addEventListener?.('uncapturederror', (e) => { this.failure ??= new GpuFailure('error', e.error?.message ?? 'uncaptured error'); });
+  }
+  check() {
+    if (this.failure) throw this.failure;
   }
 
   // A tensor of `n` zeros (f32 or i32: the bytes are the same).
@@ -97,6 +115,7 @@ export class GpuDevice {
   // One dispatch of `code` (entry point main; @group(0) @binding(0) the
   // uniforms, bindings 1.. the tensors in order). uniforms: [[value, 'f32'|'i32'], ...].
   run(code, tensors, uniforms, groups) {
+    this.check();
     const u = new ArrayBuffer(Math.max(16, Math.ceil(uniforms.length / 4) * 16));
     const f = new Float32Array(u), i = new Int32Array(u);
     uniforms.forEach(([v, type], k) => {
@@ -125,7 +144,16 @@ export class GpuDevice {
     const staging = this.device.createBuffer({ size: Math.max(16, 4 * n), usage: 0x01 | 0x08 });  // MAP_READ | COPY_DST
     this.enc().copyBufferToBuffer(t.buffer, 0, staging, 0, 4 * n);
     this.flush();
-    await staging.mapAsync(1);
+    try {
+      await staging.mapAsync(1);
+    } catch (e) {
+      // A lost device rejects the mapping; its lost promise may settle just after.
+      await Promise.race([this.device.lost, new Promise((ok) => setTimeout(ok, 100))]);
+      throw this.failure ?? new GpuFailure('lost', e.message);
+    }
+    // An uncaptured error is reported asynchronously: give it the turn.
+    await new Promise((ok) => setTimeout(ok, 0));
+    this.check();
     const out = new Type(staging.getMappedRange().slice(0, 4 * n));
     staging.unmap();
     staging.destroy();
