@@ -44,9 +44,11 @@ export class GpuDevice {
     if (!gpu) return null;
     const adapter = await gpu.requestAdapter({ powerPreference });
     if (!adapter) return null;
-    const device = await adapter.requestDevice({
-      requiredLimits: { maxStorageBuffersPerShaderStage: Math.min(8, adapter.limits.maxStorageBuffersPerShaderStage) },
-    });
+    // The adapter's largest buffers (the default binding limit, 128 MiB, is
+    // less than a 60,000-image training set as f32); 6 storage buffers a
+    // kernel at most, under the default 8.
+    const { maxStorageBufferBindingSize, maxBufferSize } = adapter.limits;
+    const device = await adapter.requestDevice({ requiredLimits: { maxStorageBufferBindingSize, maxBufferSize } });
     return new GpuDevice(device, adapter.info ?? {});
   }
 
