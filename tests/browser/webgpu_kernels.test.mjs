@@ -94,6 +94,7 @@ test('WebGPU kernels match the wasm core', { skip: prerequisite(test, missing) }
     if (!row.exact && (!worst[kind] || row.err > worst[kind].err)) worst[kind] = row;
   }
   console.log(`${r.rows.length} checks in ${ms} ms on ${JSON.stringify(r.adapter)}; ${r.stats.dispatches} dispatches`);
+  console.log(`  ms per suite: ${JSON.stringify(r.suiteMs)}`);
   for (const [kind, row] of Object.entries(worst)) console.log(`  worst ${kind}: ${row.err.toExponential(2)} (tol ${row.tol.toExponential(1)}) ${row.name}`);
   assert.equal(r.gpuError, null);
   assert.ok(r.rows.length >= 230, `only ${r.rows.length} checks ran`);

@@ -19,14 +19,17 @@ export async function runAll() {
   const rows = [];
   const t0 = performance.now();
   const gpuError = await gpu.errors(() => {});
+  const suiteMs = {};
   for (const suite of [gemmCases, actCases, sumCases, optimCases, convCases, poolCases, bnCases, ceCases]) {
+    const s0 = performance.now();
     gpu.device.pushErrorScope('validation');
     rows.push(...await suite(gpu, k, probe));
+    suiteMs[suite.name] = Math.round(performance.now() - s0);
     const e = await gpu.device.popErrorScope();
     if (e) rows.push({ name: `${suite.name}: WebGPU validation`, err: Infinity, tol: 0, message: e.message });
     probe.release();
   }
-  return { table, adapter: gpu.info, rows, gpuError, ms: performance.now() - t0, stats: gpu.stats };
+  return { table, adapter: gpu.info, rows, gpuError, ms: performance.now() - t0, stats: gpu.stats, suiteMs };
 }
 
 async function gemmCases(gpu, k, p) {
