@@ -25,6 +25,10 @@ export class GpuTensor {
 }
 
 const STORAGE = 0x80 | 0x08 | 0x04;  // STORAGE | COPY_DST | COPY_SRC
+// Each dispatch's uniforms take one 256-byte slot (the largest
+// minUniformBufferOffsetAlignment WebGPU allows) of one buffer, written with
+// one writeBuffer when the recorded work is submitted: no buffer per dispatch.
+const UNIFORM_SLOT = 256, UNIFORM_SLOTS = 256;
 
 // What a caller falls back to wasm on: the device was lost (driver reset,
 // tab in the background on some systems, destroy()) or reported an error no
@@ -57,7 +61,9 @@ export class GpuDevice {
     this.info = { vendor: info.vendor ?? '', architecture: info.architecture ?? '', description: info.description ?? '' };
     this.pipelines = new Map();
     this.encoder = null;
-    this.transient = [];  // uniform buffers of recorded dispatches, destroyed after submit
+    this.uniforms = device.createBuffer({ size: UNIFORM_SLOT * UNIFORM_SLOTS, usage: 0x40 | 0x08 });  // UNIFORM | COPY_DST
+    this.staged = new ArrayBuffer(UNIFORM_SLOT * UNIFORM_SLOTS);
+    this.slots = 0;  // slots used by the recorded dispatches
     this.dummy = this.zeros(4);
     // What crosses the bus, for bench/RESULTS.md's bytes per step.
     this.stats = { dispatches: 0, bytesUp: 0, bytesDown: 0, uniformBytes: 0 };
@@ -96,12 +102,17 @@ export class GpuDevice {
     this.encoder ??= this.device.createCommandEncoder();
     return this.encoder;
   }
+  // Submits the recorded work. The queue runs the uniforms' write after all
+  // earlier submissions and before this one, so the slots can be reused at once.
   flush() {
     if (!this.encoder) return;
+    if (this.slots) {
+      this.device.queue.writeBuffer(this.uniforms, 0, this.staged, 0, this.slots * UNIFORM_SLOT);
+      this.stats.uniformBytes += this.slots * UNIFORM_SLOT;
+    }
     this.device.queue.submit([this.encoder.finish()]);
     this.encoder = null;
-    for (const b of this.transient) b.destroy();  // freed once the submitted work is done
-    this.transient = [];
+    this.slots = 0;
   }
 
   pipeline(code) {
@@ -118,19 +129,15 @@ export class GpuDevice {
   // uniforms, bindings 1.. the tensors in order). uniforms: [[value, 'f32'|'i32'], ...].
   run(code, tensors, uniforms, groups) {
     this.check();
-    const u = new ArrayBuffer(Math.max(16, Math.ceil(uniforms.length / 4) * 16));
-    const f = new Float32Array(u), i = new Int32Array(u);
+    if (this.slots === UNIFORM_SLOTS) this.flush();
+    const offset = this.slots++ * UNIFORM_SLOT, size = Math.max(16, Math.ceil(uniforms.length / 4) * 16);
+    const f = new Float32Array(this.staged, offset, size / 4), i = new Int32Array(this.staged, offset, size / 4);
     uniforms.forEach(([v, type], k) => {
       if (type === 'f32') f[k] = v;
       else i[k] = v;
     });
-    const ub = this.device.createBuffer({ size: u.byteLength, usage: 0x40 | 0x08, mappedAtCreation: true });
-    new Uint8Array(ub.getMappedRange()).set(new Uint8Array(u));
-    ub.unmap();
-    this.transient.push(ub);
-    this.stats.uniformBytes += u.byteLength;
     const pipeline = this.pipeline(code);
-    const entries = [{ binding: 0, resource: { buffer: ub } }];
+    const entries = [{ binding: 0, resource: { buffer: this.uniforms, offset, size } }];
     tensors.forEach((t, k) => entries.push({ binding: k + 1, resource: { buffer: (t ?? this.dummy).buffer } }));
     const bind = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
     const pass = this.enc().beginComputePass();
