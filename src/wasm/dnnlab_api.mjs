@@ -294,6 +294,25 @@ class CoreModel {
       m._free(p);
     }
   }
+  // The training state beyond the parameters (dnnlab_model_get_state):
+  // { values: Float32Array, steps, epoch }; setState takes the same.
+  getState() {
+    const h = this.h, m = this.core.mod, n = m._dnnlab_model_num_state(h);
+    if (n < 0) throw this.core.error();
+    const p = m._malloc(Math.max(4, n * 4));
+    if (!p) throw new DnnlabError(6, 'out of wasm memory');
+    try {
+      const c = this.core.withScratch(2, (cp) => this.core.check(m._dnnlab_model_get_state(h, p, n, cp)));
+      return { values: m.HEAPF32.slice(p >> 2, (p >> 2) + n), steps: c[0], epoch: c[1] };
+    } finally {
+      m._free(p);
+    }
+  }
+  setState({ values, steps, epoch }) {
+    const h = this.h, m = this.core.mod, v = f32(values);
+    const c = Float64Array.of(steps, epoch);
+    this.core.check(this.core.withBytes(v, (p) => this.core.withBytes(c, (cp) => m._dnnlab_model_set_state(h, p, v.length, cp))));
+  }
   setParams(values) {
     const h = this.h, v = f32(values);
     this.core.check(this.core.withBytes(v, (p) => this.core.mod._dnnlab_model_set_params(h, p, v.length)));

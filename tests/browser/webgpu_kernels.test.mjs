@@ -129,6 +129,15 @@ test('an MLP and a CNN trained on WebGPU match the wasm core; failures surface',
     assert.ok(evalGap <= LOSS_TOL, `${m.model} ${m.optimizer}: evaluation loss gap ${evalGap}`);
     assert.ok(Math.abs(m.evalGpu.accuracy - m.evalWasm.accuracy) <= 1 / 40, `${m.model}: evaluation accuracy`);
   }
+  for (const h of r.handoffs) {
+    const gap = Math.abs(h.contLoss - h.refLoss) / h.refLoss;
+    console.log(`  handoff ${h.model} ${h.optimizer}: state ${h.stateLength[0]} floats, gap ${h.stateErr.toExponential(2)}; ` +
+      `third epoch on wasm ${h.contLoss.toFixed(6)} vs wasm alone ${h.refLoss.toFixed(6)} (${gap.toExponential(2)})`);
+    assert.equal(h.stateLength[0], h.stateLength[1], `${h.model}: the state's layout`);
+    assert.deepEqual(h.counters.slice(0, 2), h.counters.slice(2), `${h.model}: steps and epochs`);
+    assert.ok(h.stateErr <= PARAM_TOL, `${h.model}: state differs by ${h.stateErr}`);
+    assert.ok(gap <= LOSS_TOL, `${h.model}: the continued run's loss differs by ${gap}`);
+  }
   const f = r.failures;
   console.log(`  failures: ${JSON.stringify(f)}`);
   assert.ok(Number.isFinite(f.before));
@@ -154,6 +163,23 @@ test('loadCore falls back to wasm without an adapter', { skip: prerequisite(test
   assert.deepEqual(m.epochOrder(0, 257), o0);
   assert.throws(() => m.epochOrder(-1, 3), /epoch must be/);
   m.free();
+  // The state a continued run takes: SGD with momentum keeps a velocity per
+  // parameter, BatchNorm its running statistics.
+  const bn = auto.createModel({ input: [3], classes: 2, layers: [{ type: 'dense', units: 4 }, { type: 'batchnorm' },
+    { type: 'dense', units: 2 }], optimizer: { type: 'sgd', lr: 0.1, momentum: 0.9 }, seed: 3 });
+  const st = bn.getState();
+  assert.equal(st.values.length, bn.numParams + 2 * 4);
+  assert.deepEqual([st.steps, st.epoch], [0, 0]);
+  assert.deepEqual([...st.values.slice(-8)], [0, 0, 0, 0, 1, 1, 1, 1]);  // running mean, variance
+  bn.loadData(Float32Array.from({ length: 30 }, (_, i) => Math.sin(i)), Int32Array.from({ length: 10 }, (_, i) => i % 2));
+  bn.trainEpoch();
+  const after = bn.getState();
+  assert.deepEqual([after.steps, after.epoch], [1, 1]);
+  bn.setState(st);
+  assert.deepEqual(bn.getState(), st);
+  assert.throws(() => bn.setState({ ...st, values: st.values.slice(1) }), /count/);
+  assert.throws(() => bn.setState({ ...st, values: st.values.map((v, i) => (i ? v : NaN)) }), /non-finite/);
+  bn.free();
   const noAdapter = { requestAdapter: async () => null };  // a GPU whose adapter request fails
   assert.equal((await loadCore({ simd: 'simd128', backend: 'auto', gpu: noAdapter })).backend, 'wasm');
 });

@@ -76,7 +76,7 @@ export async function runMlp() {
     wasm.free();
     gpuModel.free();
   }
-  return { runs, adapter: core.adapter, failures: await runFailures(core) };
+  return { runs, adapter: core.adapter, handoffs: await runHandoffs(core, sets), failures: await runFailures(core) };
 }
 
 // What a caller falls back on: a device lost mid-training (destroy()) and a
@@ -101,5 +101,41 @@ async function runFailures(core) {
   wasm.loadData(x, y);
   out.wasmLoss = wasm.trainEpoch().loss;
   wasm.free();
+  return out;
+}
+
+// A run continued in the wasm core (what a fallback does): 2 epochs on
+// WebGPU, then its parameters and state (optimizer moments, step count,
+// BatchNorm statistics) into a fresh wasm model for the third, against 3
+// epochs in the wasm core alone. Adam keeps two state tensors, so the CNN's
+// BatchNorm state is split back into gamma's and beta's.
+async function runHandoffs(core, sets) {
+  const out = [];
+  for (const [model, optimizer] of [['mlp', { type: 'adamw', lr: 2e-3, weight_decay: 0.05 }],
+    ['cnn', { type: 'adam', lr: 2e-3 }]]) {
+    const spec = { input: model === 'cnn' ? [1, 8, 8] : [48], classes: 10, layers: model === 'cnn' ? CNN : LAYERS,
+      optimizer, batch_size: model === 'cnn' ? 16 : 64, seed: 9 };
+    const { x, y } = sets[model];
+    const gpuModel = core.createGpuModel(spec), ref = core.createModel(spec), cont = core.createModel(spec);
+    gpuModel.loadData(x, y);
+    ref.loadData(x, y);
+    cont.loadData(x, y);
+    for (let e = 0; e < 2; e++) {
+      await gpuModel.trainEpoch();
+      ref.trainEpoch();
+    }
+    const gs = await gpuModel.getState(), rs = ref.getState();
+    let scale = 1, err = 0;
+    for (let i = 0; i < rs.values.length; i++) {
+      scale = Math.max(scale, Math.abs(rs.values[i]));
+      err = Math.max(err, Math.abs(rs.values[i] - gs.values[i]));
+    }
+    cont.setParams(await gpuModel.getParams());
+    cont.setState(gs);
+    const c = cont.trainEpoch(), r = ref.trainEpoch();
+    out.push({ model, optimizer: optimizer.type, stateLength: [gs.values.length, rs.values.length],
+      counters: [gs.steps, gs.epoch, rs.steps, rs.epoch], stateErr: err / scale, contLoss: c.loss, refLoss: r.loss });
+    for (const m of [gpuModel, ref, cont]) m.free();
+  }
   return out;
 }

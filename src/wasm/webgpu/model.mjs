@@ -183,6 +183,31 @@ export class WebGpuModel {
     return out;
   }
 
+  // The training state in dnnlab_model_get_state's layout, { values, steps,
+  // epoch }: with getParams(), what a wasm core model needs to continue this
+  // run (setParams, setState). BatchNorm's gamma and beta are one tensor
+  // here and two parameters there: their state is split back.
+  async getState() {
+    const parts = [];
+    const states = async (p) => {
+      const out = [];
+      for (const t of [p.s1, p.s2, p.s3]) if (t) out.push(await this.gpu.read(t));
+      return out;
+    };
+    for (const l of this.layers) {
+      for (const p of [l.w, l.b]) if (p) parts.push(...await states(p));
+      if (l.bn) {
+        const s = await states(l.bn);
+        for (const half of [0, 1]) parts.push(...s.map((t) => t.subarray(half * l.c, (half + 1) * l.c)));
+      }
+    }
+    for (const l of this.layers) if (l.running) parts.push(await this.gpu.read(l.running));
+    const values = new Float32Array(parts.reduce((a, p) => a + p.length, 0));
+    let off = 0;
+    for (const p of parts) values.set(p, (off += p.length) - p.length);
+    return { values, steps: this.steps, epoch: this.epoch };
+  }
+
   free() {
     for (const p of trainable(this.layers)) for (const t of [p.value, p.grad, p.s1, p.s2, p.s3]) t?.destroy();
     for (const l of this.layers) for (const t of [l.y, l.dy, l.argmax, l.running, l.stats]) t?.destroy();
