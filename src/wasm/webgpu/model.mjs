@@ -33,6 +33,13 @@ ${ELEMENTWISE_MAIN}
   if (i % u.row == 0) { yb[r] = y[src]; }
 }`;
 
+function concat(parts) {
+  const out = new Float32Array(parts.reduce((a, p) => a + p.length, 0));
+  let off = 0;
+  for (const p of parts) out.set(p, (off += p.length) - p.length);
+  return out;
+}
+
 function checkSpec(spec, layers) {
   const width = layers.at(-1).outShape.reduce((x, y) => x * y, 1);
   if (width !== spec.classes) throw new Error(`WebGpuModel: the last layer has ${width} outputs, not ${spec.classes} classes`);
@@ -177,10 +184,7 @@ export class WebGpuModel {
   async getParams() {
     const parts = [];
     for (const p of trainable(this.layers)) parts.push(await this.gpu.read(p.value));
-    const out = new Float32Array(parts.reduce((a, p) => a + p.length, 0));
-    let off = 0;
-    for (const p of parts) out.set(p, (off += p.length) - p.length);
-    return out;
+    return concat(parts);
   }
 
   // The training state in dnnlab_model_get_state's layout, { values, steps,
@@ -202,10 +206,7 @@ export class WebGpuModel {
       }
     }
     for (const l of this.layers) if (l.running) parts.push(await this.gpu.read(l.running));
-    const values = new Float32Array(parts.reduce((a, p) => a + p.length, 0));
-    let off = 0;
-    for (const p of parts) values.set(p, (off += p.length) - p.length);
-    return { values, steps: this.steps, epoch: this.epoch };
+    return { values: concat(parts), steps: this.steps, epoch: this.epoch };
   }
 
   free() {
