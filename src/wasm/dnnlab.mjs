@@ -26,6 +26,7 @@
 //   const g = core.createGpuModel(spec);         // a sequential spec; the wasm core's initial parameters
 //   g.loadData(x, y);
 //   const e = await g.trainEpoch();              // { epoch, loss, accuracy }, as m.trainEpoch()
+//   core.createGpuModel(spec, { fallback: true }) // the same, on wasm from a lost device on
 import createDnnlabCore from './dnnlab_core.mjs';
 import { relaxedSimdSupported, wrapCore } from './dnnlab_api.mjs';
 
@@ -75,10 +76,13 @@ export async function loadCore(options = {}) {
   // A sequential spec (src/wasm/webgpu/layers.mjs) trained on the GPU from the
   // parameters the wasm core initializes for the same spec and seed, in its
   // batch order.
-  core.createGpuModel = (spec) => {
+  // { fallback: true }: a GpuOrWasmModel, which moves to the wasm core on a
+  // lost device or a failing kernel without losing the run.
+  core.createGpuModel = (spec, { fallback = false } = {}) => {
     const m = core.createModel(spec);
     try {
-      return new webgpu.WebGpuModel(device, spec, m, { ownsSource: true });
+      if (!fallback) return new webgpu.WebGpuModel(device, spec, m, { ownsSource: true });
+      return new webgpu.GpuOrWasmModel(new webgpu.WebGpuModel(device, spec, m), m);
     } catch (e) {
       m.free();
       throw e;

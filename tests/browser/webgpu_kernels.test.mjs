@@ -140,7 +140,9 @@ test('an MLP and a CNN trained on WebGPU match the wasm core; failures surface',
   }
   const f = r.failures;
   console.log(`  failures: ${JSON.stringify(f)}`);
-  assert.ok(Number.isFinite(f.before));
+  assert.deepEqual(f.epochs.map((e) => [e.backend, e.epoch]), [['webgpu', 1], ['wasm', 2], ['wasm', 3]]);
+  for (const e of f.epochs) assert.ok(Math.abs(e.loss - e.ref) / e.ref <= LOSS_TOL, `fallback epoch ${e.epoch}: ${e.loss} vs ${e.ref}`);
+  assert.equal(f.failure, 'GpuFailure lost');
   assert.equal(f.lost, 'GpuFailure lost');
   assert.equal(f.lostAgain, 'GpuFailure lost');
   assert.equal(f.shader, 'GpuFailure error');

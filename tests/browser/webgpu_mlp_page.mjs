@@ -81,17 +81,32 @@ export async function runMlp() {
 
 // What a caller falls back on: a device lost mid-training (destroy()) and a
 // shader that fails to compile surface as GpuFailure from the next call
-// that reads; the wasm core of the same page trains on.
+// that reads; GpuOrWasmModel finishes its run in the wasm core.
 async function runFailures(core) {
   const spec = { input: [48], classes: 10, layers: LAYERS, batch_size: 32, seed: 2 };
   const { x, y } = blobs(64, 48, 10);
   const out = {};
-  const g = core.createGpuModel(spec);
+  // The fallback: epoch 1 on WebGPU, the device lost during epoch 2 (its
+  // batches recorded, not read back), which the wasm core redoes from epoch
+  // 1's checkpoint; epoch 3 on wasm. Against 3 epochs in the wasm core.
+  const m = core.createGpuModel({ ...spec, optimizer: { type: 'sgd', lr: 0.05, momentum: 0.9 } }, { fallback: true });
+  const ref = core.createModel({ ...spec, optimizer: { type: 'sgd', lr: 0.05, momentum: 0.9 } });
+  m.loadData(x, y);
+  ref.loadData(x, y);
+  const g = core.createGpuModel(spec);  // a second model on the same device, not freed by the fallback
   g.loadData(x, y);
-  out.before = (await g.trainEpoch()).loss;
-  core.gpu.device.destroy();
+  out.epochs = [];
+  for (let e = 0; e < 3; e++) {
+    const pending = m.trainEpoch();
+    if (e === 1) core.gpu.device.destroy();  // mid-epoch: the epoch's work is submitted, its read not done
+    const r = await pending;
+    out.epochs.push({ backend: r.backend, epoch: r.epoch, loss: r.loss, ref: ref.trainEpoch().loss });
+  }
+  out.failure = `${m.failure?.name} ${m.failure?.kind}`;
+  // A GPU model on the lost device: every call that reads fails the same way.
   out.lost = await g.trainEpoch().then(() => 'no error', (e) => `${e.name} ${e.kind}`);
   out.lostAgain = await g.evaluate(x, y).then(() => 'no error', (e) => `${e.name} ${e.kind}`);
+  for (const model of [m, ref, g]) model.free();
   const { GpuDevice } = await import('/probe/webgpu/device.mjs');
   const gpu = await GpuDevice.create();
   const t = gpu.tensor(new Float32Array(4));

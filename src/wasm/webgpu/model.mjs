@@ -18,7 +18,8 @@ import { webgpuKernels } from './kernels.mjs';
 import { allocate, backward, buildLayers, forward, trainable } from './layers.mjs';
 import { ELEMENTWISE_MAIN, kernelHead } from './wgsl_common.mjs';
 
-export { GpuDevice } from './device.mjs';
+export { GpuDevice, GpuFailure } from './device.mjs';
+export { GpuOrWasmModel } from './fallback.mjs';
 
 const OPTIMIZER_DEFAULTS = { lr: 0.01, momentum: 0, nesterov: false, weight_decay: 0, beta1: 0.9, beta2: 0.999,
   eps: 1e-8, alpha: 0.99, centered: false, lr_decay: 0, initial_accumulator: 0 };
