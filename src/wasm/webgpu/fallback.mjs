@@ -4,7 +4,8 @@
 // and training state: one read of about three times the parameters), and on
 // a failure the wasm model takes the last checkpoint and redoes the epoch
 // that failed. Same batch order, so the run stays what the wasm core (and a
-// native re-run) would have trained, within the GPU's rounding.
+// native re-run) would have trained, within the GPU's rounding. The wasm
+// model holds its own copy of the training set meanwhile.
 //
 //   const m = core.createGpuModel(spec, { fallback: true });
 //   m.loadData(x, y);
@@ -21,6 +22,7 @@ export class GpuOrWasmModel {
     this.backend = 'webgpu';
     this.failure = null;
     this.checkpoint = null;
+    this.epoch = 0;  // epochs done
   }
 
   loadData(x, y) {
@@ -33,6 +35,7 @@ export class GpuOrWasmModel {
       try {
         const r = await this.gpu.trainEpoch();
         this.checkpoint = { params: await this.gpu.getParams(), state: await this.gpu.getState() };
+        this.epoch = r.epoch;
         return { ...r, backend: 'webgpu' };
       } catch (e) {
         if (!(e instanceof GpuFailure)) throw e;
@@ -40,7 +43,7 @@ export class GpuOrWasmModel {
       }
     }
     const r = this.wasm.trainEpoch();
-    return { epoch: this.epochsDone(), loss: r.loss, accuracy: r.accuracy, backend: 'wasm' };
+    return { epoch: ++this.epoch, loss: r.loss, accuracy: r.accuracy, backend: 'wasm' };
   }
 
   async evaluate(x, y) {
@@ -73,10 +76,6 @@ export class GpuOrWasmModel {
     } catch {
       // a lost device's buffers are gone already
     }
-  }
-
-  epochsDone() {
-    return this.wasm.getState().epoch;
   }
 
   free() {
