@@ -21,6 +21,9 @@ class Optimizer {
   void set_lr(float lr) { lr_ = lr; }
   float lr() const { return lr_; }
   int64_t steps() const { return steps_; }
+  // Restores the step count (Adam's bias correction, AdaGrad's decay) with
+  // the state of a run continued elsewhere (the browser core's GPU backend).
+  void set_steps(int64_t steps) { steps_ = steps; }
   const OptimizerSpec& spec() const { return spec_; }
 
  private:

@@ -318,6 +318,68 @@ DNNLAB_API int dnnlab_model_use_split(dnnlab_model* m, dnnlab_shard* s, int32_t 
   });
 }
 
+namespace {
+// What dnnlab_model_get_state holds beyond the parameters, in its order.
+std::vector<nn::Tensor*> state_tensors(dnnlab_model* m) {
+  std::vector<nn::Tensor*> out;
+  for (nn::Param* p : m->model.params())
+    for (nn::Tensor* t : {&p->state1, &p->state2, &p->state3})
+      if (t->numel()) out.push_back(t);
+  for (nn::Param* p : m->model.state()) out.push_back(&p->value);
+  return out;
+}
+}  // namespace
+
+DNNLAB_API int32_t dnnlab_model_num_state(dnnlab_model* m) {
+  int64_t n = -1;
+  api([&] {
+    need(m, "null model");
+    n = 0;
+    for (nn::Tensor* t : state_tensors(m)) n += t->numel();
+  });
+  return static_cast<int32_t>(n);
+}
+
+DNNLAB_API int dnnlab_model_get_state(dnnlab_model* m, float* out, int32_t count,
+                                      double* counters) {
+  return api([&] {
+    need(m && out && counters, "null pointer");
+    need(count == dnnlab_model_num_state(m), "count is not dnnlab_model_num_state");
+    for (nn::Tensor* t : state_tensors(m)) {
+      std::memcpy(out, t->data(), sizeof(float) * size_t(t->numel()));
+      out += t->numel();
+    }
+    counters[0] = static_cast<double>(m->trainer.optimizer().steps());
+    counters[1] = m->epoch;
+  });
+}
+
+DNNLAB_API int dnnlab_model_set_state(dnnlab_model* m, const float* in, int32_t count,
+                                      const double* counters) {
+  return api([&] {
+    need(m && in && counters, "null pointer");
+    need(count == dnnlab_model_num_state(m), "count is not dnnlab_model_num_state");
+    need(!m->trainer.in_epoch(), "an epoch is under way");
+    need(counters[0] >= 0 && counters[1] >= 0 && counters[1] < 1e9, "negative step or epoch count");
+    check_finite(in, count, "state");
+    for (nn::Tensor* t : state_tensors(m)) {
+      std::memcpy(t->data(), in, sizeof(float) * size_t(t->numel()));
+      in += t->numel();
+    }
+    m->trainer.optimizer().set_steps(static_cast<int64_t>(counters[0]));
+    m->epoch = static_cast<int>(counters[1]);
+  });
+}
+
+DNNLAB_API int dnnlab_model_epoch_order(dnnlab_model* m, int32_t epoch, int32_t n, int32_t* out) {
+  return api([&] {
+    need(m && out, "null pointer");
+    need(epoch >= 0 && n > 0, "epoch must be >= 0 and n positive");
+    const std::vector<int64_t> order = nn::epoch_order(m->spec.train.seed, epoch, n);
+    for (int32_t i = 0; i < n; ++i) out[i] = static_cast<int32_t>(order[static_cast<size_t>(i)]);
+  });
+}
+
 DNNLAB_API int dnnlab_model_train_epochs(dnnlab_model* m, int32_t epochs, double* out) {
   return api([&] {
     need(m, "null model");

@@ -229,6 +229,18 @@ class CoreModel {
     const r = this.core.withScratch(4, (p) => this.core.check(this.core.mod._dnnlab_model_train_steps(h, steps, p)));
     return { loss: r[0], accuracy: r[1], seconds: r[2], samplesPerSecond: r[3] };
   }
+  // The trainer's sample order for 0-based `epoch` over n samples (Int32Array).
+  epochOrder(epoch, n) {
+    const h = this.h, m = this.core.mod;
+    const p = m._malloc(Math.max(4, 4 * n));
+    if (!p) throw new DnnlabError(6, 'out of wasm memory');
+    try {
+      this.core.check(m._dnnlab_model_epoch_order(h, epoch, n, p));
+      return m.HEAP32.slice(p >> 2, (p >> 2) + n);
+    } finally {
+      m._free(p);
+    }
+  }
   // Loads (x, y) and trains: { epochs } (default 1) returns one result per
   // epoch; { steps } returns one result for that many batches.
   train(x, y, { epochs = 1, steps } = {}) {
@@ -281,6 +293,25 @@ class CoreModel {
     } finally {
       m._free(p);
     }
+  }
+  // The training state beyond the parameters (dnnlab_model_get_state):
+  // { values: Float32Array, steps, epoch }; setState takes the same.
+  getState() {
+    const h = this.h, m = this.core.mod, n = m._dnnlab_model_num_state(h);
+    if (n < 0) throw this.core.error();
+    const p = m._malloc(Math.max(4, n * 4));
+    if (!p) throw new DnnlabError(6, 'out of wasm memory');
+    try {
+      const c = this.core.withScratch(2, (cp) => this.core.check(m._dnnlab_model_get_state(h, p, n, cp)));
+      return { values: m.HEAPF32.slice(p >> 2, (p >> 2) + n), steps: c[0], epoch: c[1] };
+    } finally {
+      m._free(p);
+    }
+  }
+  setState({ values, steps, epoch }) {
+    const h = this.h, m = this.core.mod, v = f32(values);
+    const c = Float64Array.of(steps, epoch);
+    this.core.check(this.core.withBytes(v, (p) => this.core.withBytes(c, (cp) => m._dnnlab_model_set_state(h, p, v.length, cp))));
   }
   setParams(values) {
     const h = this.h, v = f32(values);

@@ -85,6 +85,16 @@ int32_t dnnlab_model_input_size(dnnlab_model* m);
  * layer order (weight then bias). set rejects non-finite values. */
 int dnnlab_model_get_params(dnnlab_model* m, float* out, int32_t count);
 int dnnlab_model_set_params(dnnlab_model* m, const float* in, int32_t count);
+/* The training state beyond the parameters, for continuing a run on another
+ * backend (src/wasm/webgpu): each parameter's optimizer state in parameter
+ * order (state1, then state2 and state3 where the optimizer keeps them: SGD
+ * velocity; Adam m, v; AdaGrad sum; RMSprop square average, momentum buffer,
+ * gradient average), then BatchNorm's running mean and variance, layer by
+ * layer. num_state: floats (-1 on error); counters[2] = optimizer steps,
+ * epochs done. set rejects non-finite values and a model mid-epoch. */
+int32_t dnnlab_model_num_state(dnnlab_model* m);
+int dnnlab_model_get_state(dnnlab_model* m, float* out, int32_t count, double* counters);
+int dnnlab_model_set_state(dnnlab_model* m, const float* in, int32_t count, const double* counters);
 /* Safetensors bytes: save returns a pointer owned by the model, valid until
  * the next save or free, and its length in *len. */
 const uint8_t* dnnlab_model_save(dnnlab_model* m, int32_t* len);
@@ -98,6 +108,10 @@ int dnnlab_model_load_data(dnnlab_model* m, const float* x, int32_t x_count, con
  * (same seed, same order). out[4] = last epoch's loss, accuracy, seconds,
  * samples/s. The epoch counter carries on across calls (for the schedule). */
 int dnnlab_model_train_epochs(dnnlab_model* m, int32_t epochs, double* out);
+/* The order in which the trainer takes n samples in 0-based `epoch` (a
+ * permutation of [0, n), from the spec's seed; nn::epoch_order), for another
+ * backend to train on the same batches (src/wasm/webgpu). */
+int dnnlab_model_epoch_order(dnnlab_model* m, int32_t epoch, int32_t n, int32_t* out);
 /* `steps` batches from the loaded set, continuing where the last call left
  * off. out[4] = mean loss, mean accuracy, seconds, samples/s over them. */
 int dnnlab_model_train_steps(dnnlab_model* m, int32_t steps, double* out);

@@ -5,6 +5,14 @@ export const LAUNCH = {
   headless: true,
   args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update'],
 };
+// WebGPU on the CPU (SwiftShader's Vulkan), for the WebGPU backend's tests:
+// navigator.gpu gives an adapter on a page served from http://127.0.0.1.
+export const LAUNCH_WEBGPU = {
+  executablePath: CHROMIUM,
+  headless: true,
+  args: ['--no-sandbox', '--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader',
+    '--disable-background-networking', '--disable-component-update'],
+};
 
 // A missing prerequisite (Chromium, the built dashboard or wasm core, a dnnlab
 // binary) skips a test on a developer's machine, but ctest counts a skipped
