@@ -8,85 +8,24 @@
 //   node tests/browser/hybrid_run.test.mjs --dist DIR --dnnlab BIN [--shots DIR]
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { CHROMIUM, LAUNCH, prerequisite, until } from './launch.mjs';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { LAUNCH, until } from './launch.mjs';
+import { DATASET, arg, hybridSkip, hybridSpec, require, start, startRun } from './hybrid_common.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const require = createRequire(resolve(here, '../../web/package.json'));
-const arg = (n, d) => { const i = process.argv.indexOf(n); return i > 0 ? process.argv[i + 1] : d; };
-const DIST = resolve(arg('--dist', resolve(here, '../../web/dist')));
-const DNNLAB = arg('--dnnlab', process.env.DNNLAB_BIN || null);
 const SHOTS = arg('--shots', null);  // where to keep the page's screenshot
-const FASHION = '/usr/share/datasets/fashion-mnist';
-const DATASET = existsSync(FASHION) ? 'fashion-mnist' : 'synthetic';
-
-// 768 images, batch 32: 24 batches an epoch, 12 rounds of two clients; four
-// epochs, so that the page sees the curve grow while the run goes on.
-const SPEC = `name: hybrid-watched
-data: {dataset: ${DATASET}, validation: 300, limit_train: 768}
-model:
-  input: [1, 28, 28]
-  parts:
-    features:
-      - {conv2d: 6, kernel: 3, padding: 1, bias: false}
-      - batchnorm
-      - relu
-      - max_pool2d: 2
-    classifier:
-      - dense: 10
-train:
-  epochs: 4
-  batch_size: 32
-  seed: 7
-  optimizer: {type: adam, lr: 0.003}
-`;
-
-const skip = prerequisite(test, !existsSync(CHROMIUM) ? `no Chromium at ${CHROMIUM}`
-  : !existsSync(join(DIST, 'hybrid_run.html')) ? `no run page in ${DIST}`
-  : !existsSync(join(DIST, 'core', 'dnnlab_core.wasm')) ? `no wasm core in ${DIST}/core (em++ missing?)`
-  : !DNNLAB || !existsSync(DNNLAB) ? 'no --dnnlab binary given'
-  : process.env.CI && !existsSync(FASHION) ? `${FASHION} is not installed`
-  : false);
-
-function start(args, env = {}) {
-  const p = spawn(DNNLAB, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-  p.log = '';
-  p.stdout.on('data', (d) => { p.log += d; });
-  p.stderr.on('data', (d) => { p.log += d; });
-  p.exited = new Promise((ok) => p.on('exit', (code, signal) => ok(code ?? 128 + (signal ? 9 : 0))));
-  return p;
-}
+// Four epochs, so that the page sees the curve grow while the run goes on.
+const SPEC = hybridSpec('hybrid-watched', 4);
+const skip = hybridSkip(test, 'hybrid_run.html');
 
 test('the run page shows the clients, the time split and the curve of a live run', { skip, timeout: 180_000 }, async (t) => {
   const t0 = Date.now();
   const { chromium } = require('playwright-core');
-  const dir = mkdtempSync(join(tmpdir(), 'dnnlab-hybrid-run-'));
-  const procs = [];
-  let browser = null;
-  t.after(async () => {
-    await browser?.close();
-    for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-  });
-  writeFileSync(join(dir, 'spec.yaml'), SPEC);
-  const server = start(['train', join(dir, 'spec.yaml'), '--distributed', '--listen', '127.0.0.1:0',
-    '--clients', '2', '--client-wait', '60', '--out', dir], { DNNLAB_WEB_DIR: DIST });
-  procs.push(server);
-  const urls = await until('the join and watch lines', () => {
-    if (server.exitCode !== null) throw new Error(`dnnlab train exited ${server.exitCode}:\n${server.log}`);
-    const native = server.log.match(/join with: dnnlab join (\S+) --token ([0-9a-f]+)/);
-    const page = server.log.match(/browsers join at (\S+)/);
-    const watch = server.log.match(/watch the run at (\S+)#token=([0-9a-f]{64})/);
-    return native && page && watch ? { url: native[1], token: native[2], page: page[1], watch: watch[1], watchToken: watch[2] } : null;
-  }, 30_000).catch((e) => { throw new Error(`${e.message}:\n${server.log}`); });
+  const run = await startRun(t, SPEC, 2);
+  const { dir, server, procs, lines: urls } = run;
   assert.notEqual(urls.watchToken, urls.token, 'the watch token is not the join token');
 
-  browser = await chromium.launch(LAUNCH);
+  const browser = run.browser = await chromium.launch(LAUNCH);
   const errors = [];
   const open = async (name, url) => {
     const page = await (await browser.newContext()).newPage();
