@@ -124,9 +124,8 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
   http.replace(0, 2, "http");  // ws://HOST:PORT/hybrid -> http://HOST:PORT/hybrid
   if (!page.empty())
     std::cerr << "hybrid: browsers join at " << http.substr(0, http.size() - 7) << page
-              << "#token=" << eo.token << std::endl;
-  if (!page.empty())
-    std::cerr << "hybrid: watch the run at " << http.substr(0, http.size() - 7) << "/hybrid/run"
+              << "#token=" << eo.token << "\n"
+              << "hybrid: watch the run at " << http.substr(0, http.size() - 7) << "/hybrid/run"
               << "#token=" << eo.watch_token << std::endl;
   else
     std::cerr << "hybrid: the run's status: GET " << http.substr(0, http.size() - 7)

@@ -169,6 +169,7 @@ void HybridServer::Impl::on_activations(int c, Frame& f, Ticket& t) {
 }
 
 void HybridServer::Impl::on_weight_grads(int c, Frame& f, Ticket& t) {
+  const auto arrived = Clock::now();  // the client's turnaround ends here, not after a re-check
   if (t.stage != Stage::kBackward)
     return drop_client(c, "weight gradients for a ticket not waiting for them", true);
   if (f.tensors.size() != f_params.size() + f_state.size())
@@ -194,7 +195,7 @@ void HybridServer::Impl::on_weight_grads(int c, Frame& f, Ticket& t) {
     return;  // quarantined; the ticket went with the client
   --peers[c].backward;
   ClientStats& cs = client(c);
-  cs.backward_seconds += between(t.sent, Clock::now());
+  cs.backward_seconds += between(t.sent, arrived);
   ++cs.answered;
   cs.rows += t.rows;
   grads.push_back({f.ticket, c, t.rows, t.version, std::move(f.tensors), std::move(nonfinite)});

@@ -103,7 +103,9 @@ async function poll() {
     if (s.state === 'finished') return;  // the run is over; its endpoint closes
   } catch (e) {
     // The run ended (its endpoint closed) or is unreachable: say so, keep trying.
-    view.error = view.status?.state === 'finished' ? '' : String(e.message ?? e);
+    view.error = view.status?.state === 'finished' ? ''
+      : view.status && e instanceof TypeError ? 'The run\'s endpoint does not answer: the run has ended (its results are in its metrics.json) or it is unreachable.'
+        : String(e.message ?? e);
   }
   $('error').textContent = view.error;
   setTimeout(poll, POLL_MS);
