@@ -90,7 +90,7 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
                                   const data::Dataset& data, const nn::LabeledData& train,
                                   const nn::LabeledData* val, nn::TrainObserver* obs,
                                   nn::Model* model, std::vector<nn::EpochResult>* curve,
-                                  uint64_t* version) {
+                                  uint64_t* version, nlohmann::json* by_client) {
   const nn::Shape input = nn::model_input(spec.model, data.sample_shape);
   hybrid_net::EndpointOptions eo;
   eo.token = server::random_hex(32);
@@ -154,6 +154,9 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
                                       o.wire);
   *curve = server.fit(train, val, &watch);
   watch.finished();
+  // The run page's last client rows, kept in metrics.json: the split of
+  // each client's time outlives the endpoint.
+  *by_client = nlohmann::json::parse(*board.latest())["clients"];
   server.finish();
   endpoint.shutdown();
   *version = server.version();
@@ -172,6 +175,7 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
   experiment::RunResult r;
   hybrid::HybridStats stats;
   uint64_t version = 0;
+  nlohmann::json by_client;
   if (o.listen.empty()) {
     hybrid::HybridOptions options;
     options.staleness = o.staleness;
@@ -183,7 +187,7 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
     stats = std::move(h.stats);
     version = h.version;
   } else {
-    stats = networked_fit(o, spec, data, train, valp, obs, model, &r.curve, &version);
+    stats = networked_fit(o, spec, data, train, valp, obs, model, &r.curve, &version, &by_client);
   }
   r.num_params = model->num_params();
   r.stopped_early = static_cast<int>(r.curve.size()) < spec.train.epochs;
@@ -214,6 +218,7 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
              {"bytes_to_clients", stats.bytes_to_clients},
              {"bytes_from_clients", stats.bytes_from_clients},
              {"quarantined", stats.quarantined}};
+  if (!by_client.is_null()) (*report)["by_client"] = std::move(by_client);
   if (!o.quiet)
     for (const std::string& line : stats.log) std::cerr << "hybrid: " << line << "\n";
   return r;

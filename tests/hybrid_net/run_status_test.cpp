@@ -171,6 +171,13 @@ TEST(RunStatus, SnapshotsOfARealRunHoldTogetherAndNeedAToken) {
       EXPECT_EQ(s["clients"][1]["tickets"], d["tickets_by_client"][1]);
     }
   }
+  // metrics.json keeps the last rows: each client's tickets as the run counts them.
+  ASSERT_EQ(d["by_client"].size(), 2u) << d.dump();
+  for (size_t c = 0; c < 2; ++c) {
+    EXPECT_EQ(d["by_client"][c]["tickets"], d["tickets_by_client"][c]);
+    EXPECT_EQ(d["by_client"][c]["kind"], "native");
+    EXPECT_GT(d["by_client"][c]["forward_seconds"].get<double>(), 0);
+  }
   EXPECT_GE(training, 5) << seen.size() << " snapshots";
   EXPECT_GE(most_epochs, 2u) << "no snapshot between epochs";
   const auto& last = seen.back();
