@@ -57,7 +57,8 @@ struct HybridOptions {
 // client: its turnarounds hold the client's compute and both transfers.
 struct ClientStats {
   int64_t tickets = 0;   // issued to it
-  int64_t answered = 0;  // its weight gradients accepted (a ticket done)
+  int64_t answered = 0;  // its weight gradients in, shape and values finite (the step's
+                         // norm screen may still drop one)
   int64_t rows = 0;      // the rows of those tickets
   int64_t reissued = 0;  // its tickets given up before activations
   int64_t rechecks = 0, recheck_failures = 0;
