@@ -1,6 +1,7 @@
 // Bundles web/src (plain ES modules + CSS) into one app.js, app.css and index.html,
 // the join page (src/join) into join.html, join.js and join_worker.js, and the
-// distributed run's browser client (src/hybrid) into hybrid.html, hybrid.js and hybrid_worker.js.
+// distributed run's browser client (src/hybrid) into hybrid.html, hybrid.js and hybrid_worker.js,
+// and its run page into hybrid_run.html, hybrid_run.js and hybrid_run.css.
 // Usage: node build.mjs [--outdir DIR] [--dev]
 import * as esbuild from 'esbuild';
 import { copyFile, mkdir } from 'node:fs/promises';
@@ -41,11 +42,14 @@ const joinResult = await esbuild.build({
     join: join(here, 'src/join/join.js'), join_worker: join(here, 'src/join/join_worker.js'),
     // The browser client of a distributed run (served by `dnnlab train --listen`).
     hybrid: join(here, 'src/hybrid/hybrid.js'), hybrid_worker: join(here, 'src/hybrid/hybrid_worker.js'),
+    // Its live run page (the status, the clients, the curve).
+    hybrid_run: join(here, 'src/hybrid/run.js'),
   },
   format: 'esm',
 });
 await copyFile(join(here, 'src/join/join.html'), join(outdir, 'join.html'));
 await copyFile(join(here, 'src/hybrid/hybrid.html'), join(outdir, 'hybrid.html'));
+await copyFile(join(here, 'src/hybrid/run.html'), join(outdir, 'hybrid_run.html'));
 const sizes = [...Object.entries(result.metafile.outputs), ...Object.entries(joinResult.metafile.outputs)]
   .map(([f, o]) => `${f.split('/').pop()} ${(o.bytes / 1024).toFixed(1)} KiB`);
 console.log(`dashboard -> ${outdir}: ${sizes.join(', ')}`);

@@ -11,6 +11,7 @@
 #include "data/shard.hpp"
 #include "hybrid/train_in_process.hpp"
 #include "hybrid_net/endpoint.hpp"
+#include "hybrid_net/run_status.hpp"
 #include "server/gateway.hpp"
 #include "server/token.hpp"
 
@@ -66,16 +67,18 @@ std::string browser_files(const nn::RunSpec& spec, const data::Dataset& data,
   if (root.empty()) return "";
   const std::filesystem::path web(root);
   const std::pair<const char*, const char*> page[] = {
-      {"hybrid.html", "text/html; charset=utf-8"},
-      {"hybrid.js", "text/javascript"},
-      {"hybrid_worker.js", "text/javascript"},
-      {"core/dnnlab_core.mjs", "text/javascript"},
-      {"core/dnnlab_core.wasm", "application/wasm"}};
+      {"hybrid.html", "text/html; charset=utf-8"}, {"hybrid.js", "text/javascript"},
+      {"hybrid_worker.js", "text/javascript"},     {"hybrid_run.html", "text/html; charset=utf-8"},
+      {"hybrid_run.js", "text/javascript"},        {"hybrid_run.css", "text/css"},
+      {"core/dnnlab_core.mjs", "text/javascript"}, {"core/dnnlab_core.wasm", "application/wasm"}};
   std::map<std::string, hybrid_net::EndpointOptions::File> files;
   for (const auto& [name, type] : page) {
     auto body = read_file(web / name);
     if (!body) return "";
-    const std::string path = std::string("/hybrid/") + (name == page[0].first ? "join" : name);
+    const std::string n = name;
+    const std::string path = "/hybrid/" + (n == "hybrid.html"       ? std::string("join")
+                                           : n == "hybrid_run.html" ? std::string("run")
+                                                                    : n);
     files[path] = {type, std::move(body)};
   }
   eo.files.merge(files);
@@ -87,7 +90,7 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
                                   const data::Dataset& data, const nn::LabeledData& train,
                                   const nn::LabeledData* val, nn::TrainObserver* obs,
                                   nn::Model* model, std::vector<nn::EpochResult>* curve,
-                                  uint64_t* version) {
+                                  uint64_t* version, nlohmann::json* by_client) {
   const nn::Shape input = nn::model_input(spec.model, data.sample_shape);
   hybrid_net::EndpointOptions eo;
   eo.token = server::random_hex(32);
@@ -98,6 +101,18 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
   eo.max_clients = hybrid::kMaxClients;
   if (!o.quiet) eo.log = [](const std::string& line) { std::cerr << "hybrid: " << line << "\n"; };
   const std::string page = browser_files(spec, data, eo);
+  // The run's live status (docs/distributed.md "Watching a run"): read-only,
+  // with its own token, so that a watcher can neither join nor read the data.
+  // The board outlives the endpoint, whose io thread reads it.
+  hybrid_net::RunStatusInput waiting;
+  waiting.state = "waiting";
+  waiting.epochs = spec.train.epochs;
+  waiting.staleness = o.staleness;
+  waiting.wire = o.wire;
+  hybrid_net::RunStatusBoard board(hybrid_net::status_json(waiting).dump());
+  eo.watch_token = server::random_hex(32);
+  eo.files["/hybrid/status"] = {"application/json", nullptr, /*needs_token=*/true,
+                                /*watch_token_too=*/true, [&board] { return board.latest(); }};
   hybrid_net::HybridEndpoint endpoint(o.listen, eo);
   // Printed even with -q: nobody can join without it. The browser URL keeps
   // the token in its fragment, which browsers never send (so no request line
@@ -109,13 +124,19 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
   http.replace(0, 2, "http");  // ws://HOST:PORT/hybrid -> http://HOST:PORT/hybrid
   if (!page.empty())
     std::cerr << "hybrid: browsers join at " << http.substr(0, http.size() - 7) << page
-              << "#token=" << eo.token << std::endl;
+              << "#token=" << eo.token << "\n"
+              << "hybrid: watch the run at " << http.substr(0, http.size() - 7) << "/hybrid/run"
+              << "#token=" << eo.watch_token << std::endl;
   else
-    std::cerr << "hybrid: no browser page here (the web bundle and its wasm core were not "
+    std::cerr << "hybrid: the run's status: GET " << http.substr(0, http.size() - 7)
+              << "/hybrid/status with Authorization: Bearer " << eo.watch_token << "\n"
+              << "hybrid: no browser page here (the web bundle and its wasm core were not "
                  "found; $DNNLAB_WEB_DIR names them)"
               << std::endl;
   const int joined = endpoint.wait_for_clients(
       o.clients, hybrid::Clock::now() + std::chrono::seconds(o.client_wait_s), [&](int n) {
+        waiting.agents = endpoint.agents();
+        board.publish(hybrid_net::status_json(waiting).dump());
         if (n < o.clients)
           std::cerr << "hybrid: waiting for " << o.clients << " client"
                     << (o.clients > 1 ? "s" : "") << " to join (" << n << " joined)" << std::endl;
@@ -129,7 +150,13 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
   options.staleness = o.staleness;
   options.wire = o.wire == "fp16" ? hybrid::Dtype::kFloat16 : hybrid::Dtype::kFloat32;
   hybrid::HybridServer server(spec, input, data.num_classes, endpoint, options);
-  *curve = server.fit(train, val, obs);
+  hybrid_net::RunStatusObserver watch(board, server, endpoint, obs, spec.train.epochs, o.staleness,
+                                      o.wire);
+  *curve = server.fit(train, val, &watch);
+  watch.finished();
+  // The run page's last client rows, kept in metrics.json: the split of
+  // each client's time outlives the endpoint.
+  *by_client = nlohmann::json::parse(*board.latest())["clients"];
   server.finish();
   endpoint.shutdown();
   *version = server.version();
@@ -148,6 +175,7 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
   experiment::RunResult r;
   hybrid::HybridStats stats;
   uint64_t version = 0;
+  nlohmann::json by_client;
   if (o.listen.empty()) {
     hybrid::HybridOptions options;
     options.staleness = o.staleness;
@@ -159,7 +187,7 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
     stats = std::move(h.stats);
     version = h.version;
   } else {
-    stats = networked_fit(o, spec, data, train, valp, obs, model, &r.curve, &version);
+    stats = networked_fit(o, spec, data, train, valp, obs, model, &r.curve, &version, &by_client);
   }
   r.num_params = model->num_params();
   r.stopped_early = static_cast<int>(r.curve.size()) < spec.train.epochs;
@@ -190,6 +218,7 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
              {"bytes_to_clients", stats.bytes_to_clients},
              {"bytes_from_clients", stats.bytes_from_clients},
              {"quarantined", stats.quarantined}};
+  if (!by_client.is_null()) (*report)["by_client"] = std::move(by_client);
   if (!o.quiet)
     for (const std::string& line : stats.log) std::cerr << "hybrid: " << line << "\n";
   return r;

@@ -56,6 +56,7 @@ bool HybridServer::Impl::choose_recheck(int c) {
 bool HybridServer::Impl::recheck(int c, uint64_t id, const Ticket& t,
                                  const std::vector<nn::Tensor>& g) {
   ++stats.rechecks;
+  ++client(c).rechecks;
   std::vector<nn::Param*> cp = checker.params(), cs = checker.state();
   copy_values(cp, f_params);
   copy_values(cs, f_state);
@@ -95,6 +96,7 @@ bool HybridServer::Impl::recheck(int c, uint64_t id, const Ticket& t,
   }
   if (!why.empty()) {
     ++stats.recheck_failures;
+    ++client(c).recheck_failures;
     drop_client(c, "re-check of ticket " + std::to_string(id) + ": " + why, true);
     return false;
   }

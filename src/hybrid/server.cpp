@@ -23,7 +23,9 @@ void HybridServer::Impl::drop_client(int c, const std::string& why, bool quarant
   Peer& p = peers[c];
   if (p.gone) return;
   p.gone = true;
+  client(c).gone = true;
   if (quarantine) {
+    client(c).quarantined = true;
     stats.quarantined.push_back(c);
     link.expel(c, why);
   }
@@ -56,6 +58,7 @@ void HybridServer::Impl::close(uint64_t id) {
 // the queue, for the next free client.
 void HybridServer::Impl::requeue(uint64_t id, const std::string& why) {
   pending.push_front(open[id].begin);
+  ++client(open[id].client).reissued;
   close(id);
   ++stats.reissued;
   note("ticket " + std::to_string(id) + " reissued: " + why);
@@ -85,7 +88,8 @@ std::vector<uint64_t> HybridServer::Impl::issue_round() {
     t.version = version;
     t.begin = begin;
     t.rows = std::min<int64_t>(batch_size(), static_cast<int64_t>(order.size()) - begin);
-    t.deadline = Clock::now() + opt.deadline;
+    t.sent = Clock::now();
+    t.deadline = t.sent + opt.deadline;
     Frame f{FrameKind::kTicket, version, id, {}, {}, opt.wire};  // answer in opt.wire
     for (int64_t i = 0; i < t.rows; ++i)
       f.indices.push_back(static_cast<uint32_t>(order[begin + i]));
@@ -95,6 +99,9 @@ std::vector<uint64_t> HybridServer::Impl::issue_round() {
     if (static_cast<int>(stats.tickets_by_client.size()) <= c)
       stats.tickets_by_client.resize(c + 1);
     ++stats.tickets_by_client[c];
+    ClientStats& cs = client(c);
+    ++cs.tickets;
+    if (cs.first_ticket < 0) cs.first_ticket = since_born(t.sent);
     round.push_back(id);
     if (p.version != version) send_weights(c);
     if (!p.gone) send(c, encode(f));
@@ -110,6 +117,8 @@ void HybridServer::Impl::dispatch(Inbound in) {
   if (c < 0 || c >= static_cast<int>(peers.size()) || peers[c].gone) return;
   if (in.left) return drop_client(c, "it closed its link", false);
   stats.bytes_from_clients += static_cast<int64_t>(in.frame.size());
+  client(c).bytes_from += static_cast<int64_t>(in.frame.size());
+  client(c).last_seen = since_born();
   Frame f;
   try {
     f = decode(in.frame);
@@ -154,11 +163,13 @@ void HybridServer::Impl::on_activations(int c, Frame& f, Ticket& t) {
   t.nonfinite = finite_problem(f.tensors[0].view());
   t.act = std::move(f.tensors[0]);
   t.has_act = true;
+  client(c).forward_seconds += between(t.sent, Clock::now());
   t.recheck = choose_recheck(c);
   if (peers[c].waiting == f.ticket) peers[c].waiting = 0;
 }
 
 void HybridServer::Impl::on_weight_grads(int c, Frame& f, Ticket& t) {
+  const auto arrived = Clock::now();  // the client's turnaround ends here, not after a re-check
   if (t.stage != Stage::kBackward)
     return drop_client(c, "weight gradients for a ticket not waiting for them", true);
   if (f.tensors.size() != f_params.size() + f_state.size())
@@ -183,6 +194,10 @@ void HybridServer::Impl::on_weight_grads(int c, Frame& f, Ticket& t) {
   if (t.recheck && nonfinite.empty() && t.version == version && !recheck(c, f.ticket, t, f.tensors))
     return;  // quarantined; the ticket went with the client
   --peers[c].backward;
+  ClientStats& cs = client(c);
+  cs.backward_seconds += between(t.sent, arrived);
+  ++cs.answered;
+  cs.rows += t.rows;
   grads.push_back({f.ticket, c, t.rows, t.version, std::move(f.tensors), std::move(nonfinite)});
   close(f.ticket);
 }
@@ -255,7 +270,9 @@ nn::EpochResult HybridServer::run_epoch(int epoch, const nn::LabeledData& train,
     });
     auto busy = Clock::now();
     m.classifier_step(round);
-    m.stats.server_seconds += std::chrono::duration<double>(Clock::now() - busy).count();
+    const double c_secs = std::chrono::duration<double>(Clock::now() - busy).count();
+    m.stats.server_seconds += c_secs;
+    m.stats.classifier_seconds += c_secs;
     m.pump(Stage::kBackward, [&] { return !m.blocks_next_version(); });
     busy = Clock::now();
     m.apply_grads();
@@ -316,6 +333,9 @@ uint64_t HybridServer::version() const {
 }
 const HybridStats& HybridServer::stats() const {
   return impl_->stats;
+}
+double HybridServer::seconds() const {
+  return impl_->since_born();
 }
 
 }  // namespace dnnlab::hybrid

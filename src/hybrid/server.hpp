@@ -52,6 +52,25 @@ struct HybridOptions {
   uint64_t recheck_seed = 0;  // 0: from std::random_device (tests fix it)
 };
 
+// One client's share of the run, as the server sees it (the live run page,
+// docs/distributed.md "Watching a run"). The server cannot see inside a
+// client: its turnarounds hold the client's compute and both transfers.
+struct ClientStats {
+  int64_t tickets = 0;   // issued to it
+  int64_t answered = 0;  // its weight gradients in, shape and values finite (the step's
+                         // norm screen may still drop one)
+  int64_t rows = 0;      // the rows of those tickets
+  int64_t reissued = 0;  // its tickets given up before activations
+  int64_t rechecks = 0, recheck_failures = 0;
+  // Ticket sent -> its activations in; activation gradients sent -> its
+  // weight gradients in. Seconds, summed over its tickets.
+  double forward_seconds = 0, backward_seconds = 0;
+  int64_t bytes_to = 0, bytes_from = 0;
+  // Seconds since the server started: its first ticket, its last frame.
+  double first_ticket = -1, last_seen = -1;
+  bool gone = false, quarantined = false;
+};
+
 // What happened to the tickets, for tests, logs and docs.
 struct HybridStats {
   int64_t rounds = 0, tickets = 0;
@@ -69,6 +88,10 @@ struct HybridStats {
   // averaging, features steps) and waiting for the clients (their compute
   // and the transfers).
   double server_seconds = 0, wait_seconds = 0;
+  double classifier_seconds = 0;     // of server_seconds: the classifier's steps
+  int64_t classifier_rows = 0;       // rows the classifier trained on
+  int64_t features_rows = 0;         // rows whose weight gradients were applied
+  std::vector<ClientStats> clients;  // indexed by client id
   std::vector<int> quarantined;
   std::vector<std::string> log;  // one line per reissue, quarantine and departure
 };
@@ -98,6 +121,8 @@ class HybridServer {
   nn::Model& whole();
   uint64_t version() const;
   const HybridStats& stats() const;
+  // Seconds since the server was made (the clock of ClientStats).
+  double seconds() const;
 
   struct Impl;
 

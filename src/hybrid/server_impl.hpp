@@ -27,7 +27,8 @@ struct Ticket {
   int64_t begin = 0, rows = 0;  // the batch: order[begin, begin + rows)
   Stage stage = Stage::kForward;
   Clock::time_point deadline;
-  nn::Tensor act;  // the accepted activations (kForward, once they arrive)
+  Clock::time_point sent;  // this stage's frame sent (the client's turnaround)
+  nn::Tensor act;          // the accepted activations (kForward, once they arrive)
   bool has_act = false;
   std::string nonfinite;  // why act is not finite: a liar, or the run diverged
   // Re-checked (chosen when its activations arrive): the activations and
@@ -82,6 +83,7 @@ struct HybridServer::Impl {
   std::vector<GradResult> grads;  // arrived, not yet applied
   NormHistory act_history, grad_history;
   HybridStats stats;
+  const Clock::time_point born = Clock::now();
   // Re-checks: a second copy of the features part, loaded with the master
   // weights before each; off when the features part has dropout (its masks
   // are drawn on the client).
@@ -123,6 +125,17 @@ struct HybridServer::Impl {
   void sync_peers() {
     const int n = link.clients();
     if (static_cast<int>(peers.size()) < n) peers.resize(n);
+    if (static_cast<int>(stats.clients.size()) < n) stats.clients.resize(n);
+  }
+  ClientStats& client(int c) {
+    if (static_cast<int>(stats.clients.size()) <= c) stats.clients.resize(c + 1);
+    return stats.clients[c];
+  }
+  double since_born(Clock::time_point t = Clock::now()) const {
+    return std::chrono::duration<double>(t - born).count();
+  }
+  static double between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
   }
 
   // A client leaves (or is made to): its forward tickets go back to the
@@ -137,6 +150,7 @@ struct HybridServer::Impl {
 
   void send(int c, Bytes bytes) {
     stats.bytes_to_clients += static_cast<int64_t>(bytes.size());
+    client(c).bytes_to += static_cast<int64_t>(bytes.size());
     if (!link.send(c, std::move(bytes))) drop_client(c, "its link is closed", false);
   }
 

@@ -62,6 +62,7 @@ void HybridServer::Impl::classifier_step(const std::vector<uint64_t>& round) {
   loss_sum += static_cast<double>(loss) * total;
   acc_sum += static_cast<double>(acc) * total;
   done += total;
+  stats.classifier_rows += total;
 
   const nn::TensorView dh = classifier.input_grad();
   at = 0;
@@ -84,7 +85,8 @@ void HybridServer::Impl::classifier_step(const std::vector<uint64_t>& round) {
     }
     t.act = nn::Tensor();
     t.stage = Stage::kBackward;
-    t.deadline = Clock::now() + opt.deadline;
+    t.sent = Clock::now();
+    t.deadline = t.sent + opt.deadline;
     ++peers[t.client].backward;
     send(t.client, encode(f));
   }
@@ -147,6 +149,7 @@ void HybridServer::Impl::apply_grads() {
       weighted_sum(f_state[i - f_params.size()]->value, parts, w.state);
   }
   stats.grads_applied += static_cast<int64_t>(ok.size());
+  for (const GradResult* g : ok) stats.features_rows += g->rows;
   opt_f.step();
   ++version;
 }

@@ -44,6 +44,7 @@ struct HybridEndpoint::Impl {
   std::condition_variable cv;  // the inbox or the admitted count changed
   std::deque<hybrid::Inbound> inbox;
   std::vector<std::shared_ptr<Session>> admitted;  // by client id
+  std::vector<std::string> agents;                 // by client id, from the hellos
   std::atomic<int64_t> queued{0};                  // bytes waiting to be written, all clients
   // The io thread's alone.
   int waiting = 0;  // connected, not admitted
@@ -174,10 +175,14 @@ class Session : public std::enable_shared_from_this<Session> {
       const auto file = hub_.opt.files.find(path);
       if (file != hub_.opt.files.end()) {
         const auto auth = req[http::field::authorization];
-        if (file->second.needs_token &&
-            !constant_time_equal(std::string_view(auth.data(), auth.size()),
-                                 "Bearer " + hub_.opt.token))
-          return refuse_http("GET " + path + " needs the join token (Authorization: Bearer)",
+        const std::string_view given(auth.data(), auth.size());
+        const bool watcher = file->second.watch_token_too && !hub_.opt.watch_token.empty() &&
+                             constant_time_equal(given, "Bearer " + hub_.opt.watch_token);
+        if (file->second.needs_token && !watcher &&
+            !constant_time_equal(given, "Bearer " + hub_.opt.token))
+          return refuse_http("GET " + path + " needs the " +
+                                 (file->second.watch_token_too ? "watch or join" : "join") +
+                                 " token (Authorization: Bearer)",
                              http::status::unauthorized);
         return serve_file(file->second);
       }
@@ -213,7 +218,8 @@ class Session : public std::enable_shared_from_this<Session> {
     res->set("X-Frame-Options", "DENY");
     res->set("Referrer-Policy", "no-referrer");
     res->set(http::field::connection, "close");
-    res->body() = *f.body;
+    const auto body = f.make ? f.make() : f.body;
+    if (body) res->body() = *body;
     res->prepare_payload();
     closing_ = true;
     http::async_write(ws_.next_layer(), *res,
@@ -320,6 +326,7 @@ class Session : public std::enable_shared_from_this<Session> {
     {
       std::lock_guard lock(hub_.mu);
       hub_.admitted.push_back(shared_from_this());
+      hub_.agents.push_back(h.agent);
     }
     hub_.cv.notify_all();
     hub_.log(who() + " joined (" + h.agent + ")");
@@ -469,6 +476,11 @@ int HybridEndpoint::wait_for_clients(int n, hybrid::Clock::time_point deadline,
     if (impl_->cv.wait_until(lock, deadline) == std::cv_status::timeout)
       return static_cast<int>(impl_->admitted.size());
   }
+}
+
+std::vector<std::string> HybridEndpoint::agents() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->agents;
 }
 
 int HybridEndpoint::clients() const {

@@ -23,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
+#include <vector>
 
 #include "hybrid/transport.hpp"
 #include "hybrid_net/protocol.hpp"
@@ -30,8 +31,9 @@
 namespace dnnlab::hybrid_net {
 
 struct EndpointOptions {
-  std::string token;  // the join token every hello must carry
-  Welcome welcome;    // sent to each admitted client, with its id filled in
+  std::string token;        // the join token every hello must carry
+  std::string watch_token;  // reads the files marked watch_token_too; "" = none
+  Welcome welcome;          // sent to each admitted client, with its id filled in
   // The largest binary frame read from an admitted client (before the hello:
   // kMaxHelloBytes); the welcome tells the client.
   uint64_t max_frame_bytes = 64ull << 20;
@@ -54,6 +56,12 @@ struct EndpointOptions {
     // Only with `Authorization: Bearer <token>` (the training data: whoever
     // may not join may not read it either); else 401.
     bool needs_token = false;
+    // Also with `Authorization: Bearer <watch_token>` (the run's status: a
+    // watcher may read it, but neither join nor read the data).
+    bool watch_token_too = false;
+    // Made at each request instead of `body` (on the io thread, so it must
+    // not block: the run's status page hands over its latest snapshot).
+    std::function<std::shared_ptr<const std::string>()> make;
   };
   std::map<std::string, File> files;
   // Called (on the io thread) for each connection refused or closed for a
@@ -80,6 +88,9 @@ class HybridEndpoint : public hybrid::ServerTransport {
 
   // hybrid::ServerTransport
   int clients() const override;
+  // Each admitted client's `agent` from its hello ("browser", "dnnlab", or
+  // what another client said; "" when it gave none), by client id.
+  std::vector<std::string> agents() const;
   bool send(int client, hybrid::Bytes frame) override;
   std::optional<hybrid::Inbound> receive(hybrid::Clock::time_point deadline) override;
   void disconnect(int client) override;

@@ -8,85 +8,24 @@
 //   node tests/browser/hybrid_join.test.mjs --dist DIR --dnnlab BIN
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { CHROMIUM, LAUNCH, prerequisite, until } from './launch.mjs';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { LAUNCH, until } from './launch.mjs';
+import { DATASET, hybridSkip, hybridSpec, require, start, startRun } from './hybrid_common.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const require = createRequire(resolve(here, '../../web/package.json'));
-const arg = (n, d) => { const i = process.argv.indexOf(n); return i > 0 ? process.argv[i + 1] : d; };
-const DIST = resolve(arg('--dist', resolve(here, '../../web/dist')));
-const DNNLAB = arg('--dnnlab', process.env.DNNLAB_BIN || null);
-const FASHION = '/usr/share/datasets/fashion-mnist';
-// The generated set's [784] samples read as [1, 28, 28] where Fashion-MNIST
-// is not installed; under CI it is (scripts/bootstrap.sh), and required below.
-const DATASET = existsSync(FASHION) ? 'fashion-mnist' : 'synthetic';
-
-// 768 images, batch 32: 24 batches an epoch, 8 rounds of three clients.
-const SPEC = `name: hybrid-browser
-data: {dataset: ${DATASET}, validation: 300, limit_train: 768}
-model:
-  input: [1, 28, 28]
-  parts:
-    features:
-      - {conv2d: 6, kernel: 3, padding: 1, bias: false}
-      - batchnorm
-      - relu
-      - max_pool2d: 2
-    classifier:
-      - dense: 10
-train:
-  epochs: 2
-  batch_size: 32
-  seed: 7
-  optimizer: {type: adam, lr: 0.003}
-`;
-
-const skip = prerequisite(test, !existsSync(CHROMIUM) ? `no Chromium at ${CHROMIUM}`
-  : !existsSync(join(DIST, 'hybrid.html')) ? `no hybrid page in ${DIST}`
-  : !existsSync(join(DIST, 'core', 'dnnlab_core.wasm')) ? `no wasm core in ${DIST}/core (em++ missing?)`
-  : !DNNLAB || !existsSync(DNNLAB) ? 'no --dnnlab binary given'
-  : process.env.CI && !existsSync(FASHION) ? `${FASHION} is not installed`
-  : false);
-
-function start(args, env = {}) {
-  const p = spawn(DNNLAB, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-  p.log = '';
-  p.stdout.on('data', (d) => { p.log += d; });
-  p.stderr.on('data', (d) => { p.log += d; });
-  p.exited = new Promise((ok) => p.on('exit', (code, signal) => ok(code ?? 128 + (signal ? 9 : 0))));
-  return p;
-}
+// 24 batches an epoch, 8 rounds of three clients.
+const SPEC = hybridSpec('hybrid-browser', 2);
+const skip = hybridSkip(test, 'hybrid.html');
 
 test('two Chromium tabs and a native client train one CNN with the server', { skip, timeout: 300_000 }, async (t) => {
   const t0 = Date.now();
   const { chromium } = require('playwright-core');
-  const dir = mkdtempSync(join(tmpdir(), 'dnnlab-hybrid-browser-'));
-  const procs = [];
-  let browser = null;
-  t.after(async () => {
-    await browser?.close();
-    for (const p of procs) if (p.exitCode === null) p.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-  });
-  writeFileSync(join(dir, 'spec.yaml'), SPEC);
   // The page and the wasm core come from the bundle the test was given.
-  const server = start(['train', join(dir, 'spec.yaml'), '--distributed', '--listen', '127.0.0.1:0',
-    '--clients', '3', '--client-wait', '120', '--out', dir], { DNNLAB_WEB_DIR: DIST });
-  procs.push(server);
-  const joined = await until('the join lines', () => {
-    if (server.exitCode !== null) throw new Error(`dnnlab train exited ${server.exitCode}:\n${server.log}`);
-    const native = server.log.match(/join with: dnnlab join (\S+) --token ([0-9a-f]+)/);
-    const page = server.log.match(/browsers join at (\S+)/);
-    return native && page ? { url: native[1], token: native[2], page: page[1] } : null;
-  }, 30_000).catch((e) => { throw new Error(`${e.message}:\n${server.log}`); });
+  const run = await startRun(t, SPEC, 3);
+  const { dir, server, procs, lines: joined } = run;
   assert.ok(joined.page.includes(`#token=${joined.token}`), `the page URL keeps the token in its fragment: ${joined.page}`);
 
-  browser = await chromium.launch(LAUNCH);
+  const browser = run.browser = await chromium.launch(LAUNCH);
   const pages = [];
   const errors = [];
   for (let i = 0; i < 2; i++) {
