@@ -196,6 +196,7 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
     const nn::LossAndAccuracy t = model->evaluate(data.test.x.view(), data.test.y.data());
     r.test_loss = t.loss;
     r.test_acc = t.accuracy;
+    r.tested = true;
   }
   *report = {{"clients", o.clients},
              {"transport", o.listen.empty() ? "in-process" : "websocket"},

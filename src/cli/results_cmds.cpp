@@ -308,7 +308,12 @@ int rerun(const RerunOptions& o) {
             << sweep::describe_params(nlohmann::json::parse(t->config_json)) << ", seed " << t->seed
             << ", " << t->metrics.epochs_done << " of " << run.train.epochs << " epochs)\n";
   StopAfterEpochs stop(t->metrics.epochs_done);
-  experiment::RunResult r = experiment::train_run(run, data, &stop);
+  // A pruned trial stored without a test accuracy (a sweep's worker skips
+  // it) is rerun without one; a stored one is checked.
+  experiment::RunResult r =
+      experiment::train_run(run, data, &stop, nullptr, nullptr,
+                            t->metrics.test_acc ? experiment::TestWhenStopped::evaluate
+                                                : experiment::TestWhenStopped::skip);
   if (static_cast<int64_t>(r.curve.size()) != t->metrics.epochs_done)
     throw std::runtime_error("the rerun trained " + std::to_string(r.curve.size()) +
                              " epochs, the stored trial " + std::to_string(t->metrics.epochs_done));
@@ -326,7 +331,7 @@ int rerun(const RerunOptions& o) {
   check("val_acc", t->metrics.val_acc, last.val_acc);
   check("val_loss", t->metrics.val_loss, last.val_loss);
   check("test_acc", t->metrics.test_acc,
-        data.test.size() ? std::optional<double>(r.test_acc) : std::nullopt);
+        r.tested ? std::optional<double>(r.test_acc) : std::nullopt);
   const std::string build_then = t->provenance.value("build_id", "?");
   const std::string build_now = experiment::provenance(data).value("build_id", "?");
   if (mismatches && build_then != build_now)

@@ -16,7 +16,8 @@ data::LoadOptions load_options(const nn::DataSpec& spec, const std::string& data
 }
 
 RunResult train_run(const nn::RunSpec& spec, const data::Dataset& data, nn::TrainObserver* obs,
-                    nn::Model* model_out, std::optional<nn::Model>* keep_model) {
+                    nn::Model* model_out, std::optional<nn::Model>* keep_model,
+                    TestWhenStopped stopped) {
   nn::Model model = nn::Model::build(spec.model, nn::model_input(spec.model, data.sample_shape),
                                      data.num_classes, spec.train.seed);
   nn::Trainer trainer(model, spec.train);
@@ -27,10 +28,11 @@ RunResult train_run(const nn::RunSpec& spec, const data::Dataset& data, nn::Trai
   r.curve = trainer.fit(train, data.val.size() ? &val : nullptr, obs);
   r.stopped_early = static_cast<int>(r.curve.size()) < spec.train.epochs;
   for (const auto& e : r.curve) r.train_seconds += e.seconds;
-  if (data.test.size()) {
+  if (data.test.size() && !(r.stopped_early && stopped == TestWhenStopped::skip)) {
     nn::LossAndAccuracy t = model.evaluate(data.test.x.view(), data.test.y.data());
     r.test_loss = t.loss;
     r.test_acc = t.accuracy;
+    r.tested = true;
   }
   if (model_out)
     *model_out = std::move(model);
@@ -73,8 +75,8 @@ nlohmann::json result_json(const nn::RunSpec& spec, const RunResult& r, const da
           {"num_params", r.num_params},
           {"epochs", curve},
           {"val_acc", r.curve.empty() ? nlohmann::json(nullptr) : or_null(r.curve.back().val_acc)},
-          {"test_loss", data.test.size() ? nlohmann::json(r.test_loss) : nlohmann::json(nullptr)},
-          {"test_acc", data.test.size() ? nlohmann::json(r.test_acc) : nlohmann::json(nullptr)},
+          {"test_loss", r.tested ? nlohmann::json(r.test_loss) : nlohmann::json(nullptr)},
+          {"test_acc", r.tested ? nlohmann::json(r.test_acc) : nlohmann::json(nullptr)},
           {"train_seconds", r.train_seconds},
           {"provenance", provenance(data)}};
 }

@@ -20,14 +20,23 @@ struct RunResult {
   double test_loss = 0, test_acc = 0;  // 0 without a test split (result_json: null)
   double train_seconds = 0;
   bool stopped_early = false;  // the observer ended it (pruned, cancelled)
+  bool tested = false;         // the test split was evaluated (test_loss, test_acc hold)
   int64_t num_params = 0;
 };
+
+// Whether a run the observer stopped early (a pruned trial) is still
+// evaluated on the test split. A sweep's own worker skips it: a pruned net's
+// test accuracy answers nothing, and on small trials the 10,000 Fashion-MNIST
+// test images cost more than the training. A native re-run checking a
+// client's result evaluates it, since the client reports one.
+enum class TestWhenStopped { evaluate, skip };
 
 // Trains `spec` on `data`. Throws SpecError for a model that does not fit the
 // data, NumericError when the loss diverges. `model_out` / `keep_model`,
 // when given, receive the trained model (for saving weights).
 RunResult train_run(const nn::RunSpec& spec, const data::Dataset& data, nn::TrainObserver* obs,
-                    nn::Model* model_out = nullptr, std::optional<nn::Model>* keep_model = nullptr);
+                    nn::Model* model_out = nullptr, std::optional<nn::Model>* keep_model = nullptr,
+                    TestWhenStopped stopped = TestWhenStopped::evaluate);
 
 // A trained model as a safetensors file with the metadata `dnnlab train`
 // writes (name, seed, build_id, spec) and `extra` (a trial's id and params).

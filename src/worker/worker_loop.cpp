@@ -342,7 +342,8 @@ class Worker {
     const auto t0 = Clock::now();
     keeper_->set_current_trial(n.l.trial.id);
     try {
-      r = experiment::train_run(n.l.run, n.data->data, &obs, nullptr, &model);
+      r = experiment::train_run(n.l.run, n.data->data, &obs, nullptr, &model,
+                                experiment::TestWhenStopped::skip);
       pacer_.trained(n.l.trial.experiment_id, seconds_since(t0));
       keeper_->set_current_trial(std::nullopt);
     } catch (const std::exception& e) {
@@ -358,7 +359,7 @@ class Worker {
       svc_.give_back(n.l);
       return;
     }
-    const store::TrialMetrics m = trial_metrics(r, n.data->data.test.size() != 0);
+    const store::TrialMetrics m = trial_metrics(r, r.tested);
     // Serialised only for a trial the retention rule could keep now.
     std::string weights;
     if (!obs.pruned() && model && svc_.wants_weights(n.l, m))

@@ -151,12 +151,17 @@ TEST(RerunCmd, PrunedTrialWithCosineScheduleIsIdentical) {
   auto s = st.open();
   int reran = 0;
   for (const auto& t : all_trials(*s, s->experiments().at(0).id)) {
+    // A pruned net is not evaluated on the test split (docs/sweep.md,
+    // "Schedulers"); a finished one is, and rerun checks both ways.
+    if (t.status == store::TrialStatus::finished) EXPECT_TRUE(t.metrics.test_acc) << t.id;
     if (t.status != store::TrialStatus::pruned) continue;
+    EXPECT_FALSE(t.metrics.test_acc) << t.id;
     ASSERT_GE(t.metrics.epochs_done, 2) << "the schedule's span matters only after epoch 1";
     ASSERT_LT(t.metrics.epochs_done, 6);
     Result r = run("rerun " + std::to_string(t.id) + " --store " + st.url);
     EXPECT_EQ(r.code, 0) << r.out << r.err;
     EXPECT_EQ(r.out.find("DIFFERENT"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("test_acc   stored -"), std::string::npos) << r.out;
     EXPECT_NE(r.err.find(std::to_string(t.metrics.epochs_done) + " of 6 epochs"), std::string::npos)
         << r.err;
     ++reran;
