@@ -404,7 +404,10 @@ async function runTicket(t) {
       error = String(e?.message ?? e);
     }
   }
-  if (gpuTrial) backend = gpuTrial.backend;
+  if (gpuTrial && gpuTrial.backend !== backend) {
+    backend = gpuTrial.backend;  // the device failed reading the parameters back
+    set({ backend, backendReason: `the GPU failed at the end (${gpuTrial.failure.kind}: ${gpuTrial.failure.message}); the parameters are the last checkpoint's` });
+  }
   model?.free();
   gpuTrial?.free();
   if (ws !== sock) {
