@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 
 #include "experiment/training_run.hpp"
 #include "nn/errors.hpp"
@@ -88,6 +89,7 @@ NativeCheck compare_with_native(const store::TrialRecord& trial, const nn::RunSp
     return out;
   }
   std::map<std::string, std::pair<double, int>> bias;  // metric -> (sum of z, count)
+  json deviation;  // the current epoch's (NativeCheck::deviations)
   // loss: relative; else an accuracy over `n` samples. `where` names the value.
   auto check = [&](const std::string& where, const char* name, std::optional<double> x,
                    std::optional<double> y, bool loss, std::int64_t n = 0) {
@@ -105,6 +107,8 @@ NativeCheck compare_with_native(const store::TrialRecord& trial, const nn::RunSp
     // In the client's favour: a higher accuracy, a lower loss.
     const double tol =
         loss ? kLossRelTolerance * std::max({1.0, std::fabs(*x), std::fabs(*y)}) : acc_tol;
+    deviation[name] = loss ? std::fabs(*x - *y) / std::max({1.0, std::fabs(*x), std::fabs(*y)})
+                           : std::fabs(*x - *y);
     auto& [sum, count] = bias[name];
     sum += (loss ? *x - *y : *y - *x) / tol;
     ++count;
@@ -117,11 +121,17 @@ NativeCheck compare_with_native(const store::TrialRecord& trial, const nn::RunSp
     check(where, "val_loss", a.val_loss, b.val_loss, true);
     check(where, "train_acc", a.train_acc, b.train_acc, false, ds.train.size());
     check(where, "val_acc", a.val_acc, b.val_acc, false, ds.val.size());
+    deviation["epoch"] = i + 1;
+    out.deviations.push_back(std::exchange(deviation, json()));
   }
   // The final metrics are the curve's last epoch (the gateway stores nothing
   // else), compared above; only the test accuracy comes from the end of the run.
   check("final", "test_acc", ds.test.size() ? std::optional(res.test_acc) : std::nullopt,
         trial.metrics.test_acc, false, ds.test.size());
+  if (deviation.contains("test_acc")) {
+    deviation["final"] = "test_acc";
+    out.deviations.push_back(std::move(deviation));
+  }
   if (out.agree)
     for (const auto& [name, sc] : bias) out.bias[name] = sc.first / sc.second;
   return out;

@@ -7,6 +7,7 @@
 //   if (!c.agree) quarantine(c.detail);
 #pragma once
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "data/dataset.hpp"
@@ -22,6 +23,13 @@ struct NativeCheck {
   // ones in the reporter's favour (higher accuracy, lower loss), in units
   // of the tolerance: a bias test's input. Only when they agree.
   std::map<std::string, double> bias;
+  // How far the reported numbers were from the native ones, metric by
+  // metric: [{"epoch": 1, "train_loss": relative, "val_loss": relative,
+  // "train_acc": absolute, "val_acc": absolute}, ..., {"final":
+  // "test_acc", "test_acc": absolute}] in the tolerance's own measure
+  // (losses |a - b| / max(1, |a|, |b|), accuracies |a - b|), up to the first
+  // disagreement: the measured spread behind the policy (docs/security.md).
+  nlohmann::json deviations = nlohmann::json::array();
 };
 
 // Re-runs the trial for as many epochs as its stored curve holds and

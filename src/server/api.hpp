@@ -71,6 +71,8 @@ struct ApiConfig {
   std::string data_root;
   // /core/... and /shards/... files; none when unset.
   std::function<std::optional<ServedFile>(std::string_view path)> gateway_file;
+  // Browser workers' reported backends (Gateway::worker_backends); none when unset.
+  std::function<nlohmann::json()> worker_backends;
 };
 
 // The answer to a request whose handling threw: 400 for std::invalid_argument

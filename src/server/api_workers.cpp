@@ -19,8 +19,7 @@ constexpr double kRecentlyGoneSeconds = 600.0;
 constexpr std::size_t kMaxGoneListed = 1000;
 
 double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -58,6 +57,8 @@ ApiResponse Api::workers(const Call& c) {
     gone.resize(kMaxGoneListed);
   }
   listed.insert(listed.end(), gone.begin(), gone.end());
+  // What a connected browser said it trains on (backend, adapter): display only.
+  const json backends = config_.worker_backends ? config_.worker_backends() : json::object();
   json list = json::array();
   for (const auto* w : listed) {
     json row = {{"id", w->id},
@@ -68,10 +69,14 @@ ApiResponse Api::workers(const Call& c) {
                 {"current_trial", w->current_trial ? json(*w->current_trial) : json(nullptr)},
                 {"gone", w->gone}};
     if (c.token_holder) row["host"] = w->host;
+    if (auto b = backends.find(w->id); b != backends.end() && !w->gone) {
+      if (b->contains("backend")) row["backend"] = (*b)["backend"];
+      if (b->contains("adapter")) row["adapter"] = (*b)["adapter"];
+    }
     list.push_back(std::move(row));
   }
-  return json_response(200, {{"workers", std::move(list)},
-                             {"gone_omitted", departed - gone.size()}});
+  return json_response(200,
+                       {{"workers", std::move(list)}, {"gone_omitted", departed - gone.size()}});
 }
 
 }  // namespace dnnlab::server

@@ -321,6 +321,10 @@ void Gateway::close(ClientId id) {
     }
   } catch (const std::exception&) {
   }
+  {
+    std::lock_guard lock(impl_->backends_mu);
+    impl_->backends.erase(c.holder.worker_id);
+  }
   impl_->clients.erase(it);
 }
 
@@ -345,6 +349,13 @@ std::optional<GatewayAsset> Gateway::asset(std::string_view path) {
 
 nlohmann::json Gateway::core_urls() const {
   return impl_->core.urls();
+}
+
+nlohmann::json Gateway::worker_backends() const {
+  std::lock_guard lock(impl_->backends_mu);
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [id, b] : impl_->backends) out[id] = b;
+  return out;
 }
 
 std::size_t Gateway::clients() const {

@@ -151,6 +151,11 @@ class Gateway {
   // strings when the core was not built).
   nlohmann::json core_urls() const;
 
+  // Connected browser workers' last reported backend: {"<worker id>":
+  // {"backend", "adapter": {"vendor", "architecture"}}} (what they said:
+  // for display only). Safe to call from any thread.
+  nlohmann::json worker_backends() const;
+
   std::size_t clients() const;
   // Re-runs queued or running on the verifier (for tests: wait until 0).
   std::size_t verifications_pending() const;

@@ -6,6 +6,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -61,6 +62,16 @@ struct Gateway::Impl {
   // Closes decided outside poll() (another connection of a quarantined
   // identity): poll() hands them out.
   std::vector<std::pair<ClientId, GatewayReply>> deferred;
+  // Worker id -> what its browser last said it trains on ({"backend",
+  // "adapter"}: gateway_wire's backend_report), for /api/workers, which
+  // reads it from another thread. A connection's entry goes with it.
+  mutable std::mutex backends_mu;
+  std::map<std::string, json> backends;
+  void note_backend(const Client& c, const json& report) {
+    if (report.empty()) return;
+    std::lock_guard lock(backends_mu);
+    backends[c.holder.worker_id].merge_patch(report);
+  }
   Verifier verifier;  // last: stopped first
 
   double now() const { return opt.clock ? opt.clock() : wire::unix_now(); }

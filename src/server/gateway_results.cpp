@@ -15,6 +15,7 @@ using namespace wire;
 GatewayReply Gateway::Impl::progress(Client& c, const json& msg) {
   Ticket& t = held(c, msg, "progress");
   if (t.pending) violate("bad_message", "progress: the result was already sent");
+  note_backend(c, backend_report(msg, "progress"));
   const double epoch = number(msg, "progress", "epoch");
   if (epoch > t.epochs || epoch < 1)
     violate("out_of_range", "progress: epoch " + json(epoch).dump() +
@@ -81,6 +82,12 @@ GatewayReply Gateway::Impl::result(Client& c, const json& msg) {
   Ticket& t = held(c, msg, "result");
   if (t.pending) violate("bad_message", "result: already sent for this ticket");
   const std::string status = text(msg, "result", "status", 16);
+  // The backend and adapter it says it trained on: the trial's provenance
+  // keeps them for display (docs/security.md: never trusted).
+  if (json report = backend_report(msg, "result"); !report.empty()) {
+    note_backend(c, report);
+    store.merge_provenance(t.trial_id, t.attempt, report);
+  }
   if (status == "failed") {
     // Not the trial's end: it runs again elsewhere, and a native re-run
     // decides whether the failure was real.

@@ -134,6 +134,10 @@ void Verifier::loop() {
                                             {"agree", out.agree},
                                             {"fresh", job.fresh},
                                             {"detail", out.detail},
+                                            {"deviations", c.deviations},
+                                            // The client's word (display, and the measured
+                                            // spread per backend; never a tolerance).
+                                            {"backend", trial->provenance.value("backend", "")},
                                             {"cpu_seconds", out.cpu_seconds}});
       }
     } catch (const std::exception& e) {

@@ -75,6 +75,28 @@ std::string text(const json& msg, const char* type, const char* name, std::size_
   return s;
 }
 
+json backend_report(const json& msg, const char* type) {
+  json out = json::object();
+  if (msg.contains("backend")) {
+    const std::string b = text(msg, type, "backend", 32);
+    if (b != "wasm" && b != "webgpu" && b != "webgpu\u2192wasm")
+      violate("bad_message", std::string(type) +
+                                 ": 'backend' must be wasm, webgpu or webgpu\u2192wasm, not '" +
+                                 utf8_prefix(b, 32) + "'");
+    out["backend"] = b;
+  }
+  if (msg.contains("adapter")) {
+    const json& a = msg["adapter"];
+    const std::string where = std::string(type) + ".adapter";
+    if (!a.is_object()) violate("bad_message", std::string(type) + ": 'adapter' must be an object");
+    json kept = json::object();
+    for (const char* key : {"vendor", "architecture"})
+      if (a.contains(key)) kept[key] = text(a, where.c_str(), key, kMaxAdapterText);
+    out["adapter"] = std::move(kept);
+  }
+  return out;
+}
+
 double in_range(const json& msg, const char* type, const char* name, double lo, double hi) {
   const double d = finite_number(msg, type, name);
   if (d < lo || d > hi)

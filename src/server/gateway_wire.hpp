@@ -50,4 +50,12 @@ std::string text(const json& msg, const char* type, const char* name, std::size_
 // (the gateway refuses the client: no honest client sends one).
 double in_range(const json& msg, const char* type, const char* name, double lo, double hi);
 
+// What a browser says it trained on (docs/protocol.md, "progress" and
+// "result"): {"backend": "wasm" | "webgpu" | "webgpu→wasm", "adapter":
+// {"vendor", "architecture"}} with what the message holds of the two, or an
+// empty object. Strings of at most kMaxAdapterText bytes; anything else is
+// a violation naming the field. Shown, stored in provenance, never trusted.
+constexpr std::size_t kMaxAdapterText = 64;
+json backend_report(const json& msg, const char* type);
+
 }  // namespace dnnlab::server::wire

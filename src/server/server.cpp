@@ -344,6 +344,9 @@ Server::Server(asio::io_context& io, ServerOptions options)
     if (!f) return std::nullopt;
     return ServedFile{f->content_type, f->body};
   };
+  ac.worker_backends = [&s]() -> nlohmann::json {
+    return s.gateway ? s.gateway->worker_backends() : nlohmann::json::object();
+  };
   s.api = std::make_unique<Api>(*s.store, *s.runner, s.metrics, std::move(ac));
   if (s.opt.join_token_file.empty())
     s.opt.join_token_file =

@@ -432,6 +432,31 @@ bool PgResultStore::set_provisional(std::int64_t trial_id, int attempt, bool pro
   });
 }
 
+bool PgResultStore::merge_provenance(std::int64_t trial_id, int attempt,
+                                     const nlohmann::json& patch) {
+  return retrying(Retry::always, [&]() -> bool {
+    check_id(trial_id, "trial_id");
+    check_attempt(attempt, 1);
+    pg::Params p;
+    p.add(trial_id).add(attempt);
+    pg::Transaction tx(*db_);
+    pg::Result r =
+        db_->query("SELECT provenance FROM trials WHERE id = $1 AND attempt = $2 FOR UPDATE", p);
+    if (r.rows() != 1) {
+      require_trial(trial_id);
+      return false;
+    }
+    nlohmann::json prov = nlohmann::json::parse(r.text(0, 0), nullptr, false);
+    if (!prov.is_object()) prov = nlohmann::json::object();
+    prov.merge_patch(patch);
+    pg::Params u;
+    u.add(trial_id).add(attempt).add(prov.dump());
+    db_->query("UPDATE trials SET provenance = $3 WHERE id = $1 AND attempt = $2", u);
+    tx.commit();
+    return true;
+  });
+}
+
 // ---- workers ----
 
 void PgResultStore::upsert_worker(const WorkerRecord& w) {

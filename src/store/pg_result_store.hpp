@@ -52,6 +52,7 @@ class PgResultStore final : public ResultStore {
   CurveChanges curves_since(std::int64_t experiment_id, std::int64_t after_id,
                             std::int64_t limit) override;
   bool set_provisional(std::int64_t trial_id, int attempt, bool provisional) override;
+  bool merge_provenance(std::int64_t trial_id, int attempt, const nlohmann::json& patch) override;
 
   void put_weights(std::int64_t trial_id, std::string_view safetensors) override;
   std::optional<WeightsRecord> weights(std::int64_t trial_id) override;

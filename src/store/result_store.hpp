@@ -321,6 +321,11 @@ class ResultStore {
   // {experiment, trial, attempt, provisional}. mark_running clears it. False,
   // changing nothing, when `attempt` is not the trial's current one.
   virtual bool set_provisional(std::int64_t trial_id, int attempt, bool provisional) = 0;
+  // Adds `patch`'s keys to the current attempt's provenance (a JSON merge
+  // patch: a browser's backend and adapter, known only when it reports).
+  // False, changing nothing, when `attempt` is not the trial's current one.
+  virtual bool merge_provenance(std::int64_t trial_id, int attempt,
+                                const nlohmann::json& patch) = 0;
   // The finished, not provisional trial with the best `metric` (a TrialQuery sort column).
   virtual std::optional<TrialRecord> best_trial(std::int64_t experiment_id,
                                                 std::string_view metric = "val_acc",

@@ -441,6 +441,28 @@ bool SqliteResultStore::set_provisional(std::int64_t trial_id, int attempt, bool
   return true;
 }
 
+bool SqliteResultStore::merge_provenance(std::int64_t trial_id, int attempt,
+                                         const nlohmann::json& patch) {
+  check_id(trial_id, "trial_id");
+  check_attempt(attempt, 1);
+  sqlite::WriteTransaction tx(*db_);
+  auto s = db_->prepare("SELECT provenance FROM trials WHERE id = ?1 AND attempt = ?2");
+  s.bind_int(1, trial_id).bind_int(2, attempt);
+  if (!s.step()) {
+    require_trial(trial_id);
+    return false;
+  }
+  nlohmann::json p = nlohmann::json::parse(s.column_text(0), nullptr, false);
+  s.run();  // finish the SELECT
+  if (!p.is_object()) p = nlohmann::json::object();
+  p.merge_patch(patch);
+  auto u = db_->prepare("UPDATE trials SET provenance = ?3 WHERE id = ?1 AND attempt = ?2");
+  u.bind_int(1, trial_id).bind_int(2, attempt).bind_text(3, p.dump());
+  u.run();
+  tx.commit();
+  return true;
+}
+
 std::int64_t SqliteResultStore::forget_gone_workers(WorkerKind kind, double last_seen_before) {
   auto s = db_->prepare("DELETE FROM workers WHERE kind = ?1 AND gone = 1 AND last_seen < ?2");
   s.bind_text(1, to_string(kind)).bind_double(2, last_seen_before);

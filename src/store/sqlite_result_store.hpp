@@ -61,6 +61,7 @@ class SqliteResultStore final : public ResultStore {
   void mark_worker_gone(std::string_view worker_id) override;
   std::int64_t forget_gone_workers(WorkerKind kind, double last_seen_before) override;
   bool set_provisional(std::int64_t trial_id, int attempt, bool provisional) override;
+  bool merge_provenance(std::int64_t trial_id, int attempt, const nlohmann::json& patch) override;
 
   std::int64_t append_event(std::string_view type, const nlohmann::json& data) override;
   std::vector<EventRecord> events_since(std::int64_t after_id, std::int64_t limit) override;

@@ -556,6 +556,24 @@ DNNLAB_API const char* dnnlab_shard_info(dnnlab_shard* s) {
   return out;
 }
 
+DNNLAB_API const float* dnnlab_shard_x(dnnlab_shard* s, int32_t split) {
+  const float* out = nullptr;
+  api([&] {
+    need(s, "null shard");
+    out = shard_split(s, split).x.data();
+  });
+  return out;
+}
+
+DNNLAB_API const int32_t* dnnlab_shard_y(dnnlab_shard* s, int32_t split) {
+  const int32_t* out = nullptr;
+  api([&] {
+    need(s, "null shard");
+    out = shard_split(s, split).y.data();
+  });
+  return out;
+}
+
 DNNLAB_API void dnnlab_shard_free(dnnlab_shard* s) {
   api([&] { delete s; });
 }

@@ -185,6 +185,19 @@ class Shard {
     if (!this.handle) throw new DnnlabError(5, 'the shard has been freed');
     return this.handle;
   }
+  // A split's samples and labels: { x: Float32Array (n * features), y:
+  // Int32Array (n) }, views of the core's memory (no copy), for a backend
+  // outside the core to upload at once: the views go stale when the core's
+  // memory grows or the shard is freed.
+  arrays(split) {
+    const i = splitIndex(split), m = this.core.mod, h = this.h;
+    const n = this.info[['train', 'val', 'test'][i]];
+    const features = this.info.features;
+    if (!n) return { x: new Float32Array(0), y: new Int32Array(0) };
+    const xp = m._dnnlab_shard_x(h, i), yp = m._dnnlab_shard_y(h, i);
+    if (!xp || !yp) throw this.core.error();
+    return { x: m.HEAPF32.subarray(xp >> 2, (xp >> 2) + n * features), y: m.HEAP32.subarray(yp >> 2, (yp >> 2) + n) };
+  }
   // Models still using the shard keep its data alive in the core.
   free() {
     if (this.handle) this.core.mod._dnnlab_shard_free(this.handle);

@@ -127,6 +127,11 @@ dnnlab_shard* dnnlab_shard_open(const uint8_t* bytes, int32_t len);
 /* JSON: {"dataset","classes","sample_shape":[..],"features","normalize",
  * "dataset_sha256","train","val","test"} (split sizes). Owned by the shard. */
 const char* dnnlab_shard_info(dnnlab_shard* s);
+/* A split's normalized samples (split * features floats) and labels, owned
+ * by the shard (valid until it is freed): for a backend outside the core
+ * (the WebGPU executor) to upload. NULL on error (a split outside 0..2). */
+const float* dnnlab_shard_x(dnnlab_shard* s, int32_t split);
+const int32_t* dnnlab_shard_y(dnnlab_shard* s, int32_t split);
 /* Models still training on the shard keep its data alive. */
 void dnnlab_shard_free(dnnlab_shard* s);
 

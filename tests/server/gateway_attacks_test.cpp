@@ -273,6 +273,62 @@ TEST_F(GatewayAttackTest, FakeFailuresQueueBoundedReruns) {
   for (const auto& t : st->trials(exp, all)) EXPECT_EQ(t.status, store::TrialStatus::queued);
 }
 
+// Issue 28: a browser says which backend trained its trial (webgpu, wasm,
+// webgpu→wasm) and its adapter. The trial's provenance and /api/workers keep
+// what it said, for display; verification is the same for every backend
+// (docs/security.md, "Trust": the measured GPU-vs-native spread is well
+// inside the one policy), so a WebGPU label buys a faked result nothing.
+TEST_F(GatewayAttackTest, AWebGpuLabelIsDisplayedAndBuysAFakedResultNothing) {
+  // Small rates: no validation accuracy near 1, where an inflation is capped.
+  const std::string sw = sweep_of(3, 2, "type: fifo", 0.002);
+  start(1.0, sw.c_str());
+  const json gpu = {{"backend", "webgpu"},
+                    {"adapter", {{"vendor", "google"}, {"architecture", "swiftshader"}}}};
+  auto [h, wh] = join("honest-gpu");
+  auto t = request(h);
+  ASSERT_TRUE(t);
+  const std::int64_t trial = t->at("trial")["id"];
+  ASSERT_FALSE(work(h, *t, 0, 0, [&](json& m) { m.merge_patch(gpu); }).close);
+  auto rec = st->trial(trial);
+  EXPECT_EQ(rec->provenance["backend"], "webgpu");
+  EXPECT_EQ(rec->provenance["adapter"]["architecture"], "swiftshader");
+  EXPECT_EQ(rec->provenance["kernel_target"], "wasm-simd128") << "the wasm build it also holds";
+  EXPECT_EQ(gw->worker_backends()[wh]["backend"], "webgpu");
+  EXPECT_EQ(gw->worker_backends()[wh]["adapter"]["vendor"], "google");
+  EXPECT_TRUE(settle_all().empty());
+  auto verified = events("trial.verified");
+  ASSERT_EQ(verified.size(), 1u);
+  EXPECT_TRUE(verified[0].data["agree"].get<bool>());
+  EXPECT_EQ(verified[0].data["backend"], "webgpu");
+  // The spread, epoch by epoch and the final test accuracy: none here (the
+  // fixture's client trains natively).
+  const json& dev = verified[0].data["deviations"];
+  ASSERT_EQ(dev.size(), 3u) << dev.dump();
+  EXPECT_EQ(dev[0]["epoch"], 1);
+  EXPECT_EQ(dev[2]["final"], "test_acc");
+  for (const char* m : {"train_loss", "val_loss", "train_acc", "val_acc"})
+    EXPECT_EQ(dev[1].value(m, -1.0), 0.0) << m << ": " << dev.dump();
+  gw->close(h);
+  EXPECT_FALSE(gw->worker_backends().contains(wh)) << "gone with its connection";
+
+  // A WebGPU-labelled liar: validation accuracy up by 0.15, under 2 of the
+  // 32 validation samples' worth past the tolerance (3 samples).
+  auto [liar, wl] = join("gpu-liar", "wasm-simd128", "10.9.9.9:1");
+  auto tl = request(liar);
+  ASSERT_TRUE(tl);
+  ASSERT_FALSE(work(liar, *tl, 0, 0.15, [&](json& m) { m.merge_patch(gpu); }).close);
+  auto closes = settle_all();
+  ASSERT_EQ(closes.size(), 1u);
+  EXPECT_EQ(closes[0].first, liar);
+  verified = events("trial.verified");
+  ASSERT_EQ(verified.size(), 2u);
+  EXPECT_FALSE(verified[1].data["agree"].get<bool>());
+  EXPECT_NE(verified[1].data["detail"].get<std::string>().find("val_acc"), std::string::npos)
+      << verified[1].data.dump();
+  EXPECT_EQ(st->trial(tl->at("trial")["id"].get<std::int64_t>())->status,
+            store::TrialStatus::queued);
+}
+
 // Verification 5: inflation below the tolerance agrees result by result, but
 // the bias test (a one-sided CUSUM per metric, k = 0.3, h = 2 tolerances)
 // quarantines a client that inflates its validation accuracy by 0.75 of the

@@ -380,9 +380,49 @@ TEST_F(GatewayTest, MalformedInputClosesTheClientWithAReason) {
          return gw->on_binary(id, weights_frame(tid, {1.f, 2.f}));
        },
        "weights before the result", true},
+      {"an unknown backend",
+       [&](auto id, auto& tid) {
+         json p = prog(tid, 1.0);
+         p["backend"] = "cuda";
+         return send(id, p);
+       },
+       "progress: 'backend' must be wasm, webgpu or webgpu\u2192wasm, not 'cuda'", true},
+      {"a backend that is not a string",
+       [&](auto id, auto& tid) {
+         json p = prog(tid, 1.0);
+         p["backend"] = 1;
+         return send(id, p);
+       },
+       "progress: 'backend' must be a string", true},
+      {"an adapter that is not an object",
+       [&](auto id, auto& tid) {
+         json p = prog(tid, 1.0);
+         p["adapter"] = "nvidia";
+         return send(id, p);
+       },
+       "progress: 'adapter' must be an object", true},
+      {"an adapter vendor past its bound",
+       [&](auto id, auto& tid) {
+         json p = prog(tid, 1.0);
+         p["adapter"] = {{"vendor", std::string(65, 'v')}, {"architecture", "x"}};
+         return send(id, p);
+       },
+       "progress.adapter: 'vendor' is longer than 64 characters", true},
+      {"a result's adapter architecture of the wrong type",
+       [&](auto id, auto& tid) {
+         return send(id, {{"v", 1},
+                          {"type", "result"},
+                          {"ticket", tid},
+                          {"status", "failed"},
+                          {"backend", "webgpu"},
+                          {"adapter", {{"architecture", 7}}}});
+       },
+       "result.adapter: 'architecture' must be a string", true},
   };
   for (const auto& c : held) {
-    auto [id, w] = join(std::string("client-") + std::to_string(&c - held.data()));
+    // An address each: the abandons of one address are capped.
+    const std::string n = std::to_string(&c - held.data());
+    auto [id, w] = join("client-" + n, "wasm-simd128", "10.0.0." + n + ":1");
     auto t = request(id);
     ASSERT_TRUE(t) << c.name;
     const std::int64_t trial = t->at("trial")["id"];

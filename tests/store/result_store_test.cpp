@@ -166,6 +166,23 @@ TEST_P(ResultStoreTest, FinishIsIdempotentByAttempt) {
   EXPECT_EQ(store_->trial_counts(exp_).finished, 1);
 }
 
+TEST_P(ResultStoreTest, MergeProvenanceAddsKeysToTheCurrentAttempt) {
+  auto id = add(1)[0];
+  ASSERT_TRUE(store_->mark_running(id, 1, "w1", {{"kernel_target", "wasm-simd128"}}));
+  ASSERT_TRUE(store_->mark_running(id, 2, "w2", {{"kernel_target", "wasm-simd128"}}));
+  EXPECT_FALSE(store_->merge_provenance(id, 1, {{"backend", "wasm"}})) << "a stale attempt";
+  EXPECT_TRUE(store_->merge_provenance(
+      id, 2,
+      {{"backend", "webgpu"},
+       {"adapter", {{"vendor", "google"}, {"architecture", "swiftshader"}}}}));
+  auto t = store_->trial(id);
+  EXPECT_EQ(t->provenance["kernel_target"], "wasm-simd128") << "kept";
+  EXPECT_EQ(t->provenance["backend"], "webgpu");
+  EXPECT_EQ(t->provenance["adapter"]["architecture"], "swiftshader");
+  EXPECT_THROW(store_->merge_provenance(id + 1000, 1, {{"backend", "wasm"}}), std::exception)
+      << "an unknown trial";
+}
+
 TEST_P(ResultStoreTest, StaleAttemptIsIgnored) {
   auto id = add(1)[0];
   ASSERT_TRUE(store_->mark_running(id, 1, "w1"));

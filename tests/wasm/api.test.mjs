@@ -361,6 +361,22 @@ test('bad shards come back as errors; a model outlives its shard handle', { skip
   expectError(() => core.openShard(broken), 'data', /shard at byte 8/);
 
   const shard = core.openShard(bytes);
+  // The splits as arrays (what the WebGPU backend uploads): the same samples
+  // the core trains on, so training on a copy of them is training on the split.
+  const train = shard.arrays('train');
+  assert.equal(train.x.length, 64 * shard.info.features);
+  assert.equal(train.y.length, 64);
+  assert.ok(train.y.every((c) => c >= 0 && c < shard.info.classes));
+  assert.ok(train.x.every(Number.isFinite) && train.x.some((v) => v !== 0));
+  assert.equal(shard.arrays('val').y.length, 32);
+  const fromSplit = core.createModel(SHARD_SPEC);
+  const fromCopy = core.createModel(SHARD_SPEC);
+  fromSplit.useSplit(shard, 'train');
+  fromCopy.loadData(train.x.slice(), train.y.slice());
+  assert.deepEqual(fromCopy.trainEpoch().loss, fromSplit.trainEpoch().loss);
+  fromSplit.free();
+  fromCopy.free();
+  expectError(() => shard.arrays('nope'), 'argument', /unknown split/);
   const narrow = core.createModel({ ...SHARD_SPEC, input: [783] });
   expectError(() => narrow.useSplit(shard, 'train'), 'shape', /784/);
   narrow.free();

@@ -1,10 +1,11 @@
 // The join page (served at /join?token=...): starts the join worker, shows
 // its state, and offers a Pause button. The state is mirrored on
 // window.dnnlabJoin for tests and the curious.
-import { gatewayUrl } from './protocol.js';
+import { backendOptions, gatewayUrl } from './protocol.js';
 
 const $ = (id) => document.getElementById(id);
 const token = new URLSearchParams(location.search).get('token') ?? '';
+const backendOpt = backendOptions(location.search); // ?backend=auto|webgpu|wasm, ?gpu_fault= (tests)
 
 // The identity the server issued this browser ("<id>.<mac>", from welcome):
 // kept so that its record of agreement follows it across reloads. Null the
@@ -41,6 +42,10 @@ const join = {
   shardsVerified: 0,   // data shards whose sha256 was checked
   shardsUnverified: 0, // and those that could not be (no crypto.subtle: not https)
   client: clientId(),
+  backendRequested: backendOpt.backend,
+  backend: '',         // what the current (or last) trial trains on: webgpu | wasm | webgpu→wasm
+  backendReason: '',
+  adapter: null,       // { vendor, architecture }
   updates: 0,
 };
 window.dnnlabJoin = join;
@@ -60,6 +65,12 @@ function render() {
   $('samples').textContent = join.samplesPerSecond ? Math.round(join.samplesPerSecond).toLocaleString('en') : '—';
   $('worker').textContent = join.worker ?? '—';
   $('kernels').textContent = join.kernels || '—';
+  $('backend').textContent = join.backend
+    ? `${join.backend}${join.backendRequested !== 'auto' ? ` (asked for ${join.backendRequested})` : ''} — ${join.backendReason}`
+    : `${join.backendRequested}: chosen at the first trial`;
+  $('adapter').textContent = join.adapter
+    ? [join.adapter.vendor, join.adapter.architecture].filter(Boolean).join(' / ') || 'an adapter that gives no vendor'
+    : '—';
   $('shards').textContent = join.shardsUnverified
     ? `${join.shardsUnverified} shard(s) not checked: sha256 needs a secure context (https)`
     : join.shardsVerified ? `${join.shardsVerified} shard(s), sha256 checked` : '—';
@@ -87,6 +98,7 @@ if (!token) {
       current: s.current, samplesPerSecond: s.samplesPerSecond, paused: s.paused, worker: s.worker,
       error: s.error, closeCode: s.closeCode, kernels: s.kernels, epochSlices: s.epochSlices,
       shardsVerified: s.shardsVerified, shardsUnverified: s.shardsUnverified,
+      backendRequested: s.backendRequested, backend: s.backend, backendReason: s.backendReason, adapter: s.adapter,
       updates: join.updates + 1,
     });
     render();
@@ -100,7 +112,8 @@ if (!token) {
     worker.postMessage({ type: 'pause', paused: join.paused });
     render();
   };
-  worker.postMessage({ type: 'start', token, client: join.client, url: gatewayUrl(location), agent: navigator.userAgent });
+  worker.postMessage({ type: 'start', token, client: join.client, url: gatewayUrl(location), agent: navigator.userAgent,
+    backend: backendOpt.backend, gpuFault: backendOpt.fault, backendError: backendOpt.error });
   join.pause = (p = true) => {
     join.paused = p;
     worker.postMessage({ type: 'pause', paused: p });

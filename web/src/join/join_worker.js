@@ -5,6 +5,7 @@
 // {type: 'pause', paused}.
 import { wrapCore, DnnlabError, relaxedMaddFused, relaxedSimdSupported } from '../../../src/wasm/dnnlab_api.mjs';
 import * as proto from './protocol.js';
+import { GpuBackend } from './gpu_backend.js';
 
 const CACHE_NAME = 'dnnlab-v1';
 
@@ -28,6 +29,10 @@ const state = {
   reconnects: 0,
   shardsVerified: 0,      // shards whose sha256 was checked (needs crypto.subtle:
   shardsUnverified: 0,    // a secure context); and those that could not be
+  backendRequested: 'auto', // ?backend= (gpu_backend.js)
+  backend: '',            // what the current (or last) trial trains on: webgpu | wasm | webgpu→wasm
+  backendReason: '',      // why (the probe's numbers, a missing adapter, ...)
+  adapter: null,          // { vendor, architecture } of the WebGPU adapter, once one was opened
 };
 
 function publish() {
@@ -51,6 +56,7 @@ let unpause = null;    // resolves when pause is lifted
 const waiters = new Map(); // key -> {resolve, reject}
 let corePromise = null, coreUrls = '';
 let openShard = null;  // { url, shard }
+let gpuBackend = null; // GpuBackend: the choice and the device (start's backend and fault)
 
 // ---- Cache API ----------------------------------------------------------
 
@@ -319,6 +325,8 @@ async function runTicket(t) {
   });
   const started = performance.now();
   let model = null;
+  let gpuTrial = null;
+  let backend = 'wasm';
   let last = null;
   let status = 'finished';
   let error = '';
@@ -326,20 +334,38 @@ async function runTicket(t) {
   try {
     const core = await loadCore(welcome.wasm);
     const shard = await shardFor(core, t.data);
-    model = core.createModel(t.spec);
-    model.useSplit(shard, 'train');
+    const choice = await gpuBackend.choose(core, t.spec, shard);
+    if (choice.backend === 'webgpu') {
+      try {
+        gpuTrial = gpuBackend.trial(core, t.spec, shard);
+        backend = 'webgpu';
+      } catch (e) {
+        Object.assign(choice, { backend: 'wasm', reason: `WebGPU could not set the trial up: ${e?.message ?? e}` });
+      }
+    }
+    if (!gpuTrial) {
+      model = core.createModel(t.spec);
+      model.useSplit(shard, 'train');
+    }
+    set({ backend, backendReason: choice.reason, adapter: gpuBackend.adapter });
     sliceBatches = 4;
     set({ activity: 'training' });
     for (let e = 1; e <= epochs; e++) {
       await waitWhilePaused();
       if (ws !== sock) throw new ConnectionLost('connection closed');
       set({ activity: 'training' });
-      const r = await fitEpochInSlices(model, shard, sock);
+      // A GPU epoch is one submission: the event loop runs while it computes.
+      const r = gpuTrial ? await gpuTrial.epoch() : await fitEpochInSlices(model, shard, sock);
+      if (ws !== sock) throw new ConnectionLost('connection closed');
+      if (gpuTrial && gpuTrial.backend !== backend) {
+        backend = gpuTrial.backend;
+        set({ backend, backendReason: `the GPU failed in epoch ${r.epoch} (${gpuTrial.failure.kind}: ${gpuTrial.failure.message}); the wasm core redid it` });
+      }
       last = r;
       set({ samplesPerSecond: r.samplesPerSecond, lastEpoch: r,
         current: { ...state.current, epoch: r.epoch, epochSamples: 0, epochSamplesDone: 0 } });
       const verdict = waitFor(`verdict ${ticket} ${r.epoch}`);
-      send(proto.progress(ticket, r));
+      send(proto.progress(ticket, r, { backend, adapter: gpuTrial ? gpuBackend.adapter : null }));
       const v = await verdict;
       if (!v.continue) {
         if (v.reason === 'lost') throw new ConnectionLost('lease lost');
@@ -347,11 +373,14 @@ async function runTicket(t) {
         break;
       }
     }
-    if (status === 'finished' && shard.info.test > 0) test = model.evaluateSplit(shard, 'test');
+    if (status === 'finished' && shard.info.test > 0) {
+      test = gpuTrial ? gpuTrial.test() : model.evaluateSplit(shard, 'test');
+    }
   } catch (e) {
     if (e instanceof ConnectionLost || ws !== sock) {
       // The server released (or will expire) the lease; nothing to send.
       model?.free();
+      gpuTrial?.free();
       holding = null;
       set({ current: null, activity: 'idle' });
       return;
@@ -369,15 +398,25 @@ async function runTicket(t) {
   let weights = null;
   if (status !== 'failed') {
     try {
-      weights = model.getParams();
+      weights = gpuTrial ? await gpuTrial.getParams() : model.getParams();
     } catch (e) {
       status = 'failed';
       error = String(e?.message ?? e);
     }
   }
+  if (gpuTrial && gpuTrial.backend !== backend) {
+    backend = gpuTrial.backend;  // the device failed reading the parameters back
+    set({ backend, backendReason: `the GPU failed at the end (${gpuTrial.failure.kind}: ${gpuTrial.failure.message}); the parameters are the last checkpoint's` });
+  }
   model?.free();
+  gpuTrial?.free();
+  if (ws !== sock) {
+    holding = null;
+    set({ current: null, activity: 'idle' });
+    return;
+  }
   const accepted = waitFor(`accepted ${ticket}`);
-  send(proto.result(ticket, status, metrics, error));
+  send(proto.result(ticket, status, metrics, error, { backend, adapter: backend === 'wasm' ? null : gpuBackend.adapter }));
   if (weights) send(proto.weightsFrame(ticket, weights));
   try {
     // The answer normally comes at once; do not hang on a server that never sends it.
@@ -409,6 +448,9 @@ self.onmessage = (ev) => {
   const m = ev.data;
   if (m.type === 'start' && !cfg) {
     cfg = { token: m.token, client: m.client, url: m.url, agent: m.agent };
+    gpuBackend = new GpuBackend({ requested: m.backend ?? 'auto', fault: m.gpuFault ?? '' });
+    state.backendRequested = gpuBackend.requested;
+    if (m.backendError) state.error = m.backendError;
     publish();
     connect();
   } else if (m.type === 'pause') {

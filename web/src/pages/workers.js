@@ -49,6 +49,8 @@ function addSample(stats) {
   if (samples.t.length > MAX_SAMPLES) for (const k of Object.keys(samples)) samples[k].shift();
 }
 
+const adapterText = (a) => (a ? [a.vendor, a.architecture].filter(Boolean).join(' / ') : '');
+
 export function workersPage() {
   const summary = h('div', { class: 'cards' });
   const body = h('tbody');
@@ -66,7 +68,7 @@ export function workersPage() {
     h('div', { class: 'card table-wrap' },
       h('label', {}, departed, ' show workers that left over 10 min ago ', departedNote),
       h('table', { class: 'grid', id: 'workers' },
-        h('thead', {}, h('tr', {}, ['Worker', 'Kind', 'Host', 'Status', 'Last heartbeat', 'Current trial', 'Trials/s', 'Started'].map((c) => h('th', {}, c)))),
+        h('thead', {}, h('tr', {}, ['Worker', 'Kind', 'Backend', 'Host', 'Status', 'Last heartbeat', 'Current trial', 'Trials/s', 'Started'].map((c) => h('th', {}, c)))),
         body)));
 
   let workers = [];
@@ -103,6 +105,9 @@ export function workersPage() {
       return h('tr', { 'data-id': w.id },
         h('td', { class: 'mono' }, String(w.id)),
         h('td', {}, h('span', { class: `kind kind-${w.kind}` }, w.kind || '—')),
+        // A browser's own word (webgpu, wasm, webgpu→wasm; its adapter on
+        // hover): shown, never trusted (docs/security.md).
+        h('td', { class: 'backend', title: adapterText(w.adapter) }, w.backend ?? (w.kind === 'browser' ? '—' : 'native')),
         // host is given to token holders only (docs/security.md).
         w.host === undefined
           ? h('td', { class: 'muted', title: 'shown with the write or read token' }, '—')
