@@ -227,9 +227,17 @@ Command add_train(CLI::App& app) {
       ->needs(distributed)
       ->capture_default_str();
   c->add_option("--wire", o->hybrid.wire,
-                "With --distributed: how activations and their gradients travel, fp32 or fp16 "
-                "(half the bytes; weights and weight gradients stay fp32)")
-      ->check(CLI::IsMember({"fp32", "fp16"}))
+                "With --distributed: how activations and their gradients travel: fp32, fp16 "
+                "(half the bytes) or int8 (a quarter: 8 bits a value and a float32 scale per "
+                "128); weights and weight gradients stay fp32")
+      ->check(CLI::IsMember({"fp32", "fp16", "int8"}))
+      ->needs(distributed)
+      ->capture_default_str();
+  c->add_option("--error-feedback", o->hybrid.feedback,
+                "With --wire int8: carry each sender's quantisation error into its next "
+                "message: off, grads (the server's activation gradients, per client), acts "
+                "(each client's activations) or both; docs/distributed.md \"Bytes\"")
+      ->check(CLI::IsMember({"off", "grads", "acts", "both"}))
       ->needs(distributed)
       ->capture_default_str();
   CLI::Option* listen =
