@@ -99,10 +99,12 @@ void put_header(Bytes& out, FrameKind kind, Dtype dtype, bool feedback, uint64_t
   put(out, n_tensors);
 }
 
+// x / s in double: a float quotient's rounding could move a value across a
+// rounding boundary (an error past half a step).
 int8_t quantise(float x, float s) {
   if (s == 0) return 0;
-  const float q = std::nearbyint(x / s);
-  return static_cast<int8_t>(std::clamp(q, -127.f, 127.f));
+  const double q = std::nearbyint(static_cast<double>(x) / s);
+  return static_cast<int8_t>(std::clamp(q, -127.0, 127.0));
 }
 
 void put_tensor(Bytes& out, const nn::TensorView& t, Dtype dtype) {

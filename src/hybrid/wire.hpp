@@ -59,7 +59,8 @@ const char* dtype_name(Dtype d);
 // int8: symmetric blocks of kInt8Block consecutive values (the last block of
 // a tensor may be shorter), each with a float32 scale s = max|x| / 127 (0
 // for a block of zeros); a value travels as q = round(x / s) in -127..127
-// and is read as q x s, within s / 2 of x (docs/distributed.md "Bytes").
+// and is read as q x s: within s / 2 of x, plus the float rounding of
+// q x s (at most 127 x s x 2^-24), docs/distributed.md "Bytes".
 inline constexpr int64_t kInt8Block = 128;
 // The bytes of n values in dtype d (scales included).
 int64_t value_bytes(Dtype d, int64_t n);
