@@ -97,6 +97,9 @@ int run_train(const TrainOptions& o) {
     throw UsageError(
         "--threads: with --distributed each in-process client runs its kernels on one thread; "
         "leave --threads at 1");
+  if (o.hybrid.feedback != "off" && o.hybrid.wire != "int8")
+    throw UsageError("--error-feedback " + o.hybrid.feedback +
+                     ": error feedback carries int8's quantisation error; add --wire int8");
   worker::ParallelScope threads(o.threads);
   // What is trained, overrides included: `dnnlab train` on this text repeats the run.
   spec.source = spec::to_yaml(spec);
