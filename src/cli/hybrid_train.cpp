@@ -27,6 +27,12 @@ void set_wire(const DistributedFlags& o, hybrid::HybridOptions* options) {
   options->feedback_acts = o.feedback == "acts" || o.feedback == "both";
 }
 
+// The run page's wire: "int8, error feedback grads" where feedback is on.
+std::string wire_label(const DistributedFlags& o) {
+  return o.wire == "int8" && o.feedback != "off" ? o.wire + ", error feedback " + o.feedback
+                                                 : o.wire;
+}
+
 // The largest frame a client may send for this spec: its activations for a
 // whole batch, or its weight gradients and state, each with its headers;
 // and some room.
@@ -117,7 +123,7 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
   waiting.state = "waiting";
   waiting.epochs = spec.train.epochs;
   waiting.staleness = o.staleness;
-  waiting.wire = o.wire;
+  waiting.wire = wire_label(o);
   hybrid_net::RunStatusBoard board(hybrid_net::status_json(waiting).dump());
   eo.watch_token = server::random_hex(32);
   eo.files["/hybrid/status"] = {"application/json", nullptr, /*needs_token=*/true,
@@ -160,7 +166,7 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
   set_wire(o, &options);
   hybrid::HybridServer server(spec, input, data.num_classes, endpoint, options);
   hybrid_net::RunStatusObserver watch(board, server, endpoint, obs, spec.train.epochs, o.staleness,
-                                      o.wire);
+                                      wire_label(o));
   *curve = server.fit(train, val, &watch);
   watch.finished();
   // The run page's last client rows, kept in metrics.json: the split of
