@@ -81,6 +81,19 @@ std::string norm_problem(size_t i, std::span<const double> step_norms, const Nor
   return {};
 }
 
+std::vector<bool> below_step_median(std::span<const std::string> nonfinite,
+                                    std::span<const double> norms, const CheckLimits& limits) {
+  std::vector<double> finite;
+  for (size_t i = 0; i < nonfinite.size(); ++i)
+    if (nonfinite[i].empty()) finite.push_back(norms[i]);
+  std::vector<bool> small(nonfinite.size(), false);
+  if (static_cast<int>(finite.size()) < limits.min_peers) return small;
+  const double m = median_of(finite);
+  for (size_t i = 0; i < nonfinite.size(); ++i)
+    small[i] = nonfinite[i].empty() && m > 0 && norms[i] < m / limits.step_factor;
+  return small;
+}
+
 std::vector<std::string> screen_step(std::span<const std::string> nonfinite,
                                      std::span<const double> norms, NormHistory& history,
                                      const CheckLimits& limits, const std::string& what) {

@@ -23,6 +23,12 @@ struct CheckLimits {
   // median * factor] fails.
   double step_factor = 5.0;
   int min_peers = 3;
+  // Below median / step_factor is not a danger to the model (a small
+  // gradient moves it little), and an honest client's easy batch late in
+  // training can land there: such a weight gradient is only dropped, and its
+  // client quarantined when it happens this many times in a row (a client
+  // sending zeros to skip the work).
+  int small_strikes = 3;
   // Against the median of the last accepted norms of the same kind (once
   // `history_min` are known): above median * factor fails, if another
   // contribution of the step is within it. Loose, because norms drift as
@@ -56,6 +62,11 @@ double l2_norm(std::span<const nn::TensorView> tensors);
 // going wild), not one client.
 std::string norm_problem(size_t i, std::span<const double> step_norms, const NormHistory& history,
                          const CheckLimits& limits);
+
+// Per contribution: whether its norm is below the step's median /
+// step_factor (the finite ones, at least min_peers of them, as norm_problem).
+std::vector<bool> below_step_median(std::span<const std::string> nonfinite,
+                                    std::span<const double> norms, const CheckLimits& limits);
 
 // One step's contributions of one kind (activations, weight gradients):
 // why each fails, "" where it passes. nonfinite[i] says why contribution i

@@ -52,6 +52,7 @@ struct Peer {
   uint64_t waiting = 0;
   int backward = 0;  // its tickets at kBackward
   int checks_passed = 0;
+  int small_in_a_row = 0;         // weight gradients below the step's median / 5 (CheckLimits)
   ErrorFeedback grad_feedback;    // its activation gradients' (feedback_grads)
   std::vector<float> act_scales;  // its last int8 activations' block scales (feedback_acts)
 };

@@ -124,14 +124,28 @@ void HybridServer::Impl::apply_grads() {
   }
   const std::vector<std::string> why =
       screen_step(nonfinite, norms, grad_history, opt.limits, "the features' weight gradients");
+  const std::vector<bool> small = below_step_median(nonfinite, norms, opt.limits);
   std::vector<const GradResult*> ok;
   for (size_t i = 0; i < use.size(); ++i) {
+    Peer& p = peers[use[i].client];
     if (why[i].empty()) {
       ok.push_back(&use[i]);
+      p.small_in_a_row = 0;
       continue;
     }
-    if (!peers[use[i].client].gone) drop_client(use[i].client, "weight gradients: " + why[i], true);
     ++stats.grads_dropped;
+    std::string what = "weight gradients: " + why[i];
+    if (small[i]) {
+      const int n = ++p.small_in_a_row;
+      if (n < opt.limits.small_strikes) {
+        note("ticket " + std::to_string(use[i].ticket) + ": " + what + ": not applied (" +
+             std::to_string(n) + " in a row; " + std::to_string(opt.limits.small_strikes) +
+             " quarantine)");
+        continue;
+      }
+      what += ", " + std::to_string(n) + " times in a row";
+    }
+    if (!p.gone) drop_client(use[i].client, what, true);
   }
   if (ok.empty()) return;
   std::vector<GradientShare> shares;

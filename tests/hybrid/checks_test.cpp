@@ -33,6 +33,19 @@ TEST(HybridChecks, NormAgainstTheStepMedian) {
   EXPECT_NE(norm_problem(3, with_zero, none, lim), "");  // too small as well
 }
 
+TEST(HybridChecks, BelowTheStepMedianIsToldApart) {
+  const CheckLimits lim;
+  const std::vector<std::string> fine(4), one_nan{"", "", "value 0 is nan", ""};
+  const std::vector<double> step{1.0, 1.1, 0.9, 0.1};
+  EXPECT_EQ(below_step_median(fine, step, lim), (std::vector<bool>{false, false, false, true}));
+  const std::vector<double> big{1.0, 1.1, 0.9, 100.0};  // too big is not "small"
+  EXPECT_EQ(below_step_median(fine, big, lim), (std::vector<bool>(4, false)));
+  // The non-finite one neither counts nor is small; two finite peers are too few.
+  const std::vector<std::string> two_nan{"", "x", "y", ""};
+  EXPECT_EQ(below_step_median(two_nan, step, lim), (std::vector<bool>(4, false)));
+  EXPECT_EQ(below_step_median(one_nan, step, lim), (std::vector<bool>{false, false, false, true}));
+}
+
 TEST(HybridChecks, HistoryCondemnsOnlyWhenAnotherStaysWithinIt) {
   const CheckLimits lim;
   const NormHistory none;

@@ -180,6 +180,45 @@ TEST(HybridTrain, LiarsAreQuarantinedAndTrainingConverges) {
   EXPECT_GT(*attacked.curve.back().val_acc, *honest.curve.back().val_acc - 0.1);
 }
 
+// Zero weight gradients on the listed tickets of this client (1-based).
+ClientOptions zero_grads(std::vector<int> tickets) {
+  ClientOptions o;
+  o.tamper = [tickets, n = std::make_shared<int>(0)](Frame& f) {
+    if (f.kind != FrameKind::kWeightGrads) return;
+    ++*n;
+    if (!tickets.empty() && std::find(tickets.begin(), tickets.end(), *n) == tickets.end()) return;
+    for (nn::Tensor& t : f.tensors)
+      for (int64_t i = 0; i < t.numel(); ++i) t[i] = 0;
+  };
+  return o;
+}
+
+// A weight gradient far below the step's median is dropped, not punished: an
+// honest client's easy batch can land there. Three in a row (a client that
+// sends zeros instead of working) quarantine it.
+TEST(HybridTrain, ASmallGradientIsDroppedAndOnlyThreeInARowQuarantine) {
+  Fixture fx(cnn_spec(1, 16, 512));
+  HybridOptions screens_only;
+  screens_only.recheck_first = 0;
+  screens_only.recheck_rate = 0;
+  const InProcessRun r =
+      fx.run(4, screens_only, nullptr, {{}, {}, zero_grads({}), zero_grads({2, 4})});
+  for (const auto& line : r.stats.log) std::printf("  %s\n", line.c_str());
+  EXPECT_EQ(r.stats.quarantined, (std::vector<int>{2}));
+  int not_applied = 0, quarantine_lines = 0;
+  for (const auto& line : r.stats.log) {
+    if (line.find("not applied (1 in a row") != std::string::npos) ++not_applied;
+    if (line.find("3 times in a row") != std::string::npos) ++quarantine_lines;
+  }
+  // Client 2's first and client 3's two (not consecutive) zero gradients,
+  // plus client 2's second ("2 in a row"), then its third quarantines it.
+  EXPECT_EQ(not_applied, 3);
+  EXPECT_GE(quarantine_lines, 1);
+  EXPECT_GE(r.stats.grads_dropped, 5);
+  ASSERT_EQ(r.curve.size(), 1u);
+  EXPECT_TRUE(std::isfinite(r.curve.back().train_loss));
+}
+
 TEST(HybridTrain, ALeaverCostsOneReissue) {
   Fixture fx(cnn_spec(1, 32, 256));
   ClientOptions leaver;
