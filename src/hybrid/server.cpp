@@ -166,6 +166,13 @@ void HybridServer::Impl::dispatch(Inbound in) {
 void HybridServer::Impl::on_activations(int c, Frame& f, Ticket& t) {
   if (t.stage != Stage::kForward || t.has_act)
     return drop_client(c, "activations for a ticket it already answered", true);
+  // In the dtype the ticket asked for, or float32 (a non-finite int8 frame
+  // travels so; an older client); never coarser than asked.
+  if (f.dtype != opt.wire && f.dtype != Dtype::kFloat32)
+    return drop_client(c,
+                       std::string("activations in ") + dtype_name(f.dtype) +
+                           ", the ticket asked for " + dtype_name(opt.wire),
+                       true);
   nn::Shape want = act_row;
   want.rank = act_row.rank + 1;
   for (int d = act_row.rank; d > 0; --d) want[d] = act_row[d - 1];

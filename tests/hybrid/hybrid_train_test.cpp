@@ -447,6 +447,35 @@ TEST(HybridRecheck, Int8HonestClientsPassAndSubtleLiarsAreCaught) {
   }
 }
 
+// A client answers in the dtype asked for or in float32, never coarser:
+// int8 activations to a float32 or float16 ticket quarantine it.
+TEST(HybridRecheck, ActivationsCoarserThanAskedAreRefused) {
+  Fixture fx(cnn_spec(1, 16, 128));
+  ClientOptions coarse;
+  coarse.tamper = [](Frame& f) {
+    if (f.kind == FrameKind::kActivations) f.dtype = Dtype::kInt8;
+  };
+  for (Dtype asked : {Dtype::kFloat32, Dtype::kFloat16}) {
+    HybridOptions o;
+    o.wire = asked;
+    const InProcessRun r = fx.run(3, o, nullptr, {{}, {}, coarse});
+    EXPECT_EQ(r.stats.quarantined, std::vector<int>{2});
+    bool said = false;
+    for (const auto& line : r.stats.log)
+      said |= line.find(std::string("activations in int8, the ticket asked for ") +
+                        dtype_name(asked)) != std::string::npos;
+    EXPECT_TRUE(said);
+  }
+  // Float32 answers to an int8 ticket are accepted (what a non-finite int8 frame becomes).
+  ClientOptions full;
+  full.tamper = [](Frame& f) {
+    if (f.kind == FrameKind::kActivations) f.dtype = Dtype::kFloat32;
+  };
+  HybridOptions o;
+  o.wire = Dtype::kInt8;
+  EXPECT_TRUE(fx.run(2, o, nullptr, {{}, full}).stats.quarantined.empty());
+}
+
 TEST(HybridRecheck, TrustedClientsAreSampled) {
   Fixture fx(cnn_spec(2, 16, 512));  // 32 batches an epoch
   HybridOptions o;
