@@ -18,6 +18,21 @@
 namespace dnnlab::cli {
 namespace {
 
+// --wire and --error-feedback (checked by the CLI's IsMember) as options.
+void set_wire(const DistributedFlags& o, hybrid::HybridOptions* options) {
+  options->wire = o.wire == "int8"   ? hybrid::Dtype::kInt8
+                  : o.wire == "fp16" ? hybrid::Dtype::kFloat16
+                                     : hybrid::Dtype::kFloat32;
+  options->feedback_grads = o.feedback == "grads" || o.feedback == "both";
+  options->feedback_acts = o.feedback == "acts" || o.feedback == "both";
+}
+
+// The run page's wire: "int8, error feedback grads" where feedback is on.
+std::string wire_label(const DistributedFlags& o) {
+  return o.wire == "int8" && o.feedback != "off" ? o.wire + ", error feedback " + o.feedback
+                                                 : o.wire;
+}
+
 // The largest frame a client may send for this spec: its activations for a
 // whole batch, or its weight gradients and state, each with its headers;
 // and some room.
@@ -108,7 +123,7 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
   waiting.state = "waiting";
   waiting.epochs = spec.train.epochs;
   waiting.staleness = o.staleness;
-  waiting.wire = o.wire;
+  waiting.wire = wire_label(o);
   hybrid_net::RunStatusBoard board(hybrid_net::status_json(waiting).dump());
   eo.watch_token = server::random_hex(32);
   eo.files["/hybrid/status"] = {"application/json", nullptr, /*needs_token=*/true,
@@ -148,10 +163,10 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
   if (!o.quiet) std::cerr << "hybrid: " << joined << " joined; training\n";
   hybrid::HybridOptions options;
   options.staleness = o.staleness;
-  options.wire = o.wire == "fp16" ? hybrid::Dtype::kFloat16 : hybrid::Dtype::kFloat32;
+  set_wire(o, &options);
   hybrid::HybridServer server(spec, input, data.num_classes, endpoint, options);
   hybrid_net::RunStatusObserver watch(board, server, endpoint, obs, spec.train.epochs, o.staleness,
-                                      o.wire);
+                                      wire_label(o));
   *curve = server.fit(train, val, &watch);
   watch.finished();
   // The run page's last client rows, kept in metrics.json: the split of
@@ -179,7 +194,7 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
   if (o.listen.empty()) {
     hybrid::HybridOptions options;
     options.staleness = o.staleness;
-    options.wire = o.wire == "fp16" ? hybrid::Dtype::kFloat16 : hybrid::Dtype::kFloat32;
+    set_wire(o, &options);
     hybrid::InProcessRun h =
         hybrid::train_in_process(spec, nn::model_input(spec.model, data.sample_shape),
                                  data.num_classes, train, valp, obs, o.clients, options, model);
@@ -202,6 +217,7 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
              {"transport", o.listen.empty() ? "in-process" : "websocket"},
              {"staleness", o.staleness},
              {"wire", o.wire},
+             {"error_feedback", o.wire == "int8" ? o.feedback : "off"},
              {"versions", version},
              {"rounds", stats.rounds},
              {"tickets", stats.tickets},

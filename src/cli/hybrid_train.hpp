@@ -16,9 +16,12 @@ namespace dnnlab::cli {
 struct DistributedFlags {
   int clients = 1;
   int staleness = 0;
-  std::string wire = "fp32";  // or "fp16": activations and their gradients
-  std::string listen;         // "": in-process clients
-  int client_wait_s = 600;    // --listen: how long to wait for the clients to join
+  std::string wire = "fp32";  // or "fp16", "int8": activations and their gradients
+  // With int8: error feedback on "grads" (the server's activation
+  // gradients), "acts" (the clients' activations), "both" or "off".
+  std::string feedback = "off";
+  std::string listen;       // "": in-process clients
+  int client_wait_s = 600;  // --listen: how long to wait for the clients to join
   bool quiet = false;
 };
 

@@ -97,6 +97,9 @@ int run_train(const TrainOptions& o) {
     throw UsageError(
         "--threads: with --distributed each in-process client runs its kernels on one thread; "
         "leave --threads at 1");
+  if (o.hybrid.feedback != "off" && o.hybrid.wire != "int8")
+    throw UsageError("--error-feedback " + o.hybrid.feedback +
+                     ": error feedback carries int8's quantisation error; add --wire int8");
   worker::ParallelScope threads(o.threads);
   // What is trained, overrides included: `dnnlab train` on this text repeats the run.
   spec.source = spec::to_yaml(spec);
@@ -227,9 +230,17 @@ Command add_train(CLI::App& app) {
       ->needs(distributed)
       ->capture_default_str();
   c->add_option("--wire", o->hybrid.wire,
-                "With --distributed: how activations and their gradients travel, fp32 or fp16 "
-                "(half the bytes; weights and weight gradients stay fp32)")
-      ->check(CLI::IsMember({"fp32", "fp16"}))
+                "With --distributed: how activations and their gradients travel: fp32, fp16 "
+                "(half the bytes) or int8 (a quarter: 8 bits a value and a float32 scale per "
+                "128); weights and weight gradients stay fp32")
+      ->check(CLI::IsMember({"fp32", "fp16", "int8"}))
+      ->needs(distributed)
+      ->capture_default_str();
+  c->add_option("--error-feedback", o->hybrid.feedback,
+                "With --wire int8: carry each sender's quantisation error into its next "
+                "message: off, grads (the server's activation gradients, per client), acts "
+                "(each client's activations) or both; docs/distributed.md \"Bytes\"")
+      ->check(CLI::IsMember({"off", "grads", "acts", "both"}))
       ->needs(distributed)
       ->capture_default_str();
   CLI::Option* listen =

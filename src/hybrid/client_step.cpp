@@ -66,6 +66,10 @@ Frame ClientStep::answer_ticket(const Frame& fr) {
   const nn::TensorView h = f_.forward(batch_.view(), /*training=*/true);
   out.tensors.emplace_back(h.shape());
   std::memcpy(out.tensors[0].data(), h.data(), sizeof(float) * h.numel());
+  if (fr.dtype == Dtype::kInt8 && fr.feedback)
+    act_feedback_.carry(out.tensors[0], fr.dtype);
+  else
+    act_feedback_.clear();
   ticket_ = fr.ticket;
   ticket_version_ = fr.version;
   ++tickets_;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "hybrid/feedback.hpp"
 #include "hybrid/wire.hpp"
 #include "nn/model.hpp"
 #include "nn/tensor.hpp"
@@ -27,11 +28,11 @@ class ClientStep {
   ClientStep(nn::Model features, nn::TensorView shard);
 
   // Weights: loaded, no reply. A ticket: the features' activations on its
-  // rows. Activation gradients for the ticket held: the weight gradients and
-  // the state; for a ticket the server gave up on: nothing. Bye: done().
-  // Throws std::runtime_error naming what is wrong with the frame (a kind a
-  // server never sends, a shape, a version this client does not hold, an
-  // index outside the shard).
+  // rows, in the ticket's dtype (an int8 ticket with the feedback flag: plus
+  // the quantisation error of this client's previous activations). Activation gradients for the
+  // ticket held: the weight gradients and the state; for a ticket the server gave up on: nothing.
+  // Bye: done(). Throws std::runtime_error naming what is wrong with the frame (a kind a server
+  // never sends, a shape, a version this client does not hold, an index outside the shard).
   std::optional<Frame> on_frame(const Frame& fr);
 
   bool done() const { return done_; }
@@ -49,6 +50,7 @@ class ClientStep {
   nn::TensorView shard_;
   std::vector<nn::Param*> params_, state_;
   nn::Tensor batch_;
+  ErrorFeedback act_feedback_;
   uint64_t version_ = kNoVersion, ticket_ = 0, ticket_version_ = 0;
   int64_t tickets_ = 0;
   bool done_ = false;

@@ -2,8 +2,11 @@
 // the server re-runs a sampled ticket's features forward and backward on its
 // own copy of the features part, loaded with the master weights of the
 // ticket's version, and compares activations, weight gradients and state.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "hybrid/server_impl.hpp"
 
@@ -23,6 +26,25 @@ double rms_diff(const float* a, const float* b, int64_t n) {
     s += d * d;
   }
   return n ? std::sqrt(s / static_cast<double>(n)) : 0;
+}
+
+// With the client's error feedback its activations are q(h + r): h within
+// half the frame's block scale plus the carried r, within half the previous
+// frame's. Only what lies beyond that bound counts, as a relative RMS.
+double excess_over_feedback(const float* h, const nn::Tensor& got,
+                            const std::vector<float>& prev_scales) {
+  const std::vector<float> now = int8_block_scales(got.view());
+  double s = 0, hh = 0;
+  const int64_t n = got.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const size_t b = static_cast<size_t>(i / kInt8Block);
+    const double bound =
+        0.5 * (now[b] + (b < prev_scales.size() ? prev_scales[b] : 0.f)) * (1 + 1e-5);
+    const double d = std::max(0.0, std::fabs(static_cast<double>(got.data()[i]) - h[i]) - bound);
+    s += d * d;
+    hh += static_cast<double>(h[i]) * h[i];
+  }
+  return std::sqrt(s) / (std::sqrt(hh) + 1e-12);
 }
 
 void copy_values(const std::vector<nn::Param*>& to, const std::vector<nn::Param*>& from) {
@@ -70,8 +92,17 @@ bool HybridServer::Impl::recheck(int c, uint64_t id, const Ticket& t,
   const double tol = opt.recheck_tolerance;
   std::string why;
   const nn::TensorView h = checker.forward(batch.view(), /*training=*/true);
-  const double e =
-      rms_diff(h.data(), t.act_kept.data(), h.numel()) / (rms(h.data(), h.numel()) + 1e-12);
+  double e = 0;
+  if (t.act_feedback) {
+    e = excess_over_feedback(h.data(), t.act_kept, t.prev_scales);
+  } else {
+    // As the client's activations travelled (in int8 or float16: rounded
+    // the same way), or as they were computed.
+    std::vector<float> sent(h.data(), h.data() + h.numel());
+    if (!wire_round(std::span<float>(sent), t.act_dtype))
+      sent.assign(h.data(), h.data() + h.numel());
+    e = rms_diff(sent.data(), t.act_kept.data(), h.numel()) / (rms(h.data(), h.numel()) + 1e-12);
+  }
   if (e > tol) why = "activations are off by a relative RMS error of " + std::to_string(e);
   if (why.empty()) {
     checker.backward_from("features", t.grad_sent.view());

@@ -91,6 +91,7 @@ std::vector<uint64_t> HybridServer::Impl::issue_round() {
     t.sent = Clock::now();
     t.deadline = t.sent + opt.deadline;
     Frame f{FrameKind::kTicket, version, id, {}, {}, opt.wire};  // answer in opt.wire
+    f.feedback = opt.wire == Dtype::kInt8 && opt.feedback_acts;
     for (int64_t i = 0; i < t.rows; ++i)
       f.indices.push_back(static_cast<uint32_t>(order[begin + i]));
     open[id] = std::move(t);
@@ -128,6 +129,14 @@ void HybridServer::Impl::dispatch(Inbound in) {
   if (f.kind == FrameKind::kBye) return drop_client(c, "it said bye", false);
   if (f.kind != FrameKind::kActivations && f.kind != FrameKind::kWeightGrads)
     return drop_client(c, std::string("it sent a ") + frame_kind_name(f.kind) + " frame", true);
+  // The client's error feedback runs over every activations frame it makes,
+  // a late one included: keep the scales its next carried error is within.
+  std::vector<float> prev_scales;
+  if (f.kind == FrameKind::kActivations && opt.wire == Dtype::kInt8 && opt.feedback_acts) {
+    prev_scales = std::move(peers[c].act_scales);
+    peers[c].act_scales =
+        f.dtype == Dtype::kInt8 ? int8_block_scales(f.tensors[0].view()) : std::vector<float>();
+  }
   auto it = open.find(f.ticket);
   if (it == open.end()) {
     auto old = closed.find(f.ticket);
@@ -147,13 +156,23 @@ void HybridServer::Impl::dispatch(Inbound in) {
                        "ticket " + std::to_string(f.ticket) + " is on version " +
                            std::to_string(t.version) + ", it claims " + std::to_string(f.version),
                        true);
-  if (f.kind == FrameKind::kActivations) return on_activations(c, f, t);
+  if (f.kind == FrameKind::kActivations) {
+    t.prev_scales = std::move(prev_scales);
+    return on_activations(c, f, t);
+  }
   on_weight_grads(c, f, t);
 }
 
 void HybridServer::Impl::on_activations(int c, Frame& f, Ticket& t) {
   if (t.stage != Stage::kForward || t.has_act)
     return drop_client(c, "activations for a ticket it already answered", true);
+  // In the dtype the ticket asked for, or float32 (a non-finite int8 frame
+  // travels so; an older client); never coarser than asked.
+  if (f.dtype != opt.wire && f.dtype != Dtype::kFloat32)
+    return drop_client(c,
+                       std::string("activations in ") + dtype_name(f.dtype) +
+                           ", the ticket asked for " + dtype_name(opt.wire),
+                       true);
   nn::Shape want = act_row;
   want.rank = act_row.rank + 1;
   for (int d = act_row.rank; d > 0; --d) want[d] = act_row[d - 1];
@@ -161,6 +180,8 @@ void HybridServer::Impl::on_activations(int c, Frame& f, Ticket& t) {
   std::string why = shape_problem(f.tensors[0].view(), want);
   if (!why.empty()) return drop_client(c, "activations: " + why, true);
   t.nonfinite = finite_problem(f.tensors[0].view());
+  t.act_dtype = f.dtype;
+  t.act_feedback = f.dtype == Dtype::kInt8 && opt.feedback_acts;
   t.act = std::move(f.tensors[0]);
   t.has_act = true;
   client(c).forward_seconds += between(t.sent, Clock::now());

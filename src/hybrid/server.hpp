@@ -40,6 +40,11 @@ struct HybridOptions {
   // How activations and their gradients travel (tickets ask the client to
   // answer in it); weights and weight gradients are always float32.
   Dtype wire = Dtype::kFloat32;
+  // Error feedback with int8 (docs/distributed.md "Bytes"): each client
+  // carries the quantisation error of its activations into its next ones
+  // (the tickets ask it to), and the server carries, per client, that of
+  // the activation gradients it sends. Ignored with float32 and float16.
+  bool feedback_acts = false, feedback_grads = false;
   // Native re-checks (docs/distributed.md, "Re-checks"): the server re-runs
   // a ticket's features forward and backward on its own copy and compares.
   // Every ticket of a client is re-checked until it has passed

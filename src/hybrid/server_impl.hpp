@@ -11,6 +11,7 @@
 
 #include "hybrid/aggregate.hpp"
 #include "hybrid/checks.hpp"
+#include "hybrid/feedback.hpp"
 #include "hybrid/server.hpp"
 #include "hybrid/wire.hpp"
 
@@ -35,6 +36,11 @@ struct Ticket {
   // the activation gradients sent, kept for the comparison.
   bool recheck = false;
   nn::Tensor act_kept, grad_sent;
+  Dtype act_dtype = Dtype::kFloat32;  // how its activations came
+  bool act_feedback = false;          // int8 with the client's error feedback asked for
+  // With that feedback: the block scales of the client's previous int8
+  // activations (the carried error is within half of them), empty if none.
+  std::vector<float> prev_scales;
 };
 
 struct Peer {
@@ -46,7 +52,9 @@ struct Peer {
   uint64_t waiting = 0;
   int backward = 0;  // its tickets at kBackward
   int checks_passed = 0;
-  int small_in_a_row = 0;  // weight gradients below the step's median / 5 (CheckLimits)
+  int small_in_a_row = 0;         // weight gradients below the step's median / 5 (CheckLimits)
+  ErrorFeedback grad_feedback;    // its activation gradients' (feedback_grads)
+  std::vector<float> act_scales;  // its last int8 activations' block scales (feedback_acts)
 };
 
 struct GradResult {

@@ -75,20 +75,20 @@ void HybridServer::Impl::classifier_step(const std::vector<uint64_t>& round) {
     float* dst = f.tensors[0].data();
     for (int64_t i = 0, n = t.act.numel(); i < n; ++i) dst[i] = src[i] * scale;
     at += t.rows;
+    if (opt.wire == Dtype::kInt8 && opt.feedback_grads)
+      peers[t.client].grad_feedback.carry(f.tensors[0], opt.wire);
+    Bytes bytes = encode(f);
     if (t.recheck) {  // kept as the client reads them
       t.act_kept = std::move(t.act);
-      t.grad_sent = nn::Tensor(f.tensors[0].shape());
-      const float* g = f.tensors[0].data();
-      float* kept = t.grad_sent.data();
-      for (int64_t i = 0, n = t.grad_sent.numel(); i < n; ++i)
-        kept[i] = opt.wire == Dtype::kFloat16 ? from_half(to_half(g[i])) : g[i];
+      t.grad_sent = opt.wire == Dtype::kFloat32 ? std::move(f.tensors[0])
+                                                : std::move(decode(bytes).tensors[0]);
     }
     t.act = nn::Tensor();
     t.stage = Stage::kBackward;
     t.sent = Clock::now();
     t.deadline = t.sent + opt.deadline;
     ++peers[t.client].backward;
-    send(t.client, encode(f));
+    send(t.client, std::move(bytes));
   }
 }
 

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <iterator>
+#include <limits>
 
 namespace dnnlab::hybrid {
 
@@ -61,33 +63,48 @@ void put(Bytes& out, T v) {
   std::memcpy(out.data() + at, &v, sizeof(T));
 }
 
-// The kinds that may travel in float16: the per-batch tensors (and the
-// ticket that asks for them). Weights and weight gradients are summed into
-// the model over many steps; they stay float32.
-bool half_allowed(FrameKind k) {
+// The kinds that may travel in float16 or int8: the per-batch tensors (and
+// the ticket that asks for them). Weights and weight gradients are summed
+// into the model over many steps; they stay float32.
+bool batch_dtype_allowed(FrameKind k) {
   return k == FrameKind::kTicket || k == FrameKind::kActivations ||
          k == FrameKind::kActivationGrads;
 }
 
-void put_header(Bytes& out, FrameKind kind, Dtype dtype, uint64_t version, uint64_t ticket,
-                uint32_t n_indices, uint32_t n_tensors) {
-  if (dtype == Dtype::kFloat16 && !half_allowed(kind))
+// int8 cannot carry a non-finite value: such a frame goes in float32.
+Dtype dtype_for(Dtype asked, std::span<const nn::TensorView> tensors) {
+  if (asked != Dtype::kInt8) return asked;
+  for (const auto& t : tensors)
+    for (int64_t i = 0, n = t.numel(); i < n; ++i)
+      if (!std::isfinite(t.data()[i])) return Dtype::kFloat32;
+  return asked;
+}
+
+void put_header(Bytes& out, FrameKind kind, Dtype dtype, bool feedback, uint64_t version,
+                uint64_t ticket, uint32_t n_indices, uint32_t n_tensors) {
+  if (dtype != Dtype::kFloat32 && !batch_dtype_allowed(kind))
     throw std::invalid_argument(std::string("encode: a ") +
                                 kKindRules[static_cast<int>(kind) - 1].name +
                                 " frame travels in float32");
+  if (feedback && !(kind == FrameKind::kTicket && dtype == Dtype::kInt8))
+    throw std::invalid_argument("encode: error feedback is asked for in int8 tickets only");
   out.insert(out.end(), kMagic, kMagic + 4);
   out.push_back(kFrameFormat);
   out.push_back(static_cast<uint8_t>(kind));
   out.push_back(static_cast<uint8_t>(dtype));
-  out.push_back(0);
+  out.push_back(feedback ? 1 : 0);
   put(out, version);
   put(out, ticket);
   put(out, n_indices);
   put(out, n_tensors);
 }
 
-size_t value_bytes(Dtype d) {
-  return d == Dtype::kFloat16 ? 2 : 4;
+// x / s in double: a float quotient's rounding could move a value across a
+// rounding boundary (an error past half a step).
+int8_t quantise(float x, float s) {
+  if (s == 0) return 0;
+  const double q = std::nearbyint(static_cast<double>(x) / s);
+  return static_cast<int8_t>(std::clamp(q, -127.0, 127.0));
 }
 
 void put_tensor(Bytes& out, const nn::TensorView& t, Dtype dtype) {
@@ -96,11 +113,20 @@ void put_tensor(Bytes& out, const nn::TensorView& t, Dtype dtype) {
   put(out, static_cast<uint32_t>(s.rank));
   for (int i = 0; i < s.rank; ++i) put(out, static_cast<uint32_t>(s[i]));
   const size_t at = out.size(), count = static_cast<size_t>(t.numel());
-  out.resize(at + value_bytes(dtype) * count);
+  out.resize(at + static_cast<size_t>(value_bytes(dtype, t.numel())));
   if (dtype == Dtype::kFloat16) {
     for (size_t i = 0; i < count; ++i) {
       const uint16_t h = to_half(t.data()[i]);
       std::memcpy(out.data() + at + 2 * i, &h, 2);
+    }
+  } else if (dtype == Dtype::kInt8) {
+    const size_t blocks = (count + kInt8Block - 1) / kInt8Block;
+    uint8_t* q = out.data() + at + 4 * blocks;
+    for (size_t b = 0; b < blocks; ++b) {
+      const size_t lo = b * kInt8Block, n = std::min<size_t>(kInt8Block, count - lo);
+      const float sc = int8_scale({t.data() + lo, n});
+      std::memcpy(out.data() + at + 4 * b, &sc, 4);
+      for (size_t i = lo; i < lo + n; ++i) q[i] = static_cast<uint8_t>(quantise(t.data()[i], sc));
     }
   } else if (count) {
     std::memcpy(out.data() + at, t.data(), 4 * count);
@@ -136,6 +162,33 @@ class Reader {
   std::span<const uint8_t> b_;
   size_t at_ = 0;
 };
+
+// An int8 tensor's scales, then its values (their bytes are there: checked
+// by the caller). Every scale finite, not negative, with 127 x scale finite;
+// no value -128.
+void read_int8(Reader& r, uint32_t t, nn::Tensor& v) {
+  const int64_t count = v.numel(), blocks = (count + kInt8Block - 1) / kInt8Block;
+  std::vector<float> scales(static_cast<size_t>(blocks));
+  for (int64_t b = 0; b < blocks; ++b) {
+    const size_t at = r.at();
+    const float s = r.get<float>("an int8 scale");
+    const char* bad = !std::isfinite(s)           ? "is not finite"
+                      : std::signbit(s)           ? "is negative"
+                      : !std::isfinite(s * 127.f) ? "is too large (127 x scale is not finite)"
+                                                  : nullptr;
+    if (bad)
+      throw FrameError(at, "tensor " + std::to_string(t) + ": the scale of block " +
+                               std::to_string(b) + " " + bad);
+    scales[static_cast<size_t>(b)] = s;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const size_t at = r.at();
+    const int8_t q = r.get<int8_t>("an int8 value");
+    if (q == -128)
+      throw FrameError(at, "tensor " + std::to_string(t) + ": int8 value -128 (-127 to 127)");
+    v.data()[i] = static_cast<float>(q) * scales[static_cast<size_t>(i / kInt8Block)];
+  }
+}
 
 }  // namespace
 
@@ -176,6 +229,69 @@ float from_half(uint16_t h) {
   return bits_float(sign | ((exp + 112) << 23) | (mant << 13));
 }
 
+const char* dtype_name(Dtype d) {
+  switch (d) {
+    case Dtype::kFloat32:
+      return "float32";
+    case Dtype::kFloat16:
+      return "float16";
+    case Dtype::kInt8:
+      return "int8";
+  }
+  return "?";
+}
+
+int64_t value_bytes(Dtype d, int64_t n) {
+  switch (d) {
+    case Dtype::kFloat16:
+      return 2 * n;
+    case Dtype::kInt8:
+      return n + 4 * ((n + kInt8Block - 1) / kInt8Block);
+    default:
+      return 4 * n;
+  }
+}
+
+float int8_scale(std::span<const float> block) {
+  float m = 0;
+  for (float x : block) m = std::max(m, std::fabs(x));
+  if (m == 0) return 0;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  float s = m / 127.f;  // may underflow to 0 or round either way
+  while (!std::isfinite(s * 127.f)) s = std::nextafter(s, 0.f);
+  while (s * 127.f < m) {
+    const float up = std::nextafter(s, kInf);
+    if (!std::isfinite(up * 127.f)) break;
+    s = up;
+  }
+  return s;
+}
+
+bool wire_round(std::span<float> v, Dtype dtype) {
+  if (dtype == Dtype::kFloat16) {
+    for (float& x : v) x = from_half(to_half(x));
+  } else if (dtype == Dtype::kInt8) {
+    for (float x : v)
+      if (!std::isfinite(x)) return false;
+    for (size_t lo = 0; lo < v.size(); lo += kInt8Block) {
+      const std::span<float> b = v.subspan(lo, std::min<size_t>(kInt8Block, v.size() - lo));
+      const float s = int8_scale(b);
+      for (float& x : b) x = static_cast<float>(quantise(x, s)) * s;
+    }
+  }
+  return true;
+}
+
+std::vector<float> int8_block_scales(nn::TensorView v) {
+  std::vector<float> out;
+  for (int64_t lo = 0, n = v.numel(); lo < n; lo += kInt8Block) {
+    float m = 0;
+    for (int64_t i = lo; i < std::min(n, lo + kInt8Block); ++i) m = std::max(m, std::fabs(v[i]));
+    out.push_back(m / 127.f);
+  }
+  return out;
+}
+
 const char* frame_kind_name(FrameKind k) {
   const auto i = static_cast<uint8_t>(k);
   return i >= 1 && i <= kFrameKinds ? kKindRules[i - 1].name : "?";
@@ -184,20 +300,25 @@ const char* frame_kind_name(FrameKind k) {
 Bytes encode_views(FrameKind kind, uint64_t version, uint64_t ticket,
                    std::span<const nn::TensorView> tensors, Dtype dtype) {
   Bytes out;
+  dtype = dtype_for(dtype, tensors);
   size_t bytes = kFrameHeaderBytes;
-  for (const auto& t : tensors) bytes += 4 + 4 * t.shape().rank + value_bytes(dtype) * t.numel();
+  for (const auto& t : tensors)
+    bytes += 4 + 4 * t.shape().rank + static_cast<size_t>(value_bytes(dtype, t.numel()));
   out.reserve(bytes);
-  put_header(out, kind, dtype, version, ticket, 0, static_cast<uint32_t>(tensors.size()));
+  put_header(out, kind, dtype, false, version, ticket, 0, static_cast<uint32_t>(tensors.size()));
   for (const auto& t : tensors) put_tensor(out, t, dtype);
   return out;
 }
 
 Bytes encode(const Frame& f) {
   Bytes out;
-  put_header(out, f.kind, f.dtype, f.version, f.ticket, static_cast<uint32_t>(f.indices.size()),
-             static_cast<uint32_t>(f.tensors.size()));
+  std::vector<nn::TensorView> views;
+  for (const auto& t : f.tensors) views.push_back(t.view());
+  const Dtype dtype = dtype_for(f.dtype, views);
+  put_header(out, f.kind, dtype, f.feedback, f.version, f.ticket,
+             static_cast<uint32_t>(f.indices.size()), static_cast<uint32_t>(f.tensors.size()));
   for (uint32_t i : f.indices) put(out, i);
-  for (const auto& t : f.tensors) put_tensor(out, t.view(), f.dtype);
+  for (const auto& t : views) put_tensor(out, t, dtype);
   return out;
 }
 
@@ -214,12 +335,20 @@ Frame decode(std::span<const uint8_t> bytes) {
   if (kind < 1 || kind > kFrameKinds)
     throw FrameError(5, "unknown frame kind " + std::to_string(kind));
   const uint8_t dtype = r.get<uint8_t>("the dtype");
-  if (dtype > 1) throw FrameError(6, "dtype " + std::to_string(dtype) + " (0 float32, 1 float16)");
-  if (dtype == 1 && !half_allowed(static_cast<FrameKind>(kind)))
-    throw FrameError(6, std::string("dtype 1 (float16) for a ") + kKindRules[kind - 1].name +
-                            " frame, which travels in float32");
-  if (r.get<uint8_t>("the reserved byte") != 0) throw FrameError(7, "the reserved byte is not 0");
+  if (dtype >= kDtypes)
+    throw FrameError(6, "dtype " + std::to_string(dtype) + " (0 float32, 1 float16, 2 int8)");
+  if (dtype != 0 && !batch_dtype_allowed(static_cast<FrameKind>(kind)))
+    throw FrameError(6, "dtype " + std::to_string(dtype) + " (" +
+                            dtype_name(static_cast<Dtype>(dtype)) + ") for a " +
+                            kKindRules[kind - 1].name + " frame, which travels in float32");
+  const uint8_t flags = r.get<uint8_t>("the flags");
+  const bool int8_ticket = kind == static_cast<uint8_t>(FrameKind::kTicket) && dtype == 2;
+  if (flags > (int8_ticket ? 1 : 0))
+    throw FrameError(7, "flags " + std::to_string(flags) + " (" +
+                            (int8_ticket ? "an int8 ticket may set bit 0 only" : "must be 0") +
+                            ")");
   Frame f;
+  f.feedback = flags == 1;
   f.kind = static_cast<FrameKind>(kind);
   f.dtype = static_cast<Dtype>(dtype);
   f.version = r.get<uint64_t>("the model version");
@@ -262,10 +391,12 @@ Frame decode(std::span<const uint8_t> bytes) {
                                   std::to_string(kMaxTensorValues) + " values");
       s.d[s.rank++] = dim;
     }
-    const size_t n = value_bytes(f.dtype) * static_cast<size_t>(numel);
+    const size_t n = static_cast<size_t>(value_bytes(f.dtype, numel));
     r.need(n, "a tensor's values");  // before allocating
     nn::Tensor v(s);
-    if (f.dtype == Dtype::kFloat16) {
+    if (f.dtype == Dtype::kInt8) {
+      read_int8(r, t, v);
+    } else if (f.dtype == Dtype::kFloat16) {
       std::vector<uint16_t> half(static_cast<size_t>(numel));
       r.copy(half.data(), n, "a tensor's values");
       for (int64_t i = 0; i < numel; ++i) v.data()[i] = from_half(half[i]);

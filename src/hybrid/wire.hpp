@@ -10,14 +10,17 @@
 //
 // Layout (little-endian), docs/distributed.md "Frames":
 //   0  magic "DNHF"          4  format version (1)     5  kind
-//   6  dtype (0 float32, 1 float16)                   7  reserved (0)
+//   6  dtype (0 float32, 1 float16, 2 int8)           7  flags (bit 0: error feedback)
 //   8  model version u64    16  ticket id u64
 //  24  index count u32      28  tensor count u32
 //  32  indices u32 x count, then per tensor: rank u32 (1..4), dims u32 x rank
-//      (each >= 1), the values as float32 (or float16) x product(dims).
-// float16 (IEEE binary16) is allowed for tickets (answer in float16),
+//      (each >= 1), the values as float32 (or float16) x product(dims); in
+//      int8, one float32 scale per block of kInt8Block values, then the
+//      values as int8 (-127..127), value = q x its block's scale.
+// float16 and int8 are allowed for tickets (answer in that dtype),
 // activations and activation gradients; weights and gradients stay float32.
-// Nothing may follow the last tensor.
+// Nothing may follow the last tensor. The flags byte is 0 but in an int8
+// ticket, where bit 0 asks the client for error feedback on its activations.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -49,7 +52,30 @@ inline constexpr uint32_t kMaxIndices = 1u << 20;
 inline constexpr uint32_t kMaxTensors = 4096;
 inline constexpr int64_t kMaxTensorValues = int64_t{1} << 28;
 
-enum class Dtype : uint8_t { kFloat32 = 0, kFloat16 = 1 };
+enum class Dtype : uint8_t { kFloat32 = 0, kFloat16 = 1, kInt8 = 2 };
+inline constexpr int kDtypes = 3;
+const char* dtype_name(Dtype d);
+
+// int8: symmetric blocks of kInt8Block consecutive values (the last block of
+// a tensor may be shorter), each with a float32 scale s = max|x| / 127 (0
+// for a block of zeros); a value travels as q = round(x / s) in -127..127
+// and is read as q x s: within s / 2 of x, plus the float rounding of
+// q x s (at most 127 x s x 2^-24), docs/distributed.md "Bytes".
+inline constexpr int64_t kInt8Block = 128;
+// The bytes of n values in dtype d (scales included).
+int64_t value_bytes(Dtype d, int64_t n);
+// The scale encode() gives a block: max|x| / 127, nudged so that 127 x s
+// covers max|x| and stays finite (denormal and huge blocks included).
+float int8_scale(std::span<const float> block);
+// What a receiver reads of `values` sent in `dtype`, written over them
+// (float32: unchanged; float16: rounded; int8: quantised per block). In
+// int8 a non-finite value cannot travel: then nothing is changed and the
+// result is false (encode() sends such a frame in float32).
+bool wire_round(std::span<float> values, Dtype dtype);
+// A decoded int8 tensor's block scales, as max|v| / 127 per block (the
+// largest value of a non-zero block is 127 x its scale): within a rounding
+// of the scales sent.
+std::vector<float> int8_block_scales(nn::TensorView decoded);
 
 // IEEE binary16 from float32, rounding to nearest even. Finite values past
 // the largest half (65504) saturate to it rather than become infinite (a
@@ -65,6 +91,9 @@ struct Frame {
   std::vector<uint32_t> indices;
   std::vector<nn::Tensor> tensors;
   Dtype dtype = Dtype::kFloat32;  // how the tensors travel; decoded, they are float32
+  // An int8 ticket's flag: the client carries the quantisation error of its
+  // activations into its next ones (docs/distributed.md "Bytes").
+  bool feedback = false;
 };
 
 // A frame that breaks the layout: names the byte offset and what was wrong.
@@ -79,6 +108,9 @@ class FrameError : public std::runtime_error {
   size_t offset_;
 };
 
+// An int8 frame holding a non-finite value is written in float32 (dtype 0),
+// so that the receiver's finiteness checks see it: a NaN is never
+// quantised away.
 Bytes encode(const Frame& f);
 // The same bytes as encode() of a frame holding copies of `tensors`.
 Bytes encode_views(FrameKind kind, uint64_t version, uint64_t ticket,

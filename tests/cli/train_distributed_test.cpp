@@ -72,6 +72,21 @@ TEST(TrainDistributed, SeveralClientsWithStalenessTrain) {
   EXPECT_TRUE(std::filesystem::exists(dir.path / "parts.safetensors"));
 }
 
+TEST(TrainDistributed, Int8WireWithErrorFeedbackTrainsAndSaysSo) {
+  TempDir dir;
+  const auto spec = dir.write("parts.yaml", kPartsSpec);
+  const Result r = run("train -q " + spec.string() +
+                       " --distributed --clients 2 --wire int8 --error-feedback grads --out " +
+                       dir.path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto m = nlohmann::json::parse(slurp(dir.path / "parts.metrics.json"));
+  EXPECT_EQ(m["distributed"]["wire"], "int8");
+  EXPECT_EQ(m["distributed"]["error_feedback"], "grads");
+  EXPECT_EQ(m["distributed"]["quarantined"].size(), 0u);
+  ASSERT_EQ(m["epochs"].size(), 2u);
+  EXPECT_LT(m["epochs"][1]["train_loss"].get<double>(), m["epochs"][0]["train_loss"].get<double>());
+}
+
 TEST(TrainDistributed, SpecWithoutPartsIsRefusedNamingModelParts) {
   TempDir dir;
   const auto spec = dir.write("flat.yaml", R"(name: flat
@@ -98,6 +113,15 @@ TEST(TrainDistributed, BadFlagsNameTheFlag) {
     EXPECT_NE(r.code, 0) << bad;
     const std::string flag =
         std::string(bad).find("--clients") != std::string::npos ? "--clients" : "--staleness";
+    EXPECT_NE(r.err.find(flag), std::string::npos) << bad << ": " << r.err;
+  }
+  for (const char* bad : {"--distributed --wire int4", "--distributed --error-feedback sideways",
+                          "--distributed --error-feedback grads", "--wire int8"}) {
+    const Result r = run(base + bad);
+    EXPECT_NE(r.code, 0) << bad;
+    const std::string flag = std::string(bad).find("--error-feedback") != std::string::npos
+                                 ? "--error-feedback"
+                                 : "--wire";
     EXPECT_NE(r.err.find(flag), std::string::npos) << bad << ": " << r.err;
   }
   const Result threads = run(base + "--distributed --threads 2");

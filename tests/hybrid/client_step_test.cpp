@@ -94,6 +94,35 @@ TEST(HybridClientStep, RefusesWhatNoServerSends) {
   EXPECT_THROW(step.on_frame(w), std::runtime_error);
 }
 
+// An int8 ticket is answered in int8; with the feedback flag the client
+// adds what quantising its previous activations lost (the same rows twice:
+// the second answer is h + (h - q(h))); without it, nothing is carried.
+TEST(HybridClientStep, Int8TicketsAnswerInKindAndCarryTheErrorWhenAsked) {
+  StepParts s;
+  for (bool feedback : {false, true}) {
+    ClientStep step(s.part(), s.shard.view());
+    step.on_frame(s.weights(1));
+    Frame t{FrameKind::kTicket, 1, 5, {2, 1}, {}, Dtype::kInt8};
+    t.feedback = feedback;
+    const std::optional<Frame> a = step.on_frame(t);
+    t.ticket = 6;
+    const std::optional<Frame> b = step.on_frame(t);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->dtype, Dtype::kInt8);
+    EXPECT_FALSE(a->feedback);  // a flag of tickets only
+    const nn::Tensor& h = a->tensors[0];
+    nn::Tensor read = h;
+    ASSERT_TRUE(wire_round({read.data(), static_cast<size_t>(read.numel())}, Dtype::kInt8));
+    int64_t moved = 0;
+    for (int64_t i = 0; i < h.numel(); ++i) {
+      const float want = feedback ? h.data()[i] + (h.data()[i] - read.data()[i]) : h.data()[i];
+      ASSERT_EQ(b->tensors[0].data()[i], want) << i;
+      moved += b->tensors[0].data()[i] != h.data()[i];
+    }
+    EXPECT_EQ(moved > 0, feedback);
+  }
+}
+
 TEST(HybridClientStep, FingerprintCoversShapeAndValues) {
   nn::Tensor a{nn::Shape{2, 3}}, b{nn::Shape{3, 2}};
   EXPECT_EQ(data_fingerprint(a.view()).size(), 16u);

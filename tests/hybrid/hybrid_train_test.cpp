@@ -296,6 +296,53 @@ TEST(HybridTrain, HalfPrecisionWireHalvesTheBatchBytesAndFollowsFloat32) {
   EXPECT_LT(half.curve.back().train_loss, 0.7 * half.curve.front().train_loss);
 }
 
+// int8 on the wire (docs/distributed.md "Bytes"): each batch tensor in a
+// quarter of float32's bytes plus a scale per 128 values, exactly; training
+// follows the float32 run, with or without error feedback.
+TEST(HybridTrain, Int8WireQuartersTheBatchBytesAndFollowsFloat32) {
+  Fixture fx(cnn_spec(3, 16, 512));  // 32 full batches an epoch
+  const InProcessRun full = fx.run(2, {});
+  const int64_t n = 16 * 8 * 7 * 7;  // one ticket's activations
+  const int64_t saved = 4 * n - value_bytes(Dtype::kInt8, n);
+  struct Case {
+    const char* name;
+    bool acts, grads;
+  };
+  std::vector<InProcessRun> runs;
+  for (const Case& c : {Case{"off", false, false}, Case{"grads", false, true},
+                        Case{"acts", true, false}, Case{"both", true, true}}) {
+    HybridOptions o;
+    o.wire = Dtype::kInt8;
+    o.feedback_acts = c.acts;
+    o.feedback_grads = c.grads;
+    const InProcessRun q = fx.run(2, o);
+    ASSERT_EQ(q.curve.size(), full.curve.size());
+    EXPECT_EQ(q.stats.tickets, full.stats.tickets);
+    EXPECT_TRUE(q.stats.quarantined.empty());
+    EXPECT_EQ(q.stats.recheck_failures, 0) << c.name;
+    // Every activations frame and every activation gradients frame shrank
+    // by exactly float32's bytes less int8's; the rest is unchanged.
+    EXPECT_EQ(full.stats.bytes_from_clients - q.stats.bytes_from_clients, q.stats.tickets * saved);
+    EXPECT_EQ(full.stats.bytes_to_clients - q.stats.bytes_to_clients, q.stats.tickets * saved);
+    for (size_t e = 0; e < full.curve.size(); ++e) {
+      std::printf("int8 %-5s epoch %zu: train loss %.4f (fp32 %.4f), val acc %.4f (fp32 %.4f)\n",
+                  c.name, e + 1, q.curve[e].train_loss, full.curve[e].train_loss,
+                  *q.curve[e].val_acc, *full.curve[e].val_acc);
+      EXPECT_NE(q.curve[e].train_loss, full.curve[e].train_loss) << "int8 changed nothing?";
+      EXPECT_NEAR(q.curve[e].train_loss, full.curve[e].train_loss, 0.03 * full.curve[e].train_loss)
+          << c.name << ", epoch " << e + 1;
+      ASSERT_TRUE(q.curve[e].val_acc && full.curve[e].val_acc);
+      EXPECT_NEAR(*q.curve[e].val_acc, *full.curve[e].val_acc, 0.04)
+          << c.name << ", epoch " << e + 1;
+    }
+    EXPECT_LT(q.curve.back().train_loss, 0.7 * q.curve.front().train_loss);
+    runs.push_back(q);
+  }
+  // Error feedback changes what travels.
+  for (size_t i = 1; i < runs.size(); ++i)
+    EXPECT_NE(runs[i].curve.back().train_loss, runs[0].curve.back().train_loss) << i;
+}
+
 // Native re-checks: the server re-runs a ticket's features part and
 // compares. Honest clients pass every one (and training is unchanged by
 // them); a liar the norm screens cannot see is caught on a re-check.
@@ -370,6 +417,63 @@ TEST(HybridRecheck, SubtleLiarsPassTheScreensButNotTheRecheck) {
   EXPECT_EQ(checked.clients[3].tickets, 1);
   ASSERT_EQ(checked.curve.size(), 2u);
   EXPECT_LT(checked.curve.back().train_loss, checked.curve.front().train_loss);
+}
+
+// In int8 the server compares the activations as they travelled (its own
+// recomputed ones quantised the same way), or, with the clients' error
+// feedback, only what lies beyond the quantisation's bound; the backward's
+// comparison is exact either way (the gradients it sent, as decoded).
+TEST(HybridRecheck, Int8HonestClientsPassAndSubtleLiarsAreCaught) {
+  Fixture fx(cnn_spec(2, 16, 512));
+  for (bool feedback : {false, true}) {
+    HybridOptions o = every_ticket_rechecked();
+    o.wire = Dtype::kInt8;
+    o.feedback_acts = o.feedback_grads = feedback;
+    const InProcessRun honest = fx.run(2, o);
+    EXPECT_EQ(honest.stats.rechecks, honest.stats.tickets);
+    EXPECT_EQ(honest.stats.recheck_failures, 0) << "feedback " << feedback;
+    EXPECT_TRUE(honest.stats.quarantined.empty());
+    HybridOptions d = o;
+    d.recheck_first = 3;
+    const std::vector<ClientOptions> clients{{}, {}, subtle_liar("grads"), subtle_liar("acts")};
+    const InProcessRun checked = fx.run(4, d, nullptr, clients);
+    for (const auto& line : checked.stats.log) std::printf("  %s\n", line.c_str());
+    std::vector<int> q = checked.stats.quarantined;
+    std::sort(q.begin(), q.end());
+    // With the clients' error feedback only the part of the 1% noise beyond
+    // the quantisation's bound counts: still enough.
+    EXPECT_EQ(q, (std::vector<int>{2, 3})) << "feedback " << feedback;
+    EXPECT_EQ(checked.stats.recheck_failures, 2);
+  }
+}
+
+// A client answers in the dtype asked for or in float32, never coarser:
+// int8 activations to a float32 or float16 ticket quarantine it.
+TEST(HybridRecheck, ActivationsCoarserThanAskedAreRefused) {
+  Fixture fx(cnn_spec(1, 16, 128));
+  ClientOptions coarse;
+  coarse.tamper = [](Frame& f) {
+    if (f.kind == FrameKind::kActivations) f.dtype = Dtype::kInt8;
+  };
+  for (Dtype asked : {Dtype::kFloat32, Dtype::kFloat16}) {
+    HybridOptions o;
+    o.wire = asked;
+    const InProcessRun r = fx.run(3, o, nullptr, {{}, {}, coarse});
+    EXPECT_EQ(r.stats.quarantined, std::vector<int>{2});
+    bool said = false;
+    for (const auto& line : r.stats.log)
+      said |= line.find(std::string("activations in int8, the ticket asked for ") +
+                        dtype_name(asked)) != std::string::npos;
+    EXPECT_TRUE(said);
+  }
+  // Float32 answers to an int8 ticket are accepted (what a non-finite int8 frame becomes).
+  ClientOptions full;
+  full.tamper = [](Frame& f) {
+    if (f.kind == FrameKind::kActivations) f.dtype = Dtype::kFloat32;
+  };
+  HybridOptions o;
+  o.wire = Dtype::kInt8;
+  EXPECT_TRUE(fx.run(2, o, nullptr, {{}, full}).stats.quarantined.empty());
 }
 
 TEST(HybridRecheck, TrustedClientsAreSampled) {

@@ -160,4 +160,49 @@ async function run() {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  // The core speaks int8 (docs/distributed.md "Bytes"): with error feedback
+  // both ways, its quantised activations pass the server's native re-checks
+  // (the first 3 tickets of each client) and the frames shrink to a quarter.
+  test('the wasm core trains in int8 frames with error feedback', { timeout: 120_000 }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'dnnlab-hybrid-node8-'));
+    try {
+      writeFileSync(join(dir, 'spec.yaml'), SPEC);
+      const p = spawn(DNNLAB, ['train', join(dir, 'spec.yaml'), '--distributed', '--listen', '127.0.0.1:0',
+        '--clients', '2', '--client-wait', '60', '--wire', 'int8', '--error-feedback', 'both', '--out', dir],
+      { stdio: ['ignore', 'pipe', 'pipe'] });
+      let log = '';
+      p.stderr.on('data', (d) => { log += d; });
+      p.stdout.on('data', (d) => { log += d; });
+      const exited = new Promise((ok) => p.on('exit', (c) => ok(c)));
+      let j = null;
+      for (let i = 0; i < 300 && !j; i++) {
+        j = log.match(/join with: dnnlab join (\S+) --token ([0-9a-f]+)/);
+        if (!j) await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.ok(j, log);
+      const clients = await Promise.all([0, 1].map(() => nodeClient(core, j[1], j[2])));
+      assert.equal(await exited, 0, log);
+      const metrics = JSON.parse(readFileSync(join(dir, 'hybrid-node.metrics.json'), 'utf8'));
+      const d = metrics.distributed;
+      assert.equal(d.wire, 'int8');
+      assert.equal(d.error_feedback, 'both');
+      for (const c of clients) {
+        assert.equal(c.error, '', log);
+        assert.equal(c.info.done, true);
+        assert.ok(c.info.tickets > 0);
+      }
+      assert.deepEqual(d.quarantined, [], log);
+      assert.ok(d.rechecks >= 6, JSON.stringify(d));
+      assert.equal(d.recheck_failures, 0);
+      // Activations [16, 4, 14, 14]: 3,136 bytes a sample in float32; in
+      // int8 each ticket's frames (activations and the small weight
+      // gradients) stay under 30% of float32's activations alone.
+      const act32 = 4 * 16 * 4 * 14 * 14;
+      assert.ok(d.bytes_from_clients / d.tickets < 0.3 * act32, JSON.stringify(d));
+      assert.ok(metrics.epochs[1].train_loss < metrics.epochs[0].train_loss, JSON.stringify(metrics.epochs));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 }
