@@ -114,6 +114,7 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
   eo.welcome.train_rows = data.train.size();
   eo.max_frame_bytes = max_frame_bytes(spec, input, data.num_classes);
   eo.max_clients = hybrid::kMaxClients;
+  eo.tls = o.tls;
   if (!o.quiet) eo.log = [](const std::string& line) { std::cerr << "hybrid: " << line << "\n"; };
   const std::string page = browser_files(spec, data, eo);
   // The run's live status (docs/distributed.md "Watching a run"): read-only,
@@ -135,8 +136,12 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
   std::cerr << "hybrid: listening on " << endpoint.url() << "\n"
             << "hybrid: join with: dnnlab join " << endpoint.url() << " --token " << eo.token
             << "\n";
+  if (o.tls)
+    std::cerr << "hybrid: a client whose system does not trust the certificate's CA adds "
+                 "--tls-ca FILE (for a self-signed certificate: "
+              << o.tls_cert << " itself)\n";
   std::string http = endpoint.url();
-  http.replace(0, 2, "http");  // ws://HOST:PORT/hybrid -> http://HOST:PORT/hybrid
+  http.replace(0, 2, "http");  // ws(s)://HOST:PORT/hybrid -> http(s)://HOST:PORT/hybrid
   if (!page.empty())
     std::cerr << "hybrid: browsers join at " << http.substr(0, http.size() - 7) << page
               << "#token=" << eo.token << "\n"

@@ -2,6 +2,8 @@
 // (--clients N) or, with --listen ADDR, clients in other processes that join
 // over WebSocket (`dnnlab join`). docs/distributed.md.
 #pragma once
+#include <boost/asio/ssl/context.hpp>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -22,6 +24,10 @@ struct DistributedFlags {
   std::string feedback = "off";
   std::string listen;       // "": in-process clients
   int client_wait_s = 600;  // --listen: how long to wait for the clients to join
+  // --listen over TLS (wss://, https://): the files, and the context loaded
+  // from them before the data (a bad certificate or key stops the run first).
+  std::string tls_cert, tls_key;
+  std::shared_ptr<boost::asio::ssl::context> tls;
   bool quiet = false;
 };
 

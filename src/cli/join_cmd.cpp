@@ -1,4 +1,4 @@
-// `dnnlab join URL --token T`: a native client of a hybrid run served by
+// `dnnlab join URL --token T [--tls-ca FILE]`: a native client of a hybrid run served by
 // `dnnlab train --distributed --listen` in another process or on another
 // machine. It gets the run spec from the server, loads (and caches) the
 // training split itself, checks it is the server's by fingerprint, and
@@ -17,7 +17,7 @@ namespace dnnlab::cli {
 namespace {
 
 struct JoinOptions {
-  std::string url, token, data_dir;
+  std::string url, token, data_dir, tls_ca;
   bool quiet = false;
   // Tests: SIGKILL this process on receiving its Nth ticket, unanswered (a
   // client that dies mid-step). 0: never.
@@ -45,7 +45,7 @@ class DyingLink : public hybrid::ClientTransport {
 };
 
 int run_join(const JoinOptions& o) {
-  auto link = hybrid_net::ClientLink::join(o.url, o.token);
+  auto link = hybrid_net::ClientLink::join(o.url, o.token, o.tls_ca);
   const hybrid_net::Welcome& w = link->welcome();
   const nn::RunSpec spec = spec::parse_run_spec(w.spec_yaml, "the server's spec");
   if (!o.quiet)
@@ -85,12 +85,18 @@ Command add_join(CLI::App& app) {
   auto o = std::make_shared<JoinOptions>();
   CLI::App* c = app.add_subcommand(
       "join", "Help train one model as a native client of a distributed `dnnlab train` run");
-  c->add_option("url", o->url, "The join URL the server printed (ws://HOST:PORT/hybrid)")
+  c->add_option("url", o->url,
+                "The join URL the server printed (ws://HOST:PORT/hybrid, or wss:// when it "
+                "listens with --tls-cert)")
       ->required();
   c->add_option("--token", o->token, "The join token the server printed")->required();
   c->add_option(
       "--data", o->data_dir,
       "Data set directory (default: $DNNLAB_DATA_DIR/<name> or /usr/share/datasets/<name>)");
+  c->add_option("--tls-ca,--cacert", o->tls_ca,
+                "wss:// only: a PEM file with the CA (or the self-signed certificate itself) to "
+                "trust for the server's certificate instead of this system's CAs; the "
+                "certificate is always verified and must name the URL's host");
   c->add_flag("-q,--quiet", o->quiet, "Print nothing but errors");
   c->add_option("--die-at-ticket", o->die_at_ticket,
                 "Tests: kill this process (SIGKILL) on receiving its Nth ticket")

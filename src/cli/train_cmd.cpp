@@ -20,6 +20,7 @@
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
 #include "spec/run_spec.hpp"
+#include "tls/tls.hpp"
 #include "worker/thread_pool.hpp"
 
 namespace dnnlab::cli {
@@ -38,7 +39,7 @@ struct TrainOptions {
   bool dry_run = false;
   std::string max_memory;  // "": the machine's memory
   bool distributed = false;
-  DistributedFlags hybrid;  // --clients, --staleness, --wire, --listen, --client-wait
+  DistributedFlags hybrid;  // --clients, --staleness, --wire, --listen, --client-wait, --tls-*
 };
 
 void write_file(const std::filesystem::path& p, const std::string& bytes) {
@@ -91,6 +92,9 @@ int run_train(const TrainOptions& o) {
                      "' is not a kernel target of this build on this CPU; "
                      "available: " +
                      kernel_list());
+  // Before the data: a bad certificate or key stops the run naming the file.
+  DistributedFlags hybrid = o.hybrid;
+  if (!hybrid.tls_cert.empty()) hybrid.tls = tls::server_context(hybrid.tls_cert, hybrid.tls_key);
   nn::RunSpec spec = spec::load_run_spec(o.spec_path, o.overrides);
   // The same bits on any thread count: the kernels split work by shape only.
   if (o.distributed && o.hybrid.listen.empty() && o.threads != 1)
@@ -145,7 +149,7 @@ int run_train(const TrainOptions& o) {
   EpochProgress progress(spec.train.epochs, o.quiet);
   nlohmann::json distributed;
   experiment::RunResult r =
-      o.distributed ? distributed_run(o.hybrid, spec, data, &progress, &model, &distributed)
+      o.distributed ? distributed_run(hybrid, spec, data, &progress, &model, &distributed)
                     : experiment::train_run(spec, data, &progress, &model);
 
   nlohmann::json result = experiment::result_json(spec, r, data);
@@ -249,6 +253,18 @@ Command add_train(CLI::App& app) {
                     "127.0.0.1:8470; port 0: any) for clients in other processes "
                     "(see `dnnlab join`); prints the URL and the join token")
           ->needs(distributed);
+  CLI::Option* cert =
+      c->add_option("--tls-cert", o->hybrid.tls_cert,
+                    "With --listen: PEM certificate chain; the port then speaks only TLS (wss:// "
+                    "to join, https:// for the join and run pages; TLS 1.2+). Needs --tls-key; "
+                    "see docs/distributed.md \"Over TLS\"")
+          ->needs(listen);
+  CLI::Option* key =
+      c->add_option("--tls-key", o->hybrid.tls_key,
+                    "With --listen: PEM private key of --tls-cert (mode 0600 or stricter)")
+          ->needs(listen);
+  cert->needs(key);
+  key->needs(cert);
   c->add_option("--client-wait", o->hybrid.client_wait_s,
                 "With --listen: seconds to wait for --clients clients to join")
       ->check(CLI::Range(1, 86400))

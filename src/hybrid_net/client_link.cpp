@@ -1,29 +1,37 @@
-// The client's WebSocket: a synchronous hello and welcome, then an io thread
-// with one read loop and one write queue.
+// The client's WebSocket, plain or over TLS: a synchronous handshake, hello
+// and welcome, then an io thread with one read loop and one write queue.
 #include "hybrid_net/client_link.hpp"
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <utility>
+
+#include "tls/tls.hpp"
 
 namespace dnnlab::hybrid_net {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
+namespace http = beast::http;
 namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
+// What the caller's thread and the io thread share; the stream is in Link.
 struct ClientLink::Impl {
   asio::io_context ioc;
-  websocket::stream<beast::tcp_stream> ws{ioc};
+  std::shared_ptr<asio::ssl::context> tls;  // wss:// only; outlives the stream
   std::thread io;
   Welcome welcome;
-  beast::flat_buffer in;
   // Shared with the caller's thread.
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -34,6 +42,11 @@ struct ClientLink::Impl {
   std::deque<std::shared_ptr<hybrid::Bytes>> out;
   bool closing = false;
 
+  virtual ~Impl() = default;
+  virtual void read() = 0;
+  virtual void write_next() = 0;
+  virtual void close_now() = 0;
+
   void end(const std::string& why) {
     {
       std::lock_guard lock(mu);
@@ -42,8 +55,96 @@ struct ClientLink::Impl {
     }
     cv.notify_all();
   }
+};
 
-  void read() {
+namespace {
+
+template <class Stream>
+struct Link final : ClientLink::Impl {
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+  websocket::stream<Stream> ws;
+  beast::flat_buffer in;
+
+  explicit Link(std::shared_ptr<asio::ssl::context> ctx) : ws(make(ioc, ctx)) {
+    tls = std::move(ctx);
+  }
+  static websocket::stream<Stream> make(asio::io_context& ioc,
+                                        const std::shared_ptr<asio::ssl::context>& ctx) {
+    if constexpr (kTls)
+      return websocket::stream<Stream>(ioc, *ctx);
+    else
+      return websocket::stream<Stream>(ioc);
+  }
+
+  // Connect, (TLS handshake,) WebSocket handshake, hello, welcome; on the
+  // caller's thread, all within `timeout`.
+  void open(const std::string& url, const WsUrl& u, const std::string& token,
+            std::chrono::milliseconds timeout) {
+    beast::error_code ec;
+    tcp::resolver resolver(ioc);
+    const auto found = resolver.resolve(u.host, u.port, ec);
+    if (ec) throw std::runtime_error("--join: cannot resolve " + u.host + ": " + ec.message());
+    auto& tcp_stream = beast::get_lowest_layer(ws);
+    tcp_stream.expires_after(timeout);
+    tcp_stream.connect(found, ec);
+    if (ec) throw std::runtime_error("--join: cannot connect to " + url + ": " + ec.message());
+    tcp_stream.socket().set_option(tcp::no_delay(true), ec);
+    if constexpr (kTls) {
+      tls::expect_host(ws.next_layer().native_handle(), u.host);
+      ws.next_layer().handshake(asio::ssl::stream_base::client, ec);
+      if (ec) {
+        const std::string why = tls::verify_error(ws.next_layer().native_handle());
+        if (!why.empty())
+          throw std::runtime_error(
+              "--join: the certificate of " + u.host + ":" + u.port +
+              " failed verification: " + why +
+              " (trust its CA or the self-signed certificate itself with --tls-ca FILE; "
+              "the certificate must name " +
+              u.host + ")");
+        throw std::runtime_error("--join: TLS handshake with " + u.host + ":" + u.port +
+                                 " failed: " + ec.message() +
+                                 " (does it serve wss://? a server without --tls-cert serves "
+                                 "ws://)");
+      }
+    }
+    websocket::response_type res;
+    try {
+      // Asynchronously: Boost 1.74's synchronous handshake drops a refusal's
+      // response, whose body says why.
+      beast::error_code hec;
+      ws.async_handshake(res, u.host + ":" + u.port, u.path,
+                         [&hec](beast::error_code e) { hec = e; });
+      ioc.run();
+      ioc.restart();
+      if (hec) throw beast::system_error(hec);
+      ws.text(true);
+      Hello h;
+      h.token = token;
+      ws.write(asio::buffer(to_json(h)));
+      ws.read_message_max(1 << 22);
+      ws.read(in);
+    } catch (const beast::system_error& e) {
+      const auto& r = ws.reason();
+      std::string body = res.body();
+      while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
+      throw std::runtime_error(
+          "--join: " + url + ": " +
+          (!r.reason.empty() ? "the server closed: " + std::string(r.reason.data(), r.reason.size())
+           : res.result_int() != 0 && res.result() != http::status::switching_protocols
+               ? "the server refused the WebSocket (" + std::to_string(res.result_int()) + ")" +
+                     (body.empty() ? "" : ": " + body.substr(0, 300))
+               : e.code().message()));
+    }
+    if (!ws.got_text())
+      throw ProtocolError("--join: the server's first message is not the text welcome");
+    welcome = parse_welcome(beast::buffers_to_string(in.data()));
+    in.consume(in.size());
+    tcp_stream.expires_never();
+    ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
+    ws.read_message_max(welcome.max_frame_bytes);
+  }
+
+  void read() override {
     ws.async_read(in, [this](beast::error_code ec, size_t) {
       if (ec) {  // a normal close (the run is over, or our own) is no error
         const auto& r = ws.reason();
@@ -73,7 +174,7 @@ struct ClientLink::Impl {
     });
   }
 
-  void write_next() {
+  void write_next() override {
     ws.binary(true);
     ws.async_write(asio::buffer(*out.front()), [this](beast::error_code ec, size_t) {
       out.pop_front();
@@ -83,48 +184,32 @@ struct ClientLink::Impl {
     });
   }
 
-  void close_now() {
+  void close_now() override {
     ws.async_close(websocket::close_code::normal, [this](beast::error_code) { end(""); });
   }
 };
 
+}  // namespace
+
 ClientLink::ClientLink(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 std::unique_ptr<ClientLink> ClientLink::join(const std::string& url, const std::string& token,
+                                             const std::string& tls_ca,
                                              std::chrono::milliseconds timeout) {
   const WsUrl u = parse_ws_url(url);
-  auto m = std::make_unique<Impl>();
-  beast::error_code ec;
-  tcp::resolver resolver(m->ioc);
-  const auto found = resolver.resolve(u.host, u.port, ec);
-  if (ec) throw std::runtime_error("--join: cannot resolve " + u.host + ": " + ec.message());
-  auto& tcp_stream = beast::get_lowest_layer(m->ws);
-  tcp_stream.expires_after(timeout);
-  tcp_stream.connect(found, ec);
-  if (ec) throw std::runtime_error("--join: cannot connect to " + url + ": " + ec.message());
-  tcp_stream.socket().set_option(tcp::no_delay(true), ec);
-  try {
-    m->ws.handshake(u.host + ":" + u.port, u.path);
-    m->ws.text(true);
-    Hello h;
-    h.token = token;
-    m->ws.write(asio::buffer(to_json(h)));
-    m->ws.read_message_max(1 << 22);
-    m->ws.read(m->in);
-  } catch (const beast::system_error& e) {
-    const auto& r = m->ws.reason();
-    throw std::runtime_error(
-        "--join: " + url + ": " +
-        (r.reason.empty() ? e.code().message()
-                          : "the server closed: " + std::string(r.reason.data(), r.reason.size())));
+  std::unique_ptr<Impl> m;
+  if (u.tls) {
+    auto link = std::make_unique<Link<TlsStream>>(tls::client_context(tls_ca, "--tls-ca"));
+    link->open(url, u, token, timeout);
+    m = std::move(link);
+  } else {
+    if (!tls_ca.empty())
+      throw std::invalid_argument("--tls-ca: " + url +
+                                  " is not a wss:// URL; a CA is for TLS only");
+    auto link = std::make_unique<Link<PlainStream>>(nullptr);
+    link->open(url, u, token, timeout);
+    m = std::move(link);
   }
-  if (!m->ws.got_text())
-    throw ProtocolError("--join: the server's first message is not the text welcome");
-  m->welcome = parse_welcome(beast::buffers_to_string(m->in.data()));
-  m->in.consume(m->in.size());
-  tcp_stream.expires_never();
-  m->ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
-  m->ws.read_message_max(m->welcome.max_frame_bytes);
   Impl* raw = m.get();
   raw->read();
   raw->io = std::thread([raw] { raw->ioc.run(); });

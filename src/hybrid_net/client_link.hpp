@@ -1,9 +1,11 @@
 // A native client's side of the hybrid trainer over WebSocket
 // (`dnnlab join URL --token T`): connects, says hello, reads the welcome,
 // then is a hybrid::ClientTransport for hybrid::run_client. An io thread of
-// its own moves the bytes.
+// its own moves the bytes. A wss:// URL verifies the server's certificate
+// (the system's CAs, or `tls_ca`) and the host name in it; never skipped.
 //
 //   auto link = hybrid_net::ClientLink::join("ws://127.0.0.1:8470/hybrid", token);
+//   auto tls = hybrid_net::ClientLink::join("wss://lab.example:8470/hybrid", token, "ca.pem");
 //   const hybrid_net::Welcome& w = link->welcome();    // spec, data fingerprint
 //   hybrid::run_client(*link, spec.model, input, classes, seed, shard, {});
 //   if (!link->close_reason().empty()) ...             // why the server closed it
@@ -21,9 +23,13 @@ namespace dnnlab::hybrid_net {
 class ClientLink : public hybrid::ClientTransport {
  public:
   // Throws ProtocolError (a bad URL, the server's refusal with its reason)
-  // or std::runtime_error (cannot connect, no welcome within `timeout`).
+  // or std::runtime_error (cannot connect, the server's certificate is not
+  // trusted or does not name the host, no welcome within `timeout`).
+  // `tls_ca` (wss:// only): a PEM file of the CA or self-signed certificate
+  // to trust instead of the system's CAs; std::invalid_argument naming
+  // --tls-ca when it cannot be loaded.
   static std::unique_ptr<ClientLink> join(
-      const std::string& url, const std::string& token,
+      const std::string& url, const std::string& token, const std::string& tls_ca = "",
       std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
   ~ClientLink() override;
 

@@ -5,18 +5,21 @@
 // the engine (HybridServer) runs on the caller's thread and never waits on a
 // socket. Every resource a connection can make it hold has a bound:
 // the hello's size and time, frame size, send queue, unread inbound bytes,
-// connections waiting to say hello, clients.
+// connections waiting to say hello, clients. With a TLS context
+// (EndpointOptions::tls) it serves wss:// and https:// only.
 //
 //   hybrid_net::EndpointOptions o;
 //   o.token = server::random_hex(32);
 //   o.welcome = {...};                                      // spec, data fingerprint
+//   o.tls = tls::server_context(cert, key);                 // or none: ws://
 //   hybrid_net::HybridEndpoint ep("127.0.0.1:0", o);
-//   std::cout << ep.url();                                  // ws://127.0.0.1:PORT/hybrid
+//   std::cout << ep.url();                                  // wss://127.0.0.1:PORT/hybrid
 //   ep.wait_for_clients(2, deadline, [](int n) { ... });
 //   hybrid::HybridServer server(spec, input, classes, ep, options);
 //   server.fit(...); server.finish();
 //   ep.shutdown();                                          // flushes, closes
 #pragma once
+#include <boost/asio/ssl/context.hpp>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -34,6 +37,10 @@ struct EndpointOptions {
   std::string token;        // the join token every hello must carry
   std::string watch_token;  // reads the files marked watch_token_too; "" = none
   Welcome welcome;          // sent to each admitted client, with its id filled in
+  // Set (tls::server_context): every connection begins with a TLS handshake
+  // (wss://, https://), and plain HTTP gets a clear-text 400 saying so.
+  // Null: plain ws:// and http://, and a TLS handshake is refused.
+  std::shared_ptr<boost::asio::ssl::context> tls;
   // The largest binary frame read from an admitted client (before the hello:
   // kMaxHelloBytes); the welcome tells the client.
   uint64_t max_frame_bytes = 64ull << 20;
@@ -43,6 +50,8 @@ struct EndpointOptions {
   // A client's frames read but not yet taken by the engine; past this it is
   // flooding and is closed.
   uint64_t max_unread = 0;  // 0: 4 x max_frame_bytes
+  // From the TCP accept to the hello (the TLS handshake, the request and the
+  // WebSocket handshake included): a connection that says nothing is closed.
   std::chrono::milliseconds hello_timeout{10000};
   int max_clients = 64;
   int max_waiting = 32;  // connections not yet admitted
@@ -79,7 +88,7 @@ class HybridEndpoint : public hybrid::ServerTransport {
   HybridEndpoint& operator=(const HybridEndpoint&) = delete;
 
   unsigned short port() const;
-  std::string url() const;  // ws://HOST:PORT/hybrid
+  std::string url() const;  // ws://HOST:PORT/hybrid, or wss:// with EndpointOptions::tls
 
   // Waits until `n` clients are admitted or `deadline`; `progress` is called
   // (on this thread) each time the count changes. Returns the count.

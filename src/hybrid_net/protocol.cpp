@@ -121,18 +121,19 @@ std::string fingerprint(nn::TensorView x) {
 }
 
 WsUrl parse_ws_url(std::string_view url) {
-  constexpr std::string_view scheme = "ws://";
+  WsUrl u;
+  u.tls = url.substr(0, 6) == "wss://";
+  const std::string_view scheme = u.tls ? "wss://" : "ws://";
   if (url.substr(0, scheme.size()) != scheme)
-    throw ProtocolError("--join: '" + std::string(url) +
-                        "' does not start with ws:// (wss:// is not built yet)");
+    throw ProtocolError("--join: '" + std::string(url) + "' does not start with ws:// or wss://");
   std::string_view rest = url.substr(scheme.size());
   const size_t slash = rest.find('/');
   const std::string_view authority = rest.substr(0, slash);
-  WsUrl u;
   u.path = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
   const size_t colon = authority.rfind(':');
   if (colon == std::string_view::npos || colon + 1 == authority.size())
-    throw ProtocolError("--join: '" + std::string(url) + "' has no port (ws://HOST:PORT/hybrid)");
+    throw ProtocolError("--join: '" + std::string(url) +
+                        "' has no port (ws://HOST:PORT/hybrid or wss://HOST:PORT/hybrid)");
   u.host = std::string(authority.substr(0, colon));
   u.port = std::string(authority.substr(colon + 1));
   if (u.host.size() > 2 && u.host.front() == '[' && u.host.back() == ']')

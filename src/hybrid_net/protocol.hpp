@@ -71,9 +71,11 @@ bool constant_time_equal(std::string_view a, std::string_view b);
 // checks that the shard it loaded is the server's.
 std::string fingerprint(nn::TensorView x);
 
-// "ws://host:port/path" split; throws ProtocolError naming what is wrong.
+// "ws://host:port/path" or "wss://host:port/path" split; throws
+// ProtocolError naming what is wrong.
 struct WsUrl {
   std::string host, port, path;
+  bool tls = false;  // wss://
 };
 WsUrl parse_ws_url(std::string_view url);
 

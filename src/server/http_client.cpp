@@ -12,6 +12,8 @@
 #include <boost/beast/ssl.hpp>
 #include <stdexcept>
 
+#include "tls/tls.hpp"
+
 namespace dnnlab::server {
 
 namespace beast = boost::beast;
@@ -77,26 +79,19 @@ HttpReply http_request(const std::string& base_url, const std::string& method,
       stream.socket().shutdown(tcp::socket::shutdown_both, ec);
       return r;
     }
-    ssl::context ctx(ssl::context::tls_client);
-    SSL_CTX_set_min_proto_version(ctx.native_handle(), TLS1_2_VERSION);
-    if (cacert.empty()) {
-      ctx.set_default_verify_paths();
-    } else {
-      beast::error_code ec;
-      ctx.load_verify_file(cacert, ec);
-      if (ec) throw std::runtime_error("--cacert " + cacert + ": cannot load: " + ec.message());
-    }
-    ctx.set_verify_mode(ssl::verify_peer);
-    beast::ssl_stream<beast::tcp_stream> stream(io, ctx);
-    stream.set_verify_callback(ssl::host_name_verification(host));
-    // SNI, for servers behind a proxy that picks the certificate by name.
-    SSL_set_tlsext_host_name(stream.native_handle(), host.c_str());
+    const auto ctx = tls::client_context(cacert, "--cacert");
+    beast::ssl_stream<beast::tcp_stream> stream(io, *ctx);
+    // SNI (for servers behind a proxy that picks the certificate by name)
+    // and the name the certificate must carry.
+    tls::expect_host(stream.native_handle(), host);
     beast::get_lowest_layer(stream).connect(resolver.resolve(host, port));
     stream.handshake(ssl::stream_base::client);
     HttpReply r = exchange(stream, req);
     beast::error_code ec;
     stream.shutdown(ec);  // a peer that just closes is fine: the reply is read
     return r;
+  } catch (const std::invalid_argument& e) {  // --cacert unreadable, a host TLS cannot check
+    throw std::runtime_error(e.what());
   } catch (const boost::system::system_error& e) {
     std::string why = e.what();
     if (tls && why.find("certificate verify failed") != std::string::npos)

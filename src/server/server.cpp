@@ -382,7 +382,7 @@ Server::Server(asio::io_context& io, ServerOptions options)
   if (!s.opt.tls_cert.empty() || !s.opt.tls_key.empty()) {
     if (s.opt.tls_cert.empty()) throw std::invalid_argument("--tls-key needs --tls-cert too");
     if (s.opt.tls_key.empty()) throw std::invalid_argument("--tls-cert needs --tls-key too");
-    s.tls = load_tls_context(s.opt.tls_cert, s.opt.tls_key);
+    s.tls = tls::server_context(s.opt.tls_cert, s.opt.tls_key);
   }
 
   tcp::endpoint ep(asio::ip::make_address(host), port);

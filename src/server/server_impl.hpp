@@ -36,9 +36,9 @@
 #include "server/request_guard.hpp"
 #include "server/server.hpp"
 #include "server/static_files.hpp"
-#include "server/tls.hpp"
 #include "server/token.hpp"
 #include "store/result_store.hpp"
+#include "tls/tls.hpp"
 
 namespace dnnlab::server {
 

@@ -58,12 +58,12 @@ export function start(args, env = {}) {
   return p;
 }
 
-// `dnnlab train SPEC --distributed --listen 127.0.0.1:0 --clients N` in a
-// temporary directory, the page and core from DIST, until it has printed
+// `dnnlab train SPEC --distributed --listen 127.0.0.1:0 --clients N` (and
+// `extra` flags) in a temporary directory, the page and core from DIST, until it has printed
 // where to join: {dir, server, procs (kill them all with the test), lines
 // {url, token, page, watch, watchToken}}. The test's end closes `run.browser`
 // (set it once launched), kills what is left and removes the directory.
-export async function startRun(t, spec, clients) {
+export async function startRun(t, spec, clients, extra = []) {
   const run = { dir: mkdtempSync(join(tmpdir(), 'dnnlab-hybrid-')), procs: [], browser: null };
   t.after(async () => {
     await run.browser?.close();
@@ -72,7 +72,7 @@ export async function startRun(t, spec, clients) {
   });
   writeFileSync(join(run.dir, 'spec.yaml'), spec);
   run.server = start(['train', join(run.dir, 'spec.yaml'), '--distributed', '--listen', '127.0.0.1:0',
-    '--clients', String(clients), '--client-wait', '120', '--out', run.dir], { DNNLAB_WEB_DIR: DIST });
+    '--clients', String(clients), '--client-wait', '120', '--out', run.dir, ...extra], { DNNLAB_WEB_DIR: DIST });
   run.procs.push(run.server);
   const log = () => run.server.log;
   run.lines = await until('the join lines', () => {

@@ -1,11 +1,14 @@
-// Loading the server's certificate chain and key into an OpenSSL context.
-#include "server/tls.hpp"
+// The OpenSSL contexts: the server's certificate chain and key, and the
+// verifying client.
+#include "tls/tls.hpp"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <sys/stat.h>
 
+#include <boost/asio/ip/address.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,7 +16,7 @@
 #include <fstream>
 #include <stdexcept>
 
-namespace dnnlab::server {
+namespace dnnlab::tls {
 
 namespace {
 namespace ssl = boost::asio::ssl;
@@ -72,8 +75,8 @@ constexpr const char* kTls13Suites =
     "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
 }  // namespace
 
-std::unique_ptr<ssl::context> load_tls_context(const std::string& cert_file,
-                                               const std::string& key_file) {
+std::unique_ptr<ssl::context> server_context(const std::string& cert_file,
+                                             const std::string& key_file) {
   check_readable("--tls-cert", cert_file);
   check_readable("--tls-key", key_file);
   check_private("--tls-key", key_file);
@@ -109,4 +112,48 @@ std::unique_ptr<ssl::context> load_tls_context(const std::string& cert_file,
   return ctx;
 }
 
-}  // namespace dnnlab::server
+std::unique_ptr<ssl::context> client_context(const std::string& ca_file,
+                                             const std::string& ca_flag) {
+  auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
+  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  boost::system::error_code ec;
+  if (ca_file.empty()) {
+    ctx->set_default_verify_paths(ec);
+    if (ec)
+      throw std::invalid_argument("cannot load this system's CA certificates (" +
+                                  openssl_reason(ec) + "): pass " + ca_flag + " FILE");
+  } else {
+    check_readable(ca_flag, ca_file);
+    ERR_clear_error();
+    ctx->load_verify_file(ca_file, ec);
+    if (ec)
+      throw std::invalid_argument(ca_flag + " " + ca_file + ": not a PEM certificate (" +
+                                  openssl_reason(ec) + ")");
+  }
+  ctx->set_verify_mode(ssl::verify_peer);
+  return ctx;
+}
+
+void expect_host(SSL* ssl, const std::string& host) {
+  boost::system::error_code ec;
+  boost::asio::ip::make_address(host, ec);
+  const bool ip = !ec;
+  X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+  X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  // An IP address is never SNI (RFC 6066 section 3).
+  const bool ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) == 1
+                     : X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size()) == 1 &&
+                           SSL_set_tlsext_host_name(ssl, host.c_str()) == 1;
+  if (!ok) {
+    ERR_clear_error();
+    throw std::invalid_argument("'" + host + "' is not a host name or IP address TLS can check");
+  }
+}
+
+std::string verify_error(const SSL* ssl) {
+  const long r = SSL_get_verify_result(ssl);
+  if (r == X509_V_OK) return "";
+  return X509_verify_cert_error_string(r);
+}
+
+}  // namespace dnnlab::tls
