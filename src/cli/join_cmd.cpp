@@ -86,8 +86,8 @@ Command add_join(CLI::App& app) {
   CLI::App* c = app.add_subcommand(
       "join", "Help train one model as a native client of a distributed `dnnlab train` run");
   c->add_option("url", o->url,
-                "The join URL the server printed (ws://HOST:PORT/hybrid, or wss:// when it "
-                "listens with --tls-cert)")
+                "The join URL the server printed (ws://HOST:PORT/hybrid, or wss:// when the run "
+                "serves TLS)")
       ->required();
   c->add_option("--token", o->token, "The join token the server printed")->required();
   c->add_option(
