@@ -111,9 +111,9 @@ struct HybridServer::Impl {
         features(nn::Model::build_part(s.model, "features", input, classes, s.train.seed)),
         classifier(nn::Model::build_part(s.model, "classifier", input, classes, s.train.seed)),
         whole_model(nn::Model::build(s.model, input, classes, s.train.seed)),
-        checker(nn::Model::build_part(s.model, "features", input, classes, s.train.seed)),
         opt_f(s.train.optimizer, features.params()),
-        opt_c(s.train.optimizer, classifier.params()) {
+        opt_c(s.train.optimizer, classifier.params()),
+        checker(nn::Model::build_part(s.model, "features", input, classes, s.train.seed)) {
     f_params = features.params();
     f_state = features.state();
     act_row = features.output_shape();
