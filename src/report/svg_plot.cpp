@@ -176,8 +176,9 @@ std::string render_svg(const Plot& p) {
            std::to_string(pt.trial) + "\" data-x=\"" + num(pt.x) + "\" data-y=\"" + num(pt.y) +
            "\" cx=\"" + num(sx(pt.x), "%.2f") + "\" cy=\"" + num(sy(pt.y), "%.2f") + "\" r=\"" +
            (pt.hollow ? "4" : "3.5") + "\" " +
-           (pt.hollow ? "fill=\"white\" stroke=\"" + html_escape(pt.color) + "\" stroke-width=\"1.5\""
-                      : "fill=\"" + html_escape(pt.color) + "\" fill-opacity=\"0.8\"") +
+           (pt.hollow
+                ? "fill=\"white\" stroke=\"" + html_escape(pt.color) + "\" stroke-width=\"1.5\""
+                : "fill=\"" + html_escape(pt.color) + "\" fill-opacity=\"0.8\"") +
            "><title>" + html_escape(pt.title) + "</title></circle>\n";
     }
   } else {
@@ -198,8 +199,9 @@ std::string render_svg(const Plot& p) {
       const auto& [solid, status, color] = key;
       s += "<path class=\"pts " + html_escape(status) + "\" data-count=\"" +
            std::to_string(v.first) + "\" fill=\"none\" stroke=\"" + html_escape(color) +
-           "\" stroke-linecap=\"round\" stroke-width=\"" + (solid ? "6\" stroke-opacity=\"0.6" : "5\" stroke-opacity=\"0.25") +
-           "\" d=\"" + v.second + "\"/>\n";
+           "\" stroke-linecap=\"round\" stroke-width=\"" +
+           (solid ? "6\" stroke-opacity=\"0.6" : "5\" stroke-opacity=\"0.25") + "\" d=\"" +
+           v.second + "\"/>\n";
     }
     s += "<text class=\"note\" x=\"" + num(kLeft + 6) + "\" y=\"" + num(kTop + 12) +
          "\" font-size=\"11\" fill=\"#666\">" + std::to_string(p.points.size()) +

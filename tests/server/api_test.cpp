@@ -4,10 +4,10 @@
 
 #include <set>
 
-#include "server_fixture.hpp"
-#include "store/trial_json.hpp"
 #include "db/pg_db.hpp"
 #include "db/sqlite_db.hpp"
+#include "server_fixture.hpp"
+#include "store/trial_json.hpp"
 #include "store_backends.hpp"
 
 namespace dnnlab::server::testing {
@@ -268,7 +268,8 @@ TEST_P(ApiTest, WorkersThatLeftLongAgoAreListedOnlyOnRequest) {
   }
   store_->mark_worker_gone("left-now");
   store_->mark_worker_gone("left-long-ago");
-  const std::string backdate = "UPDATE workers SET last_seen = last_seen - 3600 WHERE id = 'left-long-ago'";
+  const std::string backdate =
+      "UPDATE workers SET last_seen = last_seen - 3600 WHERE id = 'left-long-ago'";
   if (GetParam() == "sqlite")
     sqlite::Database(url_.substr(std::string("sqlite:").size())).exec(backdate);
   else

@@ -93,35 +93,43 @@ function nodeClient(core, url, token, { onWelcome } = {}) {
   });
 }
 
+// Starts `dnnlab train SPEC --distributed --listen` for two clients in `dir`
+// (with `extra` flags) and waits for the join line it prints. The run's
+// output gathers in `log`; `exited` settles with its exit code.
+async function startTrain(dir, extra = []) {
+  writeFileSync(join(dir, 'spec.yaml'), SPEC);
+  const p = spawn(DNNLAB, ['train', join(dir, 'spec.yaml'), '--distributed', '--listen', '127.0.0.1:0',
+    '--clients', '2', '--client-wait', '60', ...extra, '--out', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const train = { log: '', exited: new Promise((ok) => p.on('exit', (c) => ok(c))) };
+  p.stderr.on('data', (d) => { train.log += d; });
+  p.stdout.on('data', (d) => { train.log += d; });
+  let j = null;
+  for (let i = 0; i < 300 && !j; i++) {
+    j = train.log.match(/join with: dnnlab join (\S+) --token ([0-9a-f]+)/);
+    if (!j) await new Promise((r) => setTimeout(r, 50));
+  }
+  assert.ok(j, train.log);
+  [train.url, train.token] = [j[1], j[2]];
+  return train;
+}
+
 async function run() {
   const core = await loadCore();
 
   test('two node clients train with dnnlab train --listen through the wasm core', { timeout: 120_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'dnnlab-hybrid-node-'));
     try {
-      writeFileSync(join(dir, 'spec.yaml'), SPEC);
-      const p = spawn(DNNLAB, ['train', join(dir, 'spec.yaml'), '--distributed', '--listen', '127.0.0.1:0',
-        '--clients', '2', '--client-wait', '60', '--out', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
-      let log = '';
-      p.stderr.on('data', (d) => { log += d; });
-      p.stdout.on('data', (d) => { log += d; });
-      const exited = new Promise((ok) => p.on('exit', (c) => ok(c)));
-      let j = null;
-      for (let i = 0; i < 300 && !j; i++) {
-        j = log.match(/join with: dnnlab join (\S+) --token ([0-9a-f]+)/);
-        if (!j) await new Promise((r) => setTimeout(r, 50));
-      }
-      assert.ok(j, log);
+      const train = await startTrain(dir);
       let welcome = null, noToken = null;
-      const clients = await Promise.all([0, 1].map(() => nodeClient(core, j[1], j[2], {
+      const clients = await Promise.all([0, 1].map(() => nodeClient(core, train.url, train.token, {
         onWelcome: (w) => {
           welcome = w;
           // The training data only with the join token (asked while the run serves).
-          noToken ??= fetch(new URL(w.shard, j[1].replace(/^ws/, 'http'))).then((r) => r.status);
+          noToken ??= fetch(new URL(w.shard, train.url.replace(/^ws/, 'http'))).then((r) => r.status);
         },
       })));
       assert.equal(await noToken, 401, 'the shard without the token');
-      assert.equal(await exited, 0, log);
+      assert.equal(await train.exited, 0, train.log);
       const metrics = JSON.parse(readFileSync(join(dir, 'hybrid-node.metrics.json'), 'utf8'));
       const d = metrics.distributed;
       // The welcome carries what a browser needs, the shard is the server's.
@@ -130,7 +138,7 @@ async function run() {
       assert.equal(d.tickets_by_client.length, 2);
       for (const c of clients) {
         const brief = JSON.stringify({ client: c.client, error: c.error, info: c.info, closeCode: c.closeCode, closeReason: c.closeReason });
-        assert.equal(c.error, '', `${brief}\n${log}`);
+        assert.equal(c.error, '', `${brief}\n${train.log}`);
         assert.equal(c.info.done, true, 'the server said bye');
         assert.ok(c.info.tickets > 0);
         assert.equal(c.info.tickets, d.tickets_by_client[c.client], JSON.stringify({ d, info: c.info }));
@@ -167,32 +175,19 @@ async function run() {
   test('the wasm core trains in int8 frames with error feedback', { timeout: 120_000 }, async () => {
     const dir = mkdtempSync(join(tmpdir(), 'dnnlab-hybrid-node8-'));
     try {
-      writeFileSync(join(dir, 'spec.yaml'), SPEC);
-      const p = spawn(DNNLAB, ['train', join(dir, 'spec.yaml'), '--distributed', '--listen', '127.0.0.1:0',
-        '--clients', '2', '--client-wait', '60', '--wire', 'int8', '--error-feedback', 'both', '--out', dir],
-      { stdio: ['ignore', 'pipe', 'pipe'] });
-      let log = '';
-      p.stderr.on('data', (d) => { log += d; });
-      p.stdout.on('data', (d) => { log += d; });
-      const exited = new Promise((ok) => p.on('exit', (c) => ok(c)));
-      let j = null;
-      for (let i = 0; i < 300 && !j; i++) {
-        j = log.match(/join with: dnnlab join (\S+) --token ([0-9a-f]+)/);
-        if (!j) await new Promise((r) => setTimeout(r, 50));
-      }
-      assert.ok(j, log);
-      const clients = await Promise.all([0, 1].map(() => nodeClient(core, j[1], j[2])));
-      assert.equal(await exited, 0, log);
+      const train = await startTrain(dir, ['--wire', 'int8', '--error-feedback', 'both']);
+      const clients = await Promise.all([0, 1].map(() => nodeClient(core, train.url, train.token)));
+      assert.equal(await train.exited, 0, train.log);
       const metrics = JSON.parse(readFileSync(join(dir, 'hybrid-node.metrics.json'), 'utf8'));
       const d = metrics.distributed;
       assert.equal(d.wire, 'int8');
       assert.equal(d.error_feedback, 'both');
       for (const c of clients) {
-        assert.equal(c.error, '', log);
+        assert.equal(c.error, '', train.log);
         assert.equal(c.info.done, true);
         assert.ok(c.info.tickets > 0);
       }
-      assert.deepEqual(d.quarantined, [], log);
+      assert.deepEqual(d.quarantined, [], train.log);
       assert.ok(d.rechecks >= 6, JSON.stringify(d));
       assert.equal(d.recheck_failures, 0);
       // Activations [16, 4, 14, 14]: 3,136 bytes a sample in float32; in
