@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "api_internal.hpp"
 #include "data/shard.hpp"
 #include "dnnlab_wasm.h"
-#include "hybrid/client_step.hpp"
 #include "nn/json.hpp"
 #include "nn/kernels.hpp"
 #include "nn/model.hpp"
@@ -23,22 +23,8 @@
 #include "nn/train.hpp"
 #include "spec_json.hpp"
 
-#ifdef __EMSCRIPTEN__
-#include <emscripten/emscripten.h>
-#define DNNLAB_API extern "C" EMSCRIPTEN_KEEPALIVE
-#else
-#define DNNLAB_API extern "C"
-#endif
-
-namespace nn = dnnlab::nn;
 using Clock = std::chrono::steady_clock;
-
-namespace data = dnnlab::data;
-
-struct dnnlab_shard {
-  std::shared_ptr<const data::Dataset> ds;  // shared with models training on it
-  std::string info;                         // dnnlab_shard_info's JSON
-};
+using namespace dnnlab::wasm::api_detail;
 
 // A copy of a training set handed in by dnnlab_model_load_data.
 struct OwnedSet {
@@ -74,49 +60,6 @@ struct dnnlab_model {
 
 namespace {
 
-int g_status = DNNLAB_OK;
-std::string g_error;
-
-int set_error(int status, const std::string& msg) {
-  g_status = status;
-  g_error = msg;
-  return status;
-}
-
-struct ArgumentError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-void need(bool ok, const std::string& msg) {
-  if (!ok) throw ArgumentError(msg);
-}
-
-// Runs `body`; any exception becomes a status code and a message. The C
-// boundary must never let one escape: it would end the wasm instance.
-template <class F>
-int api(F&& body) {
-  try {
-    body();
-    return DNNLAB_OK;
-  } catch (const ArgumentError& e) {
-    return set_error(DNNLAB_ERR_ARGUMENT, e.what());
-  } catch (const dnnlab::SpecError& e) {
-    return set_error(DNNLAB_ERR_SPEC, e.what());
-  } catch (const dnnlab::ShapeError& e) {
-    return set_error(DNNLAB_ERR_SHAPE, e.what());
-  } catch (const dnnlab::NumericError& e) {
-    return set_error(DNNLAB_ERR_NUMERIC, e.what());
-  } catch (const dnnlab::DataError& e) {
-    return set_error(DNNLAB_ERR_DATA, e.what());
-  } catch (const std::bad_alloc&) {
-    return set_error(DNNLAB_ERR_INTERNAL, "out of memory");
-  } catch (const std::exception& e) {
-    return set_error(DNNLAB_ERR_INTERNAL, e.what());
-  } catch (...) {
-    return set_error(DNNLAB_ERR_INTERNAL, "unknown error");
-  }
-}
-
 void check_finite(const float* p, int64_t n, const char* what) {
   for (int64_t i = 0; i < n; ++i)
     if (!std::isfinite(p[i]))
@@ -138,14 +81,6 @@ void check_set(const dnnlab_model* m, const float* x, int32_t x_count, const int
       throw dnnlab::DataError("labels", -1,
                               "label " + std::to_string(y[i]) + " at index " + std::to_string(i) +
                                   " is outside [0, " + std::to_string(m->spec.classes) + ")");
-}
-
-nn::Shape batch_shape(const nn::Shape& sample, int64_t n) {
-  nn::Shape s;
-  s.rank = sample.rank + 1;
-  s.d[0] = n;
-  for (int i = 0; i < sample.rank; ++i) s.d[i + 1] = sample.d[i];
-  return s;
 }
 
 constexpr const char* kSplitNames[3] = {"train", "val", "test"};
@@ -576,99 +511,4 @@ DNNLAB_API const int32_t* dnnlab_shard_y(dnnlab_shard* s, int32_t split) {
 
 DNNLAB_API void dnnlab_shard_free(dnnlab_shard* s) {
   api([&] { delete s; });
-}
-
-// A browser client of a distributed run: the client's step (src/hybrid)
-// over the shard's training split, which it keeps alive.
-struct dnnlab_hybrid {
-  std::shared_ptr<const data::Dataset> ds;
-  std::unique_ptr<dnnlab::hybrid::ClientStep> step;
-  std::vector<uint8_t> reply;  // the last frame to send back
-  int64_t frames_in = 0, bytes_in = 0, frames_out = 0, bytes_out = 0;
-  std::string info;
-};
-
-DNNLAB_API dnnlab_hybrid* dnnlab_hybrid_create(const char* spec_json, dnnlab_shard* s,
-                                               const char* fingerprint) {
-  dnnlab_hybrid* out = nullptr;
-  int st = api([&] {
-    need(spec_json && s && fingerprint, "null spec, shard or fingerprint");
-    dnnlab::wasm::CoreSpec spec = dnnlab::wasm::parse_core_spec(spec_json);
-    nn::Shape in;
-    if (spec.model.input.size() >= static_cast<size_t>(nn::kMaxRank))
-      throw dnnlab::SpecError(spec.model.where, "input", "too many dimensions");
-    for (int64_t d : spec.model.input) in.d[in.rank++] = d;
-    const data::Split& train = s->ds->train;
-    need(train.size() > 0, "the shard's train split is empty");
-    // The split as the native client loads it: [N, sample...] (the fingerprint
-    // covers the shape too).
-    const std::string mine = dnnlab::hybrid::data_fingerprint(train.x.view());
-    if (mine != fingerprint)
-      throw dnnlab::DataError("shard", -1,
-                              "the shard's training split (" + std::to_string(train.size()) +
-                                  " samples, fingerprint " + mine + ") is not the server's (" +
-                                  std::string(fingerprint) + ")");
-    if (s->ds->sample_shape.numel() != in.numel())
-      throw dnnlab::ShapeError(
-          "the shard's samples are " + std::to_string(s->ds->sample_shape.numel()) +
-          " values, the model's input " + in.str() + " needs " + std::to_string(in.numel()));
-    auto h = std::make_unique<dnnlab_hybrid>();
-    h->ds = s->ds;
-    const nn::TensorView x(const_cast<float*>(train.x.data()), batch_shape(in, train.size()));
-    h->step = std::make_unique<dnnlab::hybrid::ClientStep>(
-        nn::Model::build_part(spec.model, "features", in, spec.classes, spec.train.seed), x);
-    out = h.release();
-  });
-  if (st == DNNLAB_OK) g_status = DNNLAB_OK, g_error.clear();
-  return out;
-}
-
-DNNLAB_API int dnnlab_hybrid_frame(dnnlab_hybrid* h, const uint8_t* bytes, int32_t len,
-                                   int32_t* reply_len) {
-  return api([&] {
-    need(h && bytes && reply_len && len >= 0, "null pointer or negative length");
-    *reply_len = 0;
-    h->reply.clear();
-    ++h->frames_in;
-    h->bytes_in += len;
-    const dnnlab::hybrid::Frame fr =
-        dnnlab::hybrid::decode(std::span<const uint8_t>(bytes, static_cast<size_t>(len)));
-    std::optional<dnnlab::hybrid::Frame> r = h->step->on_frame(fr);
-    if (!r) return;
-    h->reply = dnnlab::hybrid::encode(*r);
-    ++h->frames_out;
-    h->bytes_out += static_cast<int64_t>(h->reply.size());
-    *reply_len = static_cast<int32_t>(h->reply.size());
-  });
-}
-
-DNNLAB_API const uint8_t* dnnlab_hybrid_reply(dnnlab_hybrid* h) {
-  const uint8_t* out = nullptr;
-  api([&] {
-    need(h, "null client");
-    out = h->reply.data();
-  });
-  return out;
-}
-
-DNNLAB_API const char* dnnlab_hybrid_info(dnnlab_hybrid* h) {
-  const char* out = nullptr;
-  api([&] {
-    need(h, "null client");
-    const uint64_t v = h->step->version();
-    h->info =
-        "{\"tickets\":" + std::to_string(h->step->tickets()) + ",\"version\":" +
-        (v == dnnlab::hybrid::ClientStep::kNoVersion ? std::string("null") : std::to_string(v)) +
-        ",\"done\":" + (h->step->done() ? "true" : "false") +
-        ",\"frames_in\":" + std::to_string(h->frames_in) +
-        ",\"bytes_in\":" + std::to_string(h->bytes_in) +
-        ",\"frames_out\":" + std::to_string(h->frames_out) +
-        ",\"bytes_out\":" + std::to_string(h->bytes_out) + "}";
-    out = h->info.c_str();
-  });
-  return out;
-}
-
-DNNLAB_API void dnnlab_hybrid_free(dnnlab_hybrid* h) {
-  api([&] { delete h; });
 }
