@@ -15,12 +15,14 @@ namespace {
 using kernels_detail::kScalarKernels;
 
 bool supported(const Kernels& k) {
-#if defined(DNNLAB_KERNELS_X86)
+#if defined(DNNLAB_KERNELS_X86) && !defined(DNNLAB_NO_AVX512_KERNELS)
   if (&k == &kernels_detail::kAvx512Kernels) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("fma");
   }
+#endif
+#if defined(DNNLAB_KERNELS_X86)
   if (&k == &kernels_detail::kAvx2Kernels) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   }
@@ -33,7 +35,9 @@ const Kernels* const kTables[] = {
 #if defined(__EMSCRIPTEN__)
     &kernels_detail::kWasmKernels,
 #elif defined(DNNLAB_KERNELS_X86)
+#if !defined(DNNLAB_NO_AVX512_KERNELS)  // DNNLAB_AVX512_KERNELS (kernels.cmake)
     &kernels_detail::kAvx512Kernels,
+#endif
     &kernels_detail::kAvx2Kernels,
 #endif
     &kScalarKernels,

@@ -16,7 +16,29 @@ if(EMSCRIPTEN)
   endforeach()
   target_compile_options(dnnlab_nn_wasm_relaxed PRIVATE -mrelaxed-simd)
 elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
-  target_sources(dnnlab_nn PRIVATE ${_k}/avx512.cpp ${_k}/avx2.cpp)
+  # HOST (the asan preset): the AVX-512 table only when the machine that
+  # configures can run it. Under ASan + UBSan avx512.cpp costs 61 CPU s to
+  # compile (avx2.cpp 20) and its code can only run on such a machine; the
+  # release build keeps it everywhere, tested wherever the CPU has it.
+  set(DNNLAB_AVX512_KERNELS ON CACHE STRING "Build the AVX-512 kernel table: ON, OFF or HOST")
+  set(_avx512 ${DNNLAB_AVX512_KERNELS})
+  if(_avx512 STREQUAL "HOST")
+    set(_avx512 OFF)
+    if(EXISTS /proc/cpuinfo)
+      file(STRINGS /proc/cpuinfo _flags REGEX "^flags" LIMIT_COUNT 1)
+      if(_flags MATCHES " avx512f( |$)" AND _flags MATCHES " avx512bw( |$)" AND
+         _flags MATCHES " avx512dq( |$)" AND _flags MATCHES " avx512vl( |$)")
+        set(_avx512 ON)
+      endif()
+    endif()
+    message(STATUS "dnnlab: AVX-512 kernels for this host: ${_avx512}")
+  endif()
+  target_sources(dnnlab_nn PRIVATE ${_k}/avx2.cpp)
+  if(_avx512)
+    target_sources(dnnlab_nn PRIVATE ${_k}/avx512.cpp)
+  else()
+    target_compile_definitions(dnnlab_nn PRIVATE DNNLAB_NO_AVX512_KERNELS)
+  endif()
   # -ffp-contract=fast: ISO C++ mode turns FMA contraction off in GCC, and the
   # micro-kernel is written as a*b + c.
   set(_simd_common "-O3;-ffp-contract=fast;-fno-math-errno")
