@@ -64,12 +64,12 @@ std::unique_ptr<ClientLink> rejoin(const std::string& url, const std::string& to
   }
 }
 
-struct Run {
+struct IdentityRun {
   nn::RunSpec spec = spec::parse_run_spec(kIdentitySpec, "tiny.yaml");
   data::Dataset data = data::load(data::load_options(spec.data, ""));
   nn::Shape input = nn::model_input(spec.model, data.sample_shape);
   EndpointOptions eo;
-  Run() {
+  IdentityRun() {
     eo.token = std::string(64, 'e');
     eo.welcome.spec_yaml = kIdentitySpec;
     eo.welcome.train_rows = data.train.size();
@@ -93,7 +93,7 @@ struct Run {
 };
 
 TEST(EndpointIdentity, AReconnectWithItsIdentityKeepsItsRecord) {
-  Run run;
+  IdentityRun run;
   HybridEndpoint ep("127.0.0.1:0", run.eo);
   hybrid::HybridOptions ho;
   ho.recheck_first = 2;  // a record after 2 re-checks passed,
@@ -143,7 +143,7 @@ TEST(EndpointIdentity, AReconnectWithItsIdentityKeepsItsRecord) {
 }
 
 TEST(EndpointIdentity, AQuarantinedIdentityIsRefusedAndWithoutItStartsAfresh) {
-  Run run;
+  IdentityRun run;
   HybridEndpoint ep("127.0.0.1:0", run.eo);
   hybrid::HybridOptions ho;
   ho.recheck_first = 3;
@@ -186,7 +186,7 @@ TEST(EndpointIdentity, AQuarantinedIdentityIsRefusedAndWithoutItStartsAfresh) {
 }
 
 TEST(EndpointIdentity, AWrongSecretOrASecondConnectionIsRefused) {
-  Run run;
+  IdentityRun run;
   HybridEndpoint ep("127.0.0.1:0", run.eo);
   auto holder = ClientLink::join(ep.url(), run.eo.token);
   const Identity who = holder->identity();
@@ -212,7 +212,7 @@ TEST(EndpointIdentity, AWrongSecretOrASecondConnectionIsRefused) {
 }
 
 TEST(EndpointIdentity, TheBookIsBoundedAndForgetsTheOldestFirst) {
-  Run run;
+  IdentityRun run;
   run.eo.max_identities = 4;
   run.eo.max_ids = 7;
   HybridEndpoint ep("127.0.0.1:0", run.eo);
