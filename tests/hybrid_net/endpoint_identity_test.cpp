@@ -127,7 +127,7 @@ TEST(EndpointIdentity, AReconnectWithItsIdentityKeepsItsRecord) {
 
   EXPECT_TRUE(error.empty()) << error;
   EXPECT_EQ(second_id, 0);
-  EXPECT_EQ(ep.clients(), 2);  // no id was issued for the reconnect
+  EXPECT_EQ(s.clients.size(), 2u);  // no id was issued for the reconnect
   EXPECT_EQ(before.tickets, 3);
   ASSERT_GT(after.tickets, 0);
   // Its counters go on under its id, and its record holds: 2 re-checks in
