@@ -14,12 +14,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
     const hn::Hello h = hn::parse_hello(text);
-    if (hn::parse_hello(hn::to_json(h)).token != h.token) std::abort();
+    const hn::Hello again = hn::parse_hello(hn::to_json(h));
+    if (again.token != h.token || again.identity.client != h.identity.client ||
+        again.identity.secret != h.identity.secret)
+      std::abort();
   } catch (const hn::ProtocolError&) {
   }
   try {
     const hn::Welcome w = hn::parse_welcome(text);
-    if (hn::parse_welcome(hn::to_json(w)).spec_yaml != w.spec_yaml) std::abort();
+    const hn::Welcome again = hn::parse_welcome(hn::to_json(w));
+    if (again.spec_yaml != w.spec_yaml || again.secret != w.secret) std::abort();
   } catch (const hn::ProtocolError&) {
   }
   if (hn::close_reason(text).size() > hn::kMaxCloseReason) std::abort();

@@ -48,6 +48,26 @@ void HybridServer::Impl::drop_client(int c, const std::string& why, bool quarant
   });
 }
 
+// A client that left is back on a new link: what belonged to the old link
+// (the weights it held, a ticket owed, error feedback) starts afresh; its
+// record (re-checks passed, the small gradients in a row, its counters)
+// stays. A quarantined client never comes back (the transport refuses it;
+// should one slip through, it is expelled again).
+void HybridServer::Impl::rejoin(int c) {
+  if (c < 0 || c >= static_cast<int>(peers.size()) || !peers[c].gone) return;
+  if (quarantined(c)) return link.expel(c, "it is quarantined");
+  Peer& p = peers[c];
+  p.gone = false;
+  p.version = kNoVersion;
+  p.waiting = 0;
+  p.backward = 0;
+  p.grad_feedback.clear();
+  p.act_scales.clear();
+  client(c).gone = false;
+  note("client " + std::to_string(c) + " is back (" + std::to_string(p.checks_passed) +
+       " re-checks passed)");
+}
+
 void HybridServer::Impl::close(uint64_t id) {
   auto it = open.find(id);
   closed[id] = it->second.client;
@@ -115,6 +135,7 @@ std::vector<uint64_t> HybridServer::Impl::issue_round() {
 void HybridServer::Impl::dispatch(Inbound in) {
   sync_peers();
   const int c = in.client;
+  if (in.back) return rejoin(c);
   if (c < 0 || c >= static_cast<int>(peers.size()) || peers[c].gone) return;
   if (in.left) return drop_client(c, "it closed its link", false);
   stats.bytes_from_clients += static_cast<int64_t>(in.frame.size());

@@ -151,6 +151,8 @@ struct HybridServer::Impl {
   // queue, its unfinished backward ones are lost.
   void drop_client(int c, const std::string& why, bool quarantine);
 
+  void rejoin(int c);
+
   void close(uint64_t id);
 
   // Gives up on a ticket before its activations: its batch goes first in

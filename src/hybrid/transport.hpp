@@ -22,11 +22,15 @@ namespace dnnlab::hybrid {
 
 using Clock = std::chrono::steady_clock;
 
-// What the server hears: a frame from a client, or that the client left.
+// What the server hears: a frame from a client, that the client left, or
+// that a client which left is back on a new link (a network transport that
+// resumes an identity, docs/distributed.md "Identities"): it keeps its id
+// and its record, but holds no weights and no ticket.
 struct Inbound {
   int client = -1;
   Bytes frame;
   bool left = false;
+  bool back = false;
 };
 
 class ServerTransport {
@@ -41,8 +45,9 @@ class ServerTransport {
   virtual std::optional<Inbound> receive(Clock::time_point deadline) = 0;
   // Ends a client's link (quarantine, end of run); its receive() ends.
   virtual void disconnect(int client) = 0;
-  // Ends a client's link for a reason it is told (a network transport sends
-  // it as the close reason); by default, as disconnect().
+  // Ends a quarantined client's link for a reason it is told (a network
+  // transport sends it as the close reason, and refuses the client's
+  // identity from then on); by default, as disconnect().
   virtual void expel(int client, const std::string& reason) {
     (void)reason;
     disconnect(client);

@@ -78,7 +78,7 @@ struct Link final : ClientLink::Impl {
 
   // Connect, (TLS handshake,) WebSocket handshake, hello, welcome; on the
   // caller's thread, all within `timeout`.
-  void open(const std::string& url, const WsUrl& u, const std::string& token,
+  void open(const std::string& url, const WsUrl& u, const Hello& h,
             std::chrono::milliseconds timeout) {
     beast::error_code ec;
     tcp::resolver resolver(ioc);
@@ -118,8 +118,6 @@ struct Link final : ClientLink::Impl {
       ioc.restart();
       if (hec) throw beast::system_error(hec);
       ws.text(true);
-      Hello h;
-      h.token = token;
       ws.write(asio::buffer(to_json(h)));
       ws.read_message_max(1 << 22);
       ws.read(in);
@@ -195,19 +193,23 @@ ClientLink::ClientLink(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 std::unique_ptr<ClientLink> ClientLink::join(const std::string& url, const std::string& token,
                                              const std::string& tls_ca,
-                                             std::chrono::milliseconds timeout) {
+                                             std::chrono::milliseconds timeout,
+                                             const Identity& identity) {
   const WsUrl u = parse_ws_url(url);
+  Hello h;
+  h.token = token;
+  h.identity = identity;
   std::unique_ptr<Impl> m;
   if (u.tls) {
     auto link = std::make_unique<Link<TlsStream>>(tls::client_context(tls_ca, "--tls-ca"));
-    link->open(url, u, token, timeout);
+    link->open(url, u, h, timeout);
     m = std::move(link);
   } else {
     if (!tls_ca.empty())
       throw std::invalid_argument("--tls-ca: " + url +
                                   " is not a wss:// URL; a CA is for TLS only");
     auto link = std::make_unique<Link<PlainStream>>(nullptr);
-    link->open(url, u, token, timeout);
+    link->open(url, u, h, timeout);
     m = std::move(link);
   }
   Impl* raw = m.get();
@@ -228,6 +230,10 @@ ClientLink::~ClientLink() {
 
 const Welcome& ClientLink::welcome() const {
   return impl_->welcome;
+}
+
+Identity ClientLink::identity() const {
+  return {impl_->welcome.client, impl_->welcome.secret};
 }
 
 std::string ClientLink::close_reason() const {

@@ -7,6 +7,7 @@
 //   auto link = hybrid_net::ClientLink::join("ws://127.0.0.1:8470/hybrid", token);
 //   auto tls = hybrid_net::ClientLink::join("wss://lab.example:8470/hybrid", token, "ca.pem");
 //   const hybrid_net::Welcome& w = link->welcome();    // spec, data fingerprint
+//   auto again = hybrid_net::ClientLink::join(url, token, "", 10s, link->identity());
 //   hybrid::run_client(*link, spec.model, input, classes, seed, shard, {});
 //   if (!link->close_reason().empty()) ...             // why the server closed it
 #pragma once
@@ -27,13 +28,20 @@ class ClientLink : public hybrid::ClientTransport {
   // trusted or does not name the host, no welcome within `timeout`).
   // `tls_ca` (wss:// only): a PEM file of the CA or self-signed certificate
   // to trust instead of the system's CAs; std::invalid_argument naming
-  // --tls-ca when it cannot be loaded.
+  // --tls-ca when it cannot be loaded. `identity` (from an earlier link's
+  // identity()): resume it, its record kept; the server refuses one that is
+  // quarantined, unknown or connected already (docs/distributed.md
+  // "Identities"). None: a new identity.
   static std::unique_ptr<ClientLink> join(
       const std::string& url, const std::string& token, const std::string& tls_ca = "",
-      std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(10000),
+      const Identity& identity = {});
   ~ClientLink() override;
 
   const Welcome& welcome() const;
+  // The identity the server gave this client (or resumed): keep it to
+  // connect again as the same client.
+  Identity identity() const;
   // The server's close reason (and error message, if it sent one), once closed.
   std::string close_reason() const;
 

@@ -40,6 +40,7 @@ HybridEndpoint::HybridEndpoint(const std::string& listen, EndpointOptions option
     : impl_(std::make_shared<Impl>()) {
   Impl& m = *impl_;
   m.opt = std::move(options);
+  m.identities = IdentityBook({m.opt.max_identities, m.opt.max_ids});
   const size_t colon = listen.rfind(':');
   if (colon == std::string::npos)
     throw std::runtime_error("--listen: '" + listen + "' is not HOST:PORT");
@@ -118,38 +119,62 @@ bool HybridEndpoint::send(int client, hybrid::Bytes frame) {
   std::shared_ptr<Connection> s;
   {
     std::lock_guard lock(impl_->mu);
-    if (client < 0 || client >= static_cast<int>(impl_->admitted.size())) return false;
-    s = impl_->admitted[client];
+    if (client < 0 || client >= static_cast<int>(impl_->routed.size())) return false;
+    s = impl_->routed[client];
   }
-  if (s->gone) return false;
+  if (!s || s->gone) return false;
   auto bytes = std::make_shared<hybrid::Bytes>(std::move(frame));
   asio::post(impl_->ioc, [s, bytes] { s->queue(nullptr, bytes); });
   return true;
 }
 
 std::optional<hybrid::Inbound> HybridEndpoint::receive(hybrid::Clock::time_point deadline) {
-  std::unique_lock lock(impl_->mu);
-  impl_->cv.wait_until(lock, deadline, [&] { return !impl_->inbox.empty(); });
-  if (impl_->inbox.empty()) return std::nullopt;
-  hybrid::Inbound in = std::move(impl_->inbox.front());
-  impl_->inbox.pop_front();
-  if (!in.left && in.client >= 0 && in.client < static_cast<int>(impl_->admitted.size()))
-    impl_->admitted[in.client]->unread -= static_cast<int64_t>(in.frame.size());
-  return in;
+  Impl& m = *impl_;
+  std::unique_lock lock(m.mu);
+  m.cv.wait_until(lock, deadline, [&] { return !m.inbox.empty(); });
+  if (m.inbox.empty()) return std::nullopt;
+  Impl::Event e = std::move(m.inbox.front());
+  m.inbox.pop_front();
+  const int c = e.in.client;
+  e.from->unread -= static_cast<int64_t>(e.in.frame.size());
+  if (e.in.back) m.routed[c] = e.from;
+  // The engine has heard that this connection left: let it go (a run may
+  // issue thousands of ids; their dead sessions and buffers are not kept).
+  if (e.in.left) {
+    if (m.routed[c] == e.from) m.routed[c].reset();
+    if (m.admitted[c] == e.from) m.admitted[c].reset();
+  }
+  return std::move(e.in);
 }
 
 void HybridEndpoint::disconnect(int client) {
-  expel(client, "disconnected by the trainer");
+  close_client(client, "disconnected by the trainer", false);
 }
 
 void HybridEndpoint::expel(int client, const std::string& reason) {
-  std::shared_ptr<Connection> s;
+  close_client(client, reason, true);
+}
+
+void HybridEndpoint::close_client(int client, const std::string& reason, bool quarantine) {
+  std::shared_ptr<Connection> known, newest;
   {
     std::lock_guard lock(impl_->mu);
     if (client < 0 || client >= static_cast<int>(impl_->admitted.size())) return;
-    s = impl_->admitted[client];
+    if (quarantine) impl_->identities.quarantine(client, reason);
+    // Both: the identity may have come back on a new link since the engine
+    // judged the old one.
+    known = impl_->routed[client];
+    newest = impl_->admitted[client];
   }
-  asio::post(impl_->ioc, [s, reason] { s->expel(reason); });
+  asio::post(impl_->ioc, [known, newest, reason] {
+    for (const auto& s : {known, newest})
+      if (s) s->expel(reason);
+  });
+}
+
+size_t HybridEndpoint::identities() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->identities.size();
 }
 
 void HybridEndpoint::shutdown(std::chrono::milliseconds grace) {
@@ -167,13 +192,14 @@ void HybridEndpoint::shutdown(std::chrono::milliseconds grace) {
     m.stopping = true;
     beast::error_code ec;
     m.acceptor.close(ec);
-    for (const auto& s : all) s->finish();
+    for (const auto& s : all)
+      if (s) s->finish();
   });
   // The closing handshakes, briefly; then whatever is left is dropped.
   const auto close_until = hybrid::Clock::now() + std::min(grace, std::chrono::milliseconds(1000));
   while (hybrid::Clock::now() < close_until) {
     bool open = false;
-    for (const auto& s : all) open |= !s->gone;
+    for (const auto& s : all) open |= s && !s->gone;
     if (!open) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -181,6 +207,8 @@ void HybridEndpoint::shutdown(std::chrono::milliseconds grace) {
   m.io.join();
   std::lock_guard lock(m.mu);
   m.admitted.clear();  // the sessions refer to m
+  m.routed.clear();
+  m.inbox.clear();
 }
 
 }  // namespace dnnlab::hybrid_net

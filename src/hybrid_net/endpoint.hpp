@@ -53,8 +53,13 @@ struct EndpointOptions {
   // From the TCP accept to the hello (the TLS handshake, the request and the
   // WebSocket handshake included): a connection that says nothing is closed.
   std::chrono::milliseconds hello_timeout{10000};
-  int max_clients = 64;
+  int max_clients = 64;  // connected at once
   int max_waiting = 32;  // connections not yet admitted
+  // Server-issued identities (docs/distributed.md "Identities"): how many
+  // are remembered for a reconnect (the oldest not connected is forgotten
+  // first), and how many client ids a run issues at most.
+  size_t max_identities = 256;
+  int max_ids = 4096;
   // Files answered to a plain GET of their path (a query is
   // ignored): the browser client's page, its wasm core and the training split
   // as a data shard (docs/distributed.md "Browser clients"), so that the page
@@ -95,7 +100,8 @@ class HybridEndpoint : public hybrid::ServerTransport {
   int wait_for_clients(int n, hybrid::Clock::time_point deadline,
                        const std::function<void(int)>& progress);
 
-  // hybrid::ServerTransport
+  // hybrid::ServerTransport. clients(): the ids issued (a client that
+  // reconnects with its identity keeps its id).
   int clients() const override;
   // Each admitted client's `agent` from its hello ("browser", "dnnlab", or
   // what another client said; "" when it gave none), by client id.
@@ -103,7 +109,11 @@ class HybridEndpoint : public hybrid::ServerTransport {
   bool send(int client, hybrid::Bytes frame) override;
   std::optional<hybrid::Inbound> receive(hybrid::Clock::time_point deadline) override;
   void disconnect(int client) override;
+  // Also quarantines the client's identity: a hello presenting it is
+  // refused with `reason` from then on.
   void expel(int client, const std::string& reason) override;
+  // Identities remembered now (at most EndpointOptions::max_identities).
+  size_t identities() const;
 
   // Waits (up to `grace`) for the queued frames to be written, closes every
   // connection and stops the io thread. The destructor calls it.
@@ -112,6 +122,7 @@ class HybridEndpoint : public hybrid::ServerTransport {
   struct Impl;
 
  private:
+  void close_client(int client, const std::string& reason, bool quarantine);
   std::shared_ptr<Impl> impl_;
 };
 

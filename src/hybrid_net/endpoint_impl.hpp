@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "hybrid_net/endpoint.hpp"
+#include "hybrid_net/identities.hpp"
 
 namespace dnnlab::hybrid_net {
 
@@ -48,10 +49,19 @@ struct HybridEndpoint::Impl {
   // Shared with the engine's thread.
   mutable std::mutex mu;
   std::condition_variable cv;  // the inbox or the admitted count changed
-  std::deque<hybrid::Inbound> inbox;
-  std::vector<std::shared_ptr<Connection>> admitted;  // by client id
-  std::vector<std::string> agents;                    // by client id, from the hellos
-  std::atomic<int64_t> queued{0};                     // bytes waiting to be written, all clients
+  struct Event {
+    hybrid::Inbound in;
+    std::shared_ptr<Connection> from;
+  };
+  std::deque<Event> inbox;
+  // By client id: each id's newest connection (null once the engine heard
+  // that it left), and the one the engine knows, which sends go to. They
+  // differ from a reconnect's admission until the engine takes its `back`
+  // event, so that nothing meant for the old link reaches the new one.
+  std::vector<std::shared_ptr<Connection>> admitted, routed;
+  std::vector<std::string> agents;  // by client id, from the hellos
+  IdentityBook identities{{}};
+  std::atomic<int64_t> queued{0};  // bytes waiting to be written, all clients
   // The io thread's alone.
   int waiting = 0;  // connected, not admitted
   bool stopping = false;
@@ -59,12 +69,19 @@ struct HybridEndpoint::Impl {
   void log(const std::string& line) {
     if (opt.log) opt.log(line);
   }
-  void push(hybrid::Inbound in) {
+  void push(hybrid::Inbound in, std::shared_ptr<Connection> from) {
     {
       std::lock_guard lock(mu);
-      inbox.push_back(std::move(in));
+      inbox.push_back({std::move(in), std::move(from)});
     }
     cv.notify_all();
+  }
+  // Under `mu`: clients connected now (max_clients), and whether id `c` is.
+  bool live(int c) const { return admitted[c] && !admitted[c]->gone; }
+  int live_count() const {
+    int n = 0;
+    for (int c = 0; c < static_cast<int>(admitted.size()); ++c) n += live(c);
+    return n;
   }
   void accept();
 };

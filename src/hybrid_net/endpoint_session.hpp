@@ -337,7 +337,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
         return fail("sent " + std::to_string(unread.load()) +
                     " bytes the trainer has not yet taken (max_unread): too far ahead");
       }
-      hub_.push(hybrid::Inbound{id_, std::move(b), false});
+      hub_.push(hybrid::Inbound{id_, std::move(b), false}, this->shared_from_this());
     }
     msg_.consume(msg_.size());
     if (!closing_) read_more();
@@ -352,31 +352,69 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     }
     if (!constant_time_equal(h.token, hub_.opt.token))
       return fail("hello: 'token' is not this run's join token");
-    int id = 0;
+    // The io thread alone admits, so nothing changes the book or the
+    // connections between this decision and the admission below.
+    Identity ident = h.identity;
+    const bool back = ident.client >= 0;
+    std::string refused;
+    auto code = websocket::close_code::policy_error;
     {
       std::lock_guard lock(hub_.mu);
-      id = static_cast<int>(hub_.admitted.size()) >= hub_.opt.max_clients
-               ? -1
-               : static_cast<int>(hub_.admitted.size());
+      if (back) {
+        refused = hub_.identities.check(ident);
+        if (refused.empty() && hub_.live(ident.client)) {
+          // Refused rather than replacing the first: the holder of the
+          // secret is one client, and its old link ends at its socket's
+          // close or idle timeout; then it tries again.
+          refused = "hello: identity " + std::to_string(ident.client) +
+                    " is connected already (on another connection)";
+          code = websocket::close_code::try_again_later;
+        }
+      }
+      if (refused.empty() && hub_.live_count() >= hub_.opt.max_clients) {
+        refused = "the run is full (" + std::to_string(hub_.opt.max_clients) + " clients)";
+        code = websocket::close_code::try_again_later;
+      }
+      if (refused.empty() && !back) {
+        const auto issued = hub_.identities.issue([&](int c) { return hub_.live(c); });
+        if (issued)
+          ident = *issued;
+        else {
+          refused = "the run issues no more identities (" +
+                    std::to_string(hub_.identities.issued()) + " issued, " +
+                    std::to_string(hub_.identities.size()) +
+                    " remembered): it admits only known ones";
+          code = websocket::close_code::try_again_later;
+        }
+      }
     }
-    if (id < 0)
-      return fail("the run is full (" + std::to_string(hub_.opt.max_clients) + " clients)",
-                  websocket::close_code::try_again_later);
+    if (!refused.empty()) return fail(refused, code);
     timer_.cancel();
     --hub_.waiting;
-    id_ = id;
+    id_ = ident.client;
     Welcome w = hub_.opt.welcome;
-    w.client = id;
+    w.client = ident.client;
+    w.secret = ident.secret;
     w.max_frame_bytes = hub_.opt.max_frame_bytes;
     // The welcome is queued before the engine can see the client: it goes first.
     queue(std::make_shared<const std::string>(to_json(w)), nullptr);
     {
       std::lock_guard lock(hub_.mu);
-      hub_.admitted.push_back(this->shared_from_this());
-      hub_.agents.push_back(h.agent);
+      auto self = this->shared_from_this();
+      if (back) {
+        hub_.identities.touch(id_);
+        hub_.admitted[id_] = self;
+        hub_.agents[id_] = h.agent;
+        // Routed to once the engine takes this (HybridEndpoint::receive).
+        hub_.inbox.push_back({hybrid::Inbound{id_, {}, false, true}, self});
+      } else {
+        hub_.admitted.push_back(self);
+        hub_.routed.push_back(self);
+        hub_.agents.push_back(h.agent);
+      }
     }
     hub_.cv.notify_all();
-    hub_.log(who() + " joined (" + h.agent + ")");
+    hub_.log(who() + (back ? " is back (" : " joined (") + h.agent + ")");
   }
 
   void write_next() {
@@ -419,7 +457,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
       --hub_.waiting;
       return;
     }
-    hub_.push(hybrid::Inbound{id_, {}, true});
+    hub_.push(hybrid::Inbound{id_, {}, true}, this->shared_from_this());
   }
 
   websocket::stream<Stream> ws_;

@@ -1,7 +1,10 @@
 // The control messages (hello, welcome, error) and their strict parsers.
 #include "hybrid_net/protocol.hpp"
 
+#include <openssl/rand.h>
+
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "hybrid/client_step.hpp"
@@ -12,6 +15,9 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxTokenChars = 256;
+// A secret is 2 x kSecretBytes hex digits; longer is refused before any
+// comparison.
+constexpr size_t kMaxSecretChars = 128;
 
 json parse_object(std::string_view text, const char* what) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -52,7 +58,12 @@ T number_field(const json& j, const char* what, const char* key) {
 }  // namespace
 
 std::string to_json(const Hello& h) {
-  return json{{"v", h.v}, {"type", "hello"}, {"token", h.token}, {"agent", h.agent}}.dump();
+  json j{{"v", h.v}, {"type", "hello"}, {"token", h.token}, {"agent", h.agent}};
+  if (h.identity.client >= 0) {
+    j["client"] = h.identity.client;
+    j["secret"] = h.identity.secret;
+  }
+  return j.dump();
 }
 
 std::string to_json(const Welcome& w) {
@@ -65,6 +76,7 @@ std::string to_json(const Welcome& w) {
          {"max_frame_bytes", w.max_frame_bytes}};
   if (!w.core_spec_json.empty()) j["core_spec"] = json::parse(w.core_spec_json);
   if (!w.shard_path.empty()) j["shard"] = w.shard_path;
+  if (!w.secret.empty()) j["secret"] = w.secret;
   return j.dump();
 }
 
@@ -81,6 +93,19 @@ Hello parse_hello(std::string_view text) {
   Hello h;
   h.token = string_field(j, "hello", "token", kMaxTokenChars);
   if (j.contains("agent")) h.agent = string_field(j, "hello", "agent", 64);
+  // An identity is the pair: a client id alone would claim another's record
+  // without proof, a secret alone names nothing.
+  const bool has_client = j.contains("client"), has_secret = j.contains("secret");
+  if (has_client != has_secret)
+    throw ProtocolError(has_client ? "hello: 'client' without 'secret'"
+                                   : "hello: 'secret' without 'client'");
+  if (has_client) {
+    const int64_t c = j["client"].is_number_integer() ? j["client"].get<int64_t>() : -1;
+    if (c < 0 || c > std::numeric_limits<int>::max())
+      throw ProtocolError("hello: 'client' is not a client id (an integer >= 0)");
+    h.identity.client = static_cast<int>(c);
+    h.identity.secret = string_field(j, "hello", "secret", kMaxSecretChars);
+  }
   return h;
 }
 
@@ -102,6 +127,7 @@ Welcome parse_welcome(std::string_view text) {
     w.core_spec_json = j["core_spec"].dump();
   }
   if (j.contains("shard")) w.shard_path = string_field(j, "welcome", "shard", 256);
+  if (j.contains("secret")) w.secret = string_field(j, "welcome", "secret", kMaxSecretChars);
   return w;
 }
 
@@ -114,6 +140,19 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
     diff |= static_cast<unsigned>(x ^ y);
   }
   return diff == 0;
+}
+
+std::string random_secret_hex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(bytes)) != 1)
+    throw std::runtime_error("RAND_bytes failed: no identity secret can be made");
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out.push_back(hex[c >> 4]);
+    out.push_back(hex[c & 15]);
+  }
+  return out;
 }
 
 std::string fingerprint(nn::TensorView x) {

@@ -34,15 +34,26 @@ class ProtocolError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The identity the server issued a client in its welcome, which the client
+// presents in its hello when it connects again to resume its record
+// (docs/distributed.md "Identities"). client -1: none (a new identity).
+struct Identity {
+  int client = -1;
+  std::string secret;  // kSecretBytes random bytes as hex
+};
+inline constexpr size_t kSecretBytes = 32;
+
 struct Hello {
   int v = kProtocolVersion;
   std::string token;
   std::string agent = "dnnlab";  // "dnnlab", "browser": for logs only
+  Identity identity;             // optional: "client" and "secret", both or neither
 };
 
 struct Welcome {
   int v = kProtocolVersion;
-  int client = -1;               // the id the server gave this connection
+  int client = -1;               // the id the server gave this client (its identity)
+  std::string secret;            // presented with `client` in a later hello to resume it
   std::string spec_yaml;         // the run spec, overrides applied (spec::to_yaml)
   std::string data_fingerprint;  // of the training split the tickets index
   int64_t train_rows = 0;        // its sample count
@@ -66,6 +77,10 @@ Welcome parse_welcome(std::string_view text);
 
 // Equality in time independent of where the strings differ.
 bool constant_time_equal(std::string_view a, std::string_view b);
+
+// `bytes` from OpenSSL's CSPRNG (RAND_bytes) as lower-case hex; throws
+// std::runtime_error when it fails.
+std::string random_secret_hex(size_t bytes = kSecretBytes);
 
 // FNV-1a 64 over the split's shape and values, as 16 hex digits: the client
 // checks that the shard it loaded is the server's.

@@ -32,9 +32,27 @@ if (!token) {
   view.error = 'No join token: open the URL that `dnnlab train --distributed --listen` printed (…/hybrid/join#token=…).';
   render();
 } else {
+  // The identity the server issued this tab, kept for this run's token in
+  // sessionStorage (this tab only): a reload resumes it, with its record.
+  const identityKey = `dnnlab-hybrid-identity:${token}`;
+  let identity = null;
+  try {
+    identity = JSON.parse(sessionStorage.getItem(identityKey) ?? 'null');
+  } catch {
+    identity = null;
+  }
   const worker = new Worker(new URL('hybrid_worker.js', location.href), { type: 'module' });
   worker.onmessage = (ev) => {
+    if (ev.data?.type === 'identity') {
+      sessionStorage.setItem(identityKey, JSON.stringify(ev.data.identity));
+      return;
+    }
     if (ev.data?.type !== 'state') return;
+    // Refused before a welcome with an identity it no longer has (forgotten,
+    // or another run on this port): the next load joins as a new client. A
+    // quarantined identity stays, and stays refused.
+    if (identity && ev.data.state.connection === 'closed' && ev.data.state.client === null &&
+        /is not known here/.test(ev.data.state.closeReason ?? '')) sessionStorage.removeItem(identityKey);
     Object.assign(view, ev.data.state, { updates: view.updates + 1 });
     render();
   };
@@ -43,6 +61,6 @@ if (!token) {
     render();
   };
   const ws = `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}/hybrid`;
-  worker.postMessage({ type: 'start', token, url: ws, base: new URL('./', location.href).href });
+  worker.postMessage({ type: 'start', token, url: ws, base: new URL('./', location.href).href, identity });
   render();
 }

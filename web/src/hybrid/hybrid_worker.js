@@ -36,7 +36,10 @@ async function fetchBytes(url, token) {
   return new Uint8Array(await res.arrayBuffer());
 }
 
-function run({ token, url, base }) {
+// `identity` ({client, secret} from an earlier welcome of this run, kept by
+// the page): presented in the hello to resume that client's record
+// (docs/distributed.md "Identities").
+function run({ token, url, base, identity }) {
   set({ connection: 'connecting' });
   const corePromise = loadCore(base);
   const ws = new WebSocket(url);
@@ -61,7 +64,10 @@ function run({ token, url, base }) {
     state.version = info.version;
     publish(info.done);
   };
-  ws.onopen = () => ws.send(JSON.stringify({ v: 1, type: 'hello', token, agent: 'browser' }));
+  ws.onopen = () => ws.send(JSON.stringify({
+    v: 1, type: 'hello', token, agent: 'browser',
+    ...(identity ? { client: identity.client, secret: identity.secret } : {}),
+  }));
   ws.onmessage = (ev) => {
     if (typeof ev.data !== 'string') {
       if (!client) early.push(ev.data);
@@ -83,6 +89,8 @@ function run({ token, url, base }) {
     if (msg.type === 'error') return set({ error: msg.message });
     if (msg.type !== 'welcome') return;
     set({ connection: 'loading', client: msg.client });
+    // Not in the state the page mirrors (window.dnnlabHybrid): only the page keeps it.
+    if (msg.secret) self.postMessage({ type: 'identity', identity: { client: msg.client, secret: msg.secret } });
     (async () => {
       if (!msg.core_spec || !msg.shard) throw new Error('the welcome has no core_spec or shard: this server cannot take browser clients');
       const core = await corePromise;
