@@ -1,0 +1,192 @@
+// The headless join worker (web/join_node.mjs, issue 28) against the real
+// `dnnlab serve`: the join page's worker code run under node. With --backend
+// auto and no WebGPU here (the npm package webgpu is not installed, and Dawn
+// refuses lavapipe), it says why and trains in the wasm core: an MLP sweep
+// and a small CNN whose results agree with their native re-runs
+// (--verify-fraction 1), then it leaves after --trials. A bad flag, URL or
+// token exits non-zero naming the problem; SIGINT mid-trial leaves with 130
+// and the trial goes back to the queue.
+//   node tests/browser/join_node.test.mjs --dist DIR --dnnlab BIN
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { prerequisite, until } from './launch.mjs';
+import { realServerMissing, startRealServer } from './real_server.mjs';
+import { nodeGpu } from '../../web/src/join/node_host.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const arg = (n, d) => { const i = process.argv.indexOf(n); return i > 0 ? process.argv[i + 1] : d; };
+const DIST = resolve(arg('--dist', resolve(here, '../../web/dist')));
+const DNNLAB = arg('--dnnlab', process.env.DNNLAB_BIN || null);
+const JOIN = resolve(here, '../../web/join_node.mjs');
+const WS = resolve(here, '../../web/node_modules/ws');
+const DATASET = existsSync('/usr/share/datasets/fashion-mnist') ? 'fashion-mnist' : 'synthetic';
+// Where the npm package webgpu is installed (a GPU machine) the fallback
+// cases below would train on the GPU instead; here they must not.
+const HAS_WEBGPU = !!(await nodeGpu()).gpu;
+
+const MLP_SWEEP = `name: node-mlp
+template:
+  data: {dataset: ${DATASET}, validation: 200, limit_train: 1000}
+  model:
+    layers:
+      - {dense: \${width}, activation: relu}
+      - dense: 10
+  train:
+    epochs: 2
+    batch_size: 32
+    optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+search:
+  method: grid
+  metric: val_acc
+  parameters:
+    width: [32, 64]
+scheduler:
+  type: fifo
+`;
+// join_webgpu.test.mjs's CNN: no batchnorm (which parts wasm and native
+// under some settings: join_cnn.test.mjs).
+const CNN_SWEEP = `name: node-cnn
+template:
+  data: {dataset: ${DATASET}, validation: 128, limit_train: 512}
+  model:
+    input: [1, 28, 28]
+    layers:
+      - {conv2d: 4, kernel: 3, stride: 2, padding: 1}
+      - relu
+      - max_pool2d: 2
+      - {conv2d: 8, kernel: 3, padding: 1}
+      - relu
+      - max_pool2d: 2
+      - dense: 10
+  train:
+    epochs: 2
+    batch_size: 32
+    optimizer: {type: sgd, lr: \${lr}, momentum: 0.9}
+search:
+  method: grid
+  metric: val_acc
+  parameters:
+    lr: [0.05]
+scheduler:
+  type: fifo
+`;
+// One trial long enough to be interrupted in.
+const LONG_SWEEP = MLP_SWEEP.replace('node-mlp', 'node-long').replace('epochs: 2', 'epochs: 40')
+  .replace('width: [32, 64]', 'width: [256]');
+
+const skip = prerequisite(test, !existsSync(join(DIST, 'core', 'dnnlab_core.wasm')) ? `no wasm core in ${DIST}/core (em++ missing?)`
+  : !existsSync(WS) ? `no ${WS} (cd web && npm ci)`
+  : realServerMissing(DNNLAB) || false);
+
+// node web/join_node.mjs ARGS: { code, stdout, stderr, child } once it exits
+// (killed after timeoutMs); onStdout sees the output so far.
+function runJoin(args, { timeoutMs = 60_000, onStdout = () => {} } = {}) {
+  const child = spawn(process.execPath, [JOIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '', stderr = '';
+  child.stdout.on('data', (d) => { stdout += d; onStdout(stdout, child); });
+  child.stderr.on('data', (d) => { stderr += d; });
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  return new Promise((ok) => child.on('exit', (code, signal) => {
+    clearTimeout(timer);
+    ok({ code: code ?? signal, stdout, stderr });
+  }));
+}
+
+test('the node join worker trains trials that pass native verification, on wasm without a GPU', { skip, timeout: 240_000 }, async (t) => {
+  const t0 = Date.now();
+  const server = await startRealServer({ bin: DNNLAB, dist: DIST, args: ['--verify-fraction', '1'] });
+  const cache = mkdtempSync(join(tmpdir(), 'dnnlab-join-node-'));
+  t.after(async () => { await server.close(); rmSync(cache, { recursive: true, force: true }); });
+  const joinUrl = await until('the join URL', () => server.log().match(/browsers join at (\S+)/)?.[1], 10_000);
+  const worker = (out) => out.match(/connected to \S+ as worker (\S+)/)?.[1];
+
+  await t.test('bad flags, URLs and tokens exit non-zero naming the problem', async () => {
+    const cases = [
+      [[], 2, /no URL/],
+      [['--backend', 'gpu', joinUrl], 2, /--backend must be auto, webgpu or wasm, not 'gpu'/],
+      [[joinUrl, '--trials', 'many'], 2, /--trials must be a whole number/],
+      [[joinUrl, '--frobnicate'], 2, /unknown flag --frobnicate/],
+      [['ftp://example.org/join?token=x'], 2, /URL: expected http\(s\)/],
+      [[`${server.url}/join`], 2, /no join token/],
+      [[joinUrl.replace(/token=\w+/, 'token=wrong'), '--cache-dir', cache], 1, /cannot join .*the join token is wrong/],
+      [[`http://127.0.0.1:1/join?token=x`, '--cache-dir', cache], 1, /cannot join ws:\/\/127\.0\.0\.1:1\/join: .*ECONNREFUSED/],
+    ];
+    if (!HAS_WEBGPU) cases.push([[joinUrl, '--backend', 'webgpu', '--cache-dir', cache], 1, /--backend webgpu: .*webgpu is not installed/]);
+    const runs = await Promise.all(cases.map(([args]) => runJoin(args, { timeoutMs: 20_000 })));
+    runs.forEach((r, i) => {
+      const [args, code, message] = cases[i];
+      assert.equal(r.code, code, `${args.join(' ')}: exit ${r.code}\n${r.stdout}${r.stderr}`);
+      assert.match(r.stderr, message, args.join(' '));
+    });
+  });
+
+  let id = '';
+  await t.test('--backend auto falls back to wasm, saying why, and finishes an MLP and a CNN sweep', async () => {
+    const mlp = await server.submit(MLP_SWEEP, 'node-mlp.yaml');
+    const cnn = await server.submit(CNN_SWEEP, 'node-cnn.yaml');
+    const r = await runJoin([joinUrl, '--backend', 'auto', '--trials', '3', '--cache-dir', cache], { timeoutMs: 120_000 });
+    for (const line of r.stdout.trim().split('\n')) t.diagnostic(line);
+    assert.equal(r.code, 0, `exit ${r.code}\n${r.stdout}${r.stderr}\n${server.log()}`);
+    id = worker(r.stdout);
+    assert.ok(id?.startsWith('browser-'), r.stdout);
+    if (!HAS_WEBGPU) {
+      assert.match(r.stdout, /^join: backend auto: no WebGPU under node: the npm package webgpu is not installed .*; trials train in the wasm core$/m);
+      assert.match(r.stdout, /^join: backend wasm: no WebGPU under node: the npm package webgpu is not installed/m);
+    }
+    const kernels = r.stdout.match(/wasm core loaded \((\S+)\)/)?.[1];
+    assert.ok(kernels, r.stdout);
+    assert.equal(r.stdout.match(/^join: ticket \S+ epoch \d\/2: .* \d+ samples\/s, backend wasm$/gm)?.length, 6, r.stdout);
+    assert.match(r.stdout, /\(3 done, 0 failed\)\njoin: 3 trial\(s\) ended; leaving\n$/);
+    const trials = [];
+    for (const exp of [mlp, cnn]) trials.push(...(await server.get(`/api/experiments/${exp}/trials?limit=10`)).trials);
+    assert.equal(trials.length, 3);
+    for (const x of trials) {
+      assert.equal(x.status, 'finished', JSON.stringify(x));
+      assert.equal(x.worker, id);
+      assert.equal(x.epochs_done, 2);
+      const { provenance } = await server.get(`/api/trials/${x.id}`);
+      assert.equal(provenance.backend, 'wasm');
+      assert.equal(provenance.adapter, undefined);
+      assert.equal(provenance.worker_kind, 'browser');
+      assert.equal(provenance.kernel_target, kernels);
+    }
+    const ids = trials.map((x) => x.id);
+    const verified = await until(`the native re-runs of ${ids}`, async () => {
+      const { events } = await server.get('/api/events?limit=10000');
+      const v = events.filter((e) => e.type === 'trial.verified' && ids.includes(e.data.trial));
+      return v.length >= ids.length ? v : null;
+    }, 60_000, 250);
+    for (const e of verified) {
+      assert.equal(e.data.agree, true, JSON.stringify(e.data));
+      assert.equal(e.data.backend, 'wasm');
+    }
+  });
+
+  await t.test('SIGINT mid-trial leaves with 130 and gives the ticket back; the identity is kept', async () => {
+    const exp = await server.submit(LONG_SWEEP, 'node-long.yaml');
+    let interrupted = false;
+    const r = await runJoin([joinUrl, '--cache-dir', cache], {
+      onStdout: (out, child) => {
+        if (!interrupted && /epoch 1\/40/.test(out)) {
+          interrupted = true;
+          child.kill('SIGINT');
+        }
+      },
+    });
+    assert.equal(r.code, 130, `exit ${r.code}\n${r.stdout}${r.stderr}`);
+    assert.equal(worker(r.stdout), id, 'the second run is the same client (its identity kept in --cache-dir)');
+    const ticket = r.stdout.match(/SIGINT: leaving \(ticket (\S+) goes back to the server\)/)?.[1];
+    assert.ok(ticket, r.stdout);
+    const [x] = await until('the trial to be given back', async () => {
+      const { trials } = await server.get(`/api/experiments/${exp}/trials?limit=10`);
+      return trials[0]?.status === 'queued' ? trials : null;
+    }, 10_000);
+    assert.equal(x.epochs_done ?? 0, 0, JSON.stringify(x));
+  });
+  t.diagnostic(`took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+});
