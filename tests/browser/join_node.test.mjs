@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { prerequisite, until } from './launch.mjs';
-import { realServerMissing, startRealServer } from './real_server.mjs';
+import { SMALL_SWEEP, realServerMissing, smallCnnSweep, startRealServer } from './real_server.mjs';
 import { nodeGpu } from '../../web/src/join/node_host.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -24,60 +24,13 @@ const DIST = resolve(arg('--dist', resolve(here, '../../web/dist')));
 const DNNLAB = arg('--dnnlab', process.env.DNNLAB_BIN || null);
 const JOIN = resolve(here, '../../web/join_node.mjs');
 const WS = resolve(here, '../../web/node_modules/ws');
-const DATASET = existsSync('/usr/share/datasets/fashion-mnist') ? 'fashion-mnist' : 'synthetic';
 // Where the npm package webgpu is installed (a GPU machine) the fallback
 // cases below would train on the GPU instead; here they must not.
 const HAS_WEBGPU = !!(await nodeGpu()).gpu;
 
-const MLP_SWEEP = `name: node-mlp
-template:
-  data: {dataset: ${DATASET}, validation: 200, limit_train: 1000}
-  model:
-    layers:
-      - {dense: \${width}, activation: relu}
-      - dense: 10
-  train:
-    epochs: 2
-    batch_size: 32
-    optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
-search:
-  method: grid
-  metric: val_acc
-  parameters:
-    width: [32, 64]
-scheduler:
-  type: fifo
-`;
-// join_webgpu.test.mjs's CNN: no batchnorm (which parts wasm and native
-// under some settings: join_cnn.test.mjs).
-const CNN_SWEEP = `name: node-cnn
-template:
-  data: {dataset: ${DATASET}, validation: 128, limit_train: 512}
-  model:
-    input: [1, 28, 28]
-    layers:
-      - {conv2d: 4, kernel: 3, stride: 2, padding: 1}
-      - relu
-      - max_pool2d: 2
-      - {conv2d: 8, kernel: 3, padding: 1}
-      - relu
-      - max_pool2d: 2
-      - dense: 10
-  train:
-    epochs: 2
-    batch_size: 32
-    optimizer: {type: sgd, lr: \${lr}, momentum: 0.9}
-search:
-  method: grid
-  metric: val_acc
-  parameters:
-    lr: [0.05]
-scheduler:
-  type: fifo
-`;
 // One trial long enough to be interrupted in.
-const LONG_SWEEP = MLP_SWEEP.replace('node-mlp', 'node-long').replace('epochs: 2', 'epochs: 40')
-  .replace('width: [32, 64]', 'width: [256]');
+const LONG_SWEEP = SMALL_SWEEP.replace('name: browser-sweep', 'name: node-long').replace('epochs: 2', 'epochs: 40')
+  .replace('depth: [1, 2, 4]', 'depth: [8]').replace('activation: [relu, tanh]', 'activation: [relu]');
 
 const skip = prerequisite(test, !existsSync(join(DIST, 'core', 'dnnlab_core.wasm')) ? `no wasm core in ${DIST}/core (em++ missing?)`
   : !existsSync(WS) ? `no ${WS} (cd web && npm ci)`
@@ -127,9 +80,9 @@ test('the node join worker trains trials that pass native verification, on wasm 
 
   let id = '';
   await t.test('--backend auto falls back to wasm, saying why, and finishes an MLP and a CNN sweep', async () => {
-    const mlp = await server.submit(MLP_SWEEP, 'node-mlp.yaml');
-    const cnn = await server.submit(CNN_SWEEP, 'node-cnn.yaml');
-    const r = await runJoin([joinUrl, '--backend', 'auto', '--trials', '3', '--cache-dir', cache], { timeoutMs: 120_000 });
+    const mlp = await server.submit(SMALL_SWEEP, 'node-mlp.yaml'); // six trials
+    const cnn = await server.submit(smallCnnSweep('node-cnn'), 'node-cnn.yaml');
+    const r = await runJoin([joinUrl, '--backend', 'auto', '--trials', '7', '--cache-dir', cache], { timeoutMs: 120_000 });
     for (const line of r.stdout.trim().split('\n')) t.diagnostic(line);
     assert.equal(r.code, 0, `exit ${r.code}\n${r.stdout}${r.stderr}\n${server.log()}`);
     id = worker(r.stdout);
@@ -140,11 +93,11 @@ test('the node join worker trains trials that pass native verification, on wasm 
     }
     const kernels = r.stdout.match(/wasm core loaded \((\S+)\)/)?.[1];
     assert.ok(kernels, r.stdout);
-    assert.equal(r.stdout.match(/^join: ticket \S+ epoch \d\/2: .* \d+ samples\/s, backend wasm$/gm)?.length, 6, r.stdout);
-    assert.match(r.stdout, /\(3 done, 0 failed\)\njoin: 3 trial\(s\) ended; leaving\n$/);
+    assert.equal(r.stdout.match(/^join: ticket \S+ epoch \d\/2: .* \d+ samples\/s, backend wasm$/gm)?.length, 14, r.stdout);
+    assert.match(r.stdout, /\(7 done, 0 failed\)\njoin: 7 trial\(s\) ended; leaving\n$/);
     const trials = [];
     for (const exp of [mlp, cnn]) trials.push(...(await server.get(`/api/experiments/${exp}/trials?limit=10`)).trials);
-    assert.equal(trials.length, 3);
+    assert.equal(trials.length, 7);
     for (const x of trials) {
       assert.equal(x.status, 'finished', JSON.stringify(x));
       assert.equal(x.worker, id);
