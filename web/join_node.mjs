@@ -115,6 +115,29 @@ async function gpuFor(backend) {
   return g;
 }
 
+// The lines of a trial's progress: the state `s` against the last one, `p`.
+function reportTrial(s, p) {
+  if (s.kernels && s.kernels !== p.kernels) say(`wasm core loaded (${s.kernels})`);
+  const c = s.current;
+  if (c && c.ticket !== p.current?.ticket) {
+    say(`ticket ${c.ticket}: trial ${c.trial} (experiment ${c.experiment} #${c.index}, attempt ${c.attempt}), ${c.epochs} epochs`);
+  }
+  if (s.backend && (s.backend !== p.backend || s.backendReason !== p.backendReason)) {
+    say(`backend ${s.backend}${s.backendRequested !== 'auto' ? ` (asked for ${s.backendRequested})` : ''}: ${s.backendReason}`);
+  }
+  // current.epoch and lastEpoch change together, once per epoch.
+  const e = s.lastEpoch;
+  if (c && e && c.epoch === e.epoch && (c.ticket !== p.current?.ticket || c.epoch !== p.current?.epoch)) {
+    say(`ticket ${c.ticket} epoch ${e.epoch}/${c.epochs}: train_loss ${e.trainLoss.toFixed(4)} val_acc ${e.valAcc.toFixed(4)}, ` +
+      `${Math.round(e.samplesPerSecond)} samples/s, backend ${s.backend}`);
+  }
+  // Counted when the server's 'accepted' arrives, the ticket still current;
+  // a failure's message follows as an error line.
+  if (s.trialsDone + s.trialsFailed > p.trialsDone + p.trialsFailed) {
+    say(`ticket ${c?.ticket} ${s.trialsFailed > p.trialsFailed ? 'failed' : 'done'} (${s.trialsDone} done, ${s.trialsFailed} failed)`);
+  }
+}
+
 async function main() {
   let o;
   try {
@@ -133,7 +156,7 @@ async function main() {
   const { gpu, why } = await gpuFor(o.backend);
   if (o.backend === 'auto') say(`backend auto: ${why ? `${why}; trials train in the wasm core` : 'WebGPU (the npm package webgpu) where a probe finds it faster than the wasm core'}`);
 
-  let prev = null, joined = false, exitCode = null, lastTicket = null;
+  let prev = null, joined = false, exitCode = null;
   const leave = (code, line) => {
     if (exitCode !== null) return;
     exitCode = code;
@@ -142,7 +165,7 @@ async function main() {
     setTimeout(() => process.exit(code), 3000).unref(); // a close handshake that never ends
   };
   const onState = (s) => {
-    const p = prev ?? {};
+    const p = prev ?? { trialsDone: 0, trialsFailed: 0 };
     prev = s;
     if (s.client && s.client !== p.client) writeFileSync(clientFile, `${s.client}\n`, { mode: 0o600 });
     // Before a welcome an error ends the command (below), naming it once.
@@ -163,31 +186,13 @@ async function main() {
     if (s.connection === 'quarantined' || (joined && s.connection === 'closed' && exitCode === null)) {
       fail(1, `the server closed the connection for good: ${s.error || s.closeReason}`);
     }
-    if (s.kernels && s.kernels !== p.kernels) say(`wasm core loaded (${s.kernels})`);
     // Connected, but nothing to train with (join_worker.js's welcome case):
     // it would sit idle for ever.
     if (joined && !s.kernels && s.error !== p.error && /wasm core/.test(s.error)) {
       host.post({ type: 'stop' });
       fail(1, `cannot train: ${s.error}`);
     }
-    const c = s.current;
-    if (c && c.ticket !== p.current?.ticket) {
-      lastTicket = c;
-      say(`ticket ${c.ticket}: trial ${c.trial} (experiment ${c.experiment} #${c.index}, attempt ${c.attempt}), ${c.epochs} epochs`);
-    }
-    if (s.backend && (s.backend !== p.backend || s.backendReason !== p.backendReason)) {
-      say(`backend ${s.backend}${s.backendRequested !== 'auto' ? ` (asked for ${s.backendRequested})` : ''}: ${s.backendReason}`);
-    }
-    // current.epoch and lastEpoch change together, once per epoch.
-    const e = s.lastEpoch;
-    if (c && e && c.epoch === e.epoch && (c.ticket !== p.current?.ticket || c.epoch !== p.current?.epoch)) {
-      say(`ticket ${c.ticket} epoch ${e.epoch}/${c.epochs}: train_loss ${e.trainLoss.toFixed(4)} val_acc ${e.valAcc.toFixed(4)}, ` +
-        `${Math.round(e.samplesPerSecond)} samples/s, backend ${s.backend}`);
-    }
-    if (s.trialsDone + s.trialsFailed > p.trialsDone + p.trialsFailed) {
-      const failed = s.trialsFailed > p.trialsFailed;
-      say(`ticket ${lastTicket?.ticket} ${failed ? `failed: ${s.error}` : 'done'} (${s.trialsDone} done, ${s.trialsFailed} failed)`);
-    }
+    reportTrial(s, p);
     if (o.trials && !s.current && s.trialsDone + s.trialsFailed >= o.trials) leave(0, `${o.trials} trial(s) ended; leaving`);
   };
 
