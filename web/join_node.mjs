@@ -101,18 +101,24 @@ const readClient = (file) => {
   }
 };
 
-// The GPU for --backend: { gpu, why }; exits when webgpu was asked for and
-// no adapter is there (a command can say so, where the page falls back).
+// The GPU for --backend: { gpu, why } (gpu null, and why, where there is no
+// adapter: a GPU does not appear later). Exits when webgpu was asked for and
+// none is there: a command can say so, where the page falls back.
 async function gpuFor(backend) {
   if (backend === 'wasm') return { gpu: null, why: '' };
-  const g = await nodeGpu();
-  if (backend !== 'webgpu') return g;
-  if (!g.gpu) fail(1, `--backend webgpu: ${g.why}`);
-  const adapter = await g.gpu.requestAdapter().catch((e) => fail(1, `--backend webgpu: the adapter request failed: ${e?.message ?? e}`));
-  if (!adapter) {
-    fail(1, '--backend webgpu: Dawn found no WebGPU adapter (it offers no software Vulkan such as lavapipe: a GPU and its Vulkan driver are needed)');
+  let { gpu, why } = await nodeGpu();
+  if (gpu) {
+    const adapter = await gpu.requestAdapter().catch((e) => {
+      why = `the WebGPU adapter request failed: ${e?.message ?? e}`;
+      return null;
+    });
+    if (!adapter) {
+      why ||= 'no WebGPU adapter (Dawn needs a GPU and its Vulkan driver: it takes no software Vulkan such as lavapipe)';
+      gpu = null;
+    }
   }
-  return g;
+  if (backend === 'webgpu' && !gpu) fail(1, `--backend webgpu: ${why}`);
+  return { gpu, why };
 }
 
 // The lines of a trial's progress: the state `s` against the last one, `p`.
