@@ -3,7 +3,9 @@
 // Cache API, and trials trained epoch by epoch. It reports its state to the
 // page with {type: 'state', ...} messages; the page sends {type: 'start'} and
 // {type: 'pause', paused}. web/join_node.mjs runs this same module under node
-// (src/join/node_host.js supplies the globals), which also sends {type: 'stop'}.
+// (src/join/node_host.js supplies the globals); it also sends {type: 'stop'},
+// and start's `trials` (no request after that many ended) and `noGpu` (why
+// there is no navigator.gpu).
 import { wrapCore, DnnlabError, relaxedMaddFused, relaxedSimdSupported } from '../../../src/wasm/dnnlab_api.mjs';
 import * as proto from './protocol.js';
 import { GpuBackend } from './gpu_backend.js';
