@@ -56,7 +56,10 @@ function parseArgs(argv) {
     } else if (a === '--trials') {
       if (!/^[1-9][0-9]*$/.test(v)) throw new UsageError(`--trials must be a whole number >= 1, not '${v}'`);
       o.trials = Number(v);
-    } else if (a === '--once' && v === undefined) o.trials = 1;
+    } else if (a === '--once') {
+      if (v !== undefined) throw new UsageError('--once takes no value (--trials N does)');
+      o.trials = 1;
+    }
     else if (a === '--cache-dir') o.cacheDir = v;
     else if (a.startsWith('-')) throw new UsageError(`unknown flag ${a} (see --help)`);
     else if (o.url) throw new UsageError(`one URL only, not also '${a}'`);
