@@ -18,7 +18,7 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CHROMIUM, LAUNCH_WEBGPU, prerequisite, until } from './launch.mjs';
-import { realServerMissing, startRealServer } from './real_server.mjs';
+import { realServerMissing, smallCnnSweep, startRealServer } from './real_server.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(resolve(here, '../../web/package.json'));
@@ -48,33 +48,6 @@ search:
 scheduler:
   type: fifo
 `;
-// A strided first convolution keeps SwiftShader's work small.
-const CNN_SWEEP = `name: webgpu-cnn
-template:
-  data: {dataset: fashion-mnist, validation: 128, limit_train: 512}
-  model:
-    input: [1, 28, 28]
-    layers:
-      - {conv2d: 4, kernel: 3, stride: 2, padding: 1}
-      - relu
-      - max_pool2d: 2
-      - {conv2d: 8, kernel: 3, padding: 1}
-      - relu
-      - max_pool2d: 2
-      - dense: 10
-  train:
-    epochs: 2
-    batch_size: 32
-    optimizer: {type: sgd, lr: \${lr}, momentum: 0.9}
-search:
-  method: grid
-  metric: val_acc
-  parameters:
-    lr: [0.05]
-scheduler:
-  type: fifo
-`;
-
 const skip = prerequisite(test, !existsSync(CHROMIUM) ? `no Chromium at ${CHROMIUM}`
   : !existsSync(join(DIST, 'join.html')) ? `no join page in ${DIST}`
   : !existsSync(join(DIST, 'core', 'dnnlab_core.wasm')) ? `no wasm core in ${DIST}/core (em++ missing?)`
@@ -127,7 +100,7 @@ test('join tabs on WebGPU finish Fashion-MNIST trials that pass native verificat
 
   await t.test('a tab asking for WebGPU trains an MLP and a CNN that pass native verification', withTab('backend=webgpu', async (tab) => {
     const mlp = await server.submit(mlpSweep('webgpu-mlp', 2), 'webgpu-mlp.yaml');
-    const cnn = await server.submit(CNN_SWEEP, 'webgpu-cnn.yaml');
+    const cnn = await server.submit(smallCnnSweep('webgpu-cnn'), 'webgpu-cnn.yaml');
     const trials = [...await finished(mlp, 1, tab, 150_000), ...await finished(cnn, 1, tab, 150_000)];
     const s = await tab.state();
     assert.equal(s.backend, 'webgpu', s.backendReason);

@@ -42,6 +42,35 @@ scheduler:
   type: fifo
 `;
 
+// One small CNN (a strided first convolution, no batchnorm: see
+// join_cnn.test.mjs for what parts wasm and native there), 2 epochs on 512
+// images: cheap in the wasm core and on SwiftShader's WebGPU.
+export const smallCnnSweep = (name) => `name: ${name}
+template:
+  data: {dataset: ${DATASET}, validation: 128, limit_train: 512}
+  model:
+    input: [1, 28, 28]
+    layers:
+      - {conv2d: 4, kernel: 3, stride: 2, padding: 1}
+      - relu
+      - max_pool2d: 2
+      - {conv2d: 8, kernel: 3, padding: 1}
+      - relu
+      - max_pool2d: 2
+      - dense: 10
+  train:
+    epochs: 2
+    batch_size: 32
+    optimizer: {type: sgd, lr: \${lr}, momentum: 0.9}
+search:
+  method: grid
+  metric: val_acc
+  parameters:
+    lr: [0.05]
+scheduler:
+  type: fifo
+`;
+
 // Why the real server cannot be used here, or null.
 export function realServerMissing(bin) {
   if (!bin) return 'no --dnnlab binary given';

@@ -51,11 +51,14 @@ const bounded = (s) => String(s ?? '').slice(0, ADAPTER_TEXT);
 
 export class GpuBackend {
   // requested: 'auto' | 'webgpu' | 'wasm'; fault: '' | 'adapter' | 'lost';
-  // gpu: the GPU object (navigator.gpu in a worker where WebGPU is on).
-  constructor({ requested = 'auto', fault = '', gpu = globalThis.navigator?.gpu } = {}) {
+  // gpu: the GPU object (navigator.gpu in a worker where WebGPU is on);
+  // noGpu: why there is none, where the host knows better than a browser's
+  // words (node without the npm webgpu package).
+  constructor({ requested = 'auto', fault = '', gpu = globalThis.navigator?.gpu, noGpu = '' } = {}) {
     this.requested = requested;
     this.fault = fault;
     this.gpu = gpu;
+    this.noGpu = noGpu;
     this.device = null;
     this.adapter = null;     // { vendor, architecture } of the device's adapter
     this.unavailable = '';   // why there is no device
@@ -77,7 +80,7 @@ export class GpuBackend {
       gpu = { requestAdapter: async () => { throw new Error('the adapter request failed (gpu_fault=adapter)'); } };
     }
     if (!gpu) {
-      this.unavailable = 'no navigator.gpu (WebGPU is off or missing in this browser)';
+      this.unavailable = this.noGpu || 'no navigator.gpu (WebGPU is off or missing in this browser)';
       return null;
     }
     try {

@@ -2,7 +2,10 @@
 // protocol v1 (docs/protocol.md), the wasm core and the data shards from the
 // Cache API, and trials trained epoch by epoch. It reports its state to the
 // page with {type: 'state', ...} messages; the page sends {type: 'start'} and
-// {type: 'pause', paused}.
+// {type: 'pause', paused}. web/join_node.mjs runs this same module under node
+// (src/join/node_host.js supplies the globals); it also sends {type: 'stop'},
+// and start's `trials` (no request after that many ended) and `noGpu` (why
+// there is no navigator.gpu).
 import { wrapCore, DnnlabError, relaxedMaddFused, relaxedSimdSupported } from '../../../src/wasm/dnnlab_api.mjs';
 import * as proto from './protocol.js';
 import { GpuBackend } from './gpu_backend.js';
@@ -49,7 +52,7 @@ let welcome = null;
 let heartbeatTimer = 0;
 let retryTimer = 0;
 let failures = 0;      // failed connection attempts in a row
-let stopped = false;   // quarantined or version mismatch: no more reconnects
+let stopped = false;   // quarantined, version mismatch or 'stop': no more reconnects
 let holding = null;    // the ticket being trained (string) or null
 let requested = false; // a request is outstanding
 let unpause = null;    // resolves when pause is lifted
@@ -93,8 +96,22 @@ async function sha256Hex(bytes) {
 // ---- the core -----------------------------------------------------------
 
 // The glue JS is imported from a Blob of the cached text (an import of the
-// URL itself would go to the network); the wasm bytes are handed over too,
-// with locateFile pointing at the hashed URL for completeness.
+// URL itself would go to the network). Node cannot import blob: URLs: its
+// host (node_host.js) swaps in an import from a file.
+let importGlue = async (bytes) => {
+  const blobUrl = URL.createObjectURL(new Blob([bytes], { type: 'text/javascript' }));
+  try {
+    return await import(/* @vite-ignore */ blobUrl);
+  } finally {
+    URL.revokeObjectURL(blobUrl);
+  }
+};
+export function setGlueImporter(fn) {
+  importGlue = fn;
+}
+
+// The wasm bytes are handed over too, with locateFile pointing at the hashed
+// URL for completeness.
 function loadCore(offered) {
   // The relaxed-SIMD build (FMA in the GEMM) where this engine has it.
   const urls = { js: offered.js,
@@ -104,16 +121,11 @@ function loadCore(offered) {
   coreUrls = key;
   corePromise = (async () => {
     const [js, wasm] = await Promise.all([cachedBytes(urls.js), cachedBytes(urls.wasm)]);
-    const blobUrl = URL.createObjectURL(new Blob([js], { type: 'text/javascript' }));
-    try {
-      const { default: factory } = await import(/* @vite-ignore */ blobUrl);
-      const wasmUrl = new URL(urls.wasm, self.location.href).href;
-      const core = wrapCore(await factory({ wasmBinary: wasm, locateFile: () => wasmUrl }));
-      set({ kernels: core.kernels });
-      return core;
-    } finally {
-      URL.revokeObjectURL(blobUrl);
-    }
+    const { default: factory } = await importGlue(js);
+    const wasmUrl = new URL(urls.wasm, self.location.href).href;
+    const core = wrapCore(await factory({ wasmBinary: wasm, locateFile: () => wasmUrl }));
+    set({ kernels: core.kernels });
+    return core;
   })();
   corePromise.catch(() => { corePromise = null; });
   return corePromise;
@@ -144,9 +156,12 @@ function send(msg) {
   if (ws && ws.readyState === WebSocket.OPEN) ws.send(typeof msg === 'string' || msg instanceof ArrayBuffer ? msg : JSON.stringify(msg));
 }
 
+// Whether cfg.trials (node's --trials) have ended: then no more requests.
+const enough = () => cfg.trials > 0 && state.trialsDone + state.trialsFailed >= cfg.trials;
+
 function sendRequest() {
   clearTimeout(retryTimer);
-  if (!welcome || holding || requested || state.paused || ws?.readyState !== WebSocket.OPEN) return;
+  if (!welcome || holding || requested || state.paused || enough() || ws?.readyState !== WebSocket.OPEN) return;
   requested = true;
   send(proto.request());
   set({ activity: 'waiting' });
@@ -207,6 +222,10 @@ function connect() {
       stopped = true;
       set({ connection: quarantined ? 'quarantined' : 'closed', activity: 'idle',
         error: ev.reason || `closed with ${ev.code}` });
+      return;
+    }
+    if (stopped) {
+      set({ connection: 'closed', activity: 'idle' });
       return;
     }
     failures++;
@@ -447,8 +466,8 @@ function simdSupported() {
 self.onmessage = (ev) => {
   const m = ev.data;
   if (m.type === 'start' && !cfg) {
-    cfg = { token: m.token, client: m.client, url: m.url, agent: m.agent };
-    gpuBackend = new GpuBackend({ requested: m.backend ?? 'auto', fault: m.gpuFault ?? '' });
+    cfg = { token: m.token, client: m.client, url: m.url, agent: m.agent, trials: Number(m.trials) || 0 };
+    gpuBackend = new GpuBackend({ requested: m.backend ?? 'auto', fault: m.gpuFault ?? '', noGpu: m.noGpu });
     state.backendRequested = gpuBackend.requested;
     if (m.backendError) state.error = m.backendError;
     publish();
@@ -464,5 +483,13 @@ self.onmessage = (ev) => {
     } else if (!holding) {
       set({ activity: 'paused' });
     }
+  } else if (m.type === 'stop') {
+    // Leaving as a closed tab does: the server gives a held ticket back at
+    // once (docs/protocol.md "Leases"); no reconnect.
+    stopped = true;
+    clearInterval(heartbeatTimer);
+    clearTimeout(retryTimer);
+    if (ws) ws.close(1000, 'leaving');
+    else set({ connection: 'closed', activity: 'idle' });
   }
 };
