@@ -396,8 +396,9 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     w.client = ident.client;
     w.secret = ident.secret;
     w.max_frame_bytes = hub_.opt.max_frame_bytes;
-    // The welcome is queued before the engine can see the client: it goes first.
-    queue(std::make_shared<const std::string>(to_json(w)), nullptr);
+    // Admitted first, so that a client holding its welcome is counted
+    // (clients()); the welcome still goes first: the engine's sends to it
+    // are posted to this io thread and queue behind it.
     {
       std::lock_guard lock(hub_.mu);
       auto self = this->shared_from_this();
@@ -413,6 +414,7 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
         hub_.agents.push_back(h.agent);
       }
     }
+    queue(std::make_shared<const std::string>(to_json(w)), nullptr);
     hub_.cv.notify_all();
     hub_.log(who() + (back ? " is back (" : " joined (") + h.agent + ")");
   }
