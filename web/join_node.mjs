@@ -4,9 +4,9 @@
 // (a server, with or without a GPU) takes tickets from `dnnlab serve` with
 // one command. It prints one line per state change and exits with a status
 // (--help); web/README.md "Headless join worker" has the details.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { BACKENDS, gatewayUrl } from './src/join/protocol.js';
 import { nodeGpu, startJoinWorker } from './src/join/node_host.js';
 
@@ -147,6 +147,20 @@ function reportTrial(s, p) {
   }
 }
 
+// mkdir -p, one level at a time: node 20's mkdirSync({ recursive: true })
+// never returns for a path under /proc.
+function makeDirs(dir) {
+  try {
+    if (statSync(dir).isDirectory()) return;
+  } catch (e) {
+    if (e.code !== 'ENOENT') throw e;
+    if (dirname(dir) !== dir) makeDirs(dirname(dir));
+    mkdirSync(dir);
+    return;
+  }
+  throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR' });
+}
+
 async function main() {
   let o;
   try {
@@ -159,7 +173,12 @@ async function main() {
     console.log(HELP);
     return;
   }
-  mkdirSync(o.cacheDir, { recursive: true });
+  try {
+    makeDirs(resolve(o.cacheDir));
+    accessSync(o.cacheDir, constants.W_OK);
+  } catch (e) {
+    fail(2, `--cache-dir ${o.cacheDir}: ${e.code === 'ENOTDIR' || e.code === 'EEXIST' ? 'not a directory' : e.message}`);
+  }
   const clientFile = join(o.cacheDir, 'client');
   const gateway = gatewayUrl(o.page);
   const { gpu, why } = await gpuFor(o.backend);

@@ -70,6 +70,9 @@ test('the node join worker trains trials that pass native verification, on wasm 
       [[joinUrl, '--frobnicate'], 2, /unknown flag --frobnicate/],
       [['ftp://example.org/join?token=x'], 2, /URL: expected http\(s\)/],
       [[`${server.url}/join`], 2, /no join token/],
+      // A file, and a path under /proc (where node's recursive mkdir never returns).
+      [[joinUrl, '--cache-dir', '/etc/passwd'], 2, /--cache-dir \/etc\/passwd: not a directory/],
+      [[joinUrl, '--cache-dir', '/proc/dnnlab-none/x'], 2, /--cache-dir \/proc\/dnnlab-none\/x: ENOENT/],
       [[joinUrl.replace(/token=\w+/, 'token=wrong'), '--cache-dir', cache], 1, /cannot join .*the join token is wrong/],
       [[`http://127.0.0.1:1/join?token=x`, '--cache-dir', cache], 1, /cannot join ws:\/\/127\.0\.0\.1:1\/join: .*ECONNREFUSED/],
     ];
