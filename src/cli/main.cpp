@@ -1,6 +1,7 @@
 // dnnlab: the command-line entry point. Maps errors to exit codes:
 // 2 bad spec or usage, 3 bad or missing data, 4 training diverged, 5 rerun
-// differs, 6 a sweep ended with failed trials, 1 other (docs/errors.md).
+// differs, 6 a sweep ended with failed trials, 1 other (docs/errors.md); `join`
+// returns its own 7 and 8.
 #include <iostream>
 
 #include "cli/commands.hpp"

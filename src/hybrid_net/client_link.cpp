@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -38,6 +39,7 @@ struct ClientLink::Impl {
   std::deque<hybrid::Bytes> inbox;
   bool is_closed = false;
   std::string reason;  // the server's error message or close reason
+  bool lost = false;   // ended without the server's word (ClientLink::lost)
   // The io thread's alone.
   std::deque<std::shared_ptr<hybrid::Bytes>> out;
   bool closing = false;
@@ -47,10 +49,12 @@ struct ClientLink::Impl {
   virtual void write_next() = 0;
   virtual void close_now() = 0;
 
-  void end(const std::string& why) {
+  // `dropped`: the connection failed with no close frame from the server.
+  void end(const std::string& why, bool dropped = false) {
     {
       std::lock_guard lock(mu);
-      if (!is_closed && reason.empty()) reason = why;  // "": a normal close
+      if (!is_closed) lost = dropped && reason.empty();  // an error message is the server's word
+      if (!is_closed && reason.empty()) reason = why;    // "": a normal close
       is_closed = true;
     }
     cv.notify_all();
@@ -125,17 +129,35 @@ struct Link final : ClientLink::Impl {
       const auto& r = ws.reason();
       std::string body = res.body();
       while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.pop_back();
-      throw std::runtime_error(
-          "--join: " + url + ": " +
-          (!r.reason.empty() ? "the server closed: " + std::string(r.reason.data(), r.reason.size())
-           : res.result_int() != 0 && res.result() != http::status::switching_protocols
-               ? "the server refused the WebSocket (" + std::to_string(res.result_int()) + ")" +
-                     (body.empty() ? "" : ": " + body.substr(0, 300))
-               : e.code().message()));
+      const std::string where = "--join: " + url + ": ";
+      if (!r.reason.empty())
+        throw Refused(where + "the server closed: " + std::string(r.reason.data(), r.reason.size()),
+                      r.code);
+      if (res.result_int() != 0 && res.result() != http::status::switching_protocols)
+        throw Refused(where + "the server refused the WebSocket (" +
+                          std::to_string(res.result_int()) + ")" +
+                          (body.empty() ? "" : ": " + body.substr(0, 300)),
+                      static_cast<int>(res.result_int()));
+      throw std::runtime_error(where + e.code().message());
     }
     if (!ws.got_text())
       throw ProtocolError("--join: the server's first message is not the text welcome");
-    welcome = parse_welcome(beast::buffers_to_string(in.data()));
+    const std::string text = beast::buffers_to_string(in.data());
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_object() && j.value("type", nlohmann::json()) == "error") {
+      // A refusal: its close frame follows, with the code that says whether
+      // to try again (1013) or not.
+      in.consume(in.size());
+      beast::error_code ec;
+      ws.read(in, ec);
+      try {
+        parse_welcome(text);
+      } catch (const ProtocolError& e) {
+        throw Refused("--join: " + url + ": " + e.what(),
+                      ec == websocket::error::closed ? static_cast<int>(ws.reason().code) : 0);
+      }
+    }
+    welcome = parse_welcome(text);
     in.consume(in.size());
     tcp_stream.expires_never();
     ws.set_option(websocket::stream_base::timeout::suggested(beast::role_type::client));
@@ -148,7 +170,10 @@ struct Link final : ClientLink::Impl {
         const auto& r = ws.reason();
         if (ec == websocket::error::closed && r.code == websocket::close_code::normal)
           return end("");
-        return end(r.reason.empty() ? ec.message() : std::string(r.reason.data(), r.reason.size()));
+        if (ec == websocket::error::closed)
+          return end(r.reason.empty() ? "closed by the server (code " + std::to_string(r.code) + ")"
+                                      : std::string(r.reason.data(), r.reason.size()));
+        return end(ec.message(), !closing);  // no close frame: the link is lost
       }
       if (ws.got_text()) {  // an error message from the server; its close follows
         std::lock_guard lock(mu);
@@ -239,6 +264,11 @@ Identity ClientLink::identity() const {
 std::string ClientLink::close_reason() const {
   std::lock_guard lock(impl_->mu);
   return impl_->reason;
+}
+
+bool ClientLink::lost() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->lost;
 }
 
 bool ClientLink::send(hybrid::Bytes frame) {

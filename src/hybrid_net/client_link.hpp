@@ -10,6 +10,7 @@
 //   auto again = hybrid_net::ClientLink::join(url, token, "", 10s, link->identity());
 //   hybrid::run_client(*link, spec.model, input, classes, seed, shard, {});
 //   if (!link->close_reason().empty()) ...             // why the server closed it
+//   if (link->lost()) ... join again with link->identity() ...  // no word from the server
 #pragma once
 #include <chrono>
 #include <memory>
@@ -21,11 +22,26 @@
 
 namespace dnnlab::hybrid_net {
 
+// The server answered the hello (or the upgrade) with a refusal: its
+// message, and the WebSocket close code that followed it (1008 a broken
+// rule or a refused identity, 1013 "try again later": the identity is
+// connected already, or the run is full) or the HTTP status of a refused
+// upgrade; 0 when the connection ended before a close frame.
+class Refused : public ProtocolError {
+ public:
+  Refused(const std::string& message, int code) : ProtocolError(message), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
 class ClientLink : public hybrid::ClientTransport {
  public:
-  // Throws ProtocolError (a bad URL, the server's refusal with its reason)
-  // or std::runtime_error (cannot connect, the server's certificate is not
-  // trusted or does not name the host, no welcome within `timeout`).
+  // Throws Refused (the server's refusal with its reason), ProtocolError (a
+  // bad URL or welcome) or std::runtime_error (cannot connect, the server's
+  // certificate is not trusted or does not name the host, no welcome within
+  // `timeout`).
   // `tls_ca` (wss:// only): a PEM file of the CA or self-signed certificate
   // to trust instead of the system's CAs; std::invalid_argument naming
   // --tls-ca when it cannot be loaded. `identity` (from an earlier link's
@@ -44,6 +60,11 @@ class ClientLink : public hybrid::ClientTransport {
   Identity identity() const;
   // The server's close reason (and error message, if it sent one), once closed.
   std::string close_reason() const;
+  // Once closed: true when the link ended without a word from the server (a
+  // reset, an end of stream, a timeout: no close frame, no error message),
+  // which a reconnect with identity() may resume; false after the server's
+  // close (the run's end, a quarantine) or this side's.
+  bool lost() const;
 
   bool send(hybrid::Bytes frame) override;
   std::optional<hybrid::Bytes> receive(hybrid::Clock::time_point deadline) override;

@@ -16,6 +16,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "tls/private_file.hpp"
+
 namespace dnnlab::tls {
 
 namespace {
@@ -48,8 +50,19 @@ void check_readable(const std::string& flag, const std::string& file) {
   if (!std::ifstream(file)) throw std::invalid_argument(flag + " " + file + ": cannot be read");
 }
 
+// Mozilla's "intermediate" profile (v5.7) without DHE (no DH parameters are
+// loaded): TLS 1.2 only with ECDHE and AEAD ciphers, no CBC or SHA-1 MACs.
+// TLS 1.3's suites are all AEAD; the same three, said outright.
+constexpr const char* kTls12Ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+constexpr const char* kTls13Suites =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
+}  // namespace
+
 // A private key others can read is refused, as token files are: whoever
-// reads it can pose as this server.
+// reads it can pose as this server (or, an identity file, as this client).
 void check_private(const std::string& flag, const std::string& file) {
   struct stat st {};
   if (::stat(file.c_str(), &st) != 0)
@@ -63,17 +76,6 @@ void check_private(const std::string& flag, const std::string& file) {
                                 file + ")");
   }
 }
-
-// Mozilla's "intermediate" profile (v5.7) without DHE (no DH parameters are
-// loaded): TLS 1.2 only with ECDHE and AEAD ciphers, no CBC or SHA-1 MACs.
-// TLS 1.3's suites are all AEAD; the same three, said outright.
-constexpr const char* kTls12Ciphers =
-    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
-    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
-    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
-constexpr const char* kTls13Suites =
-    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
-}  // namespace
 
 std::unique_ptr<ssl::context> server_context(const std::string& cert_file,
                                              const std::string& key_file) {

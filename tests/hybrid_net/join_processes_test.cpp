@@ -12,27 +12,6 @@
 namespace dnnlab::cli_test {
 namespace join_processes_test {
 
-const std::string kNetSpec = R"(name: net
-data: {dataset: synthetic, validation: 64, limit_train: 512}
-model:
-  input: [1, 28, 28]
-  parts:
-    features:
-      - {conv2d: 4, padding: 1}
-      - batchnorm
-      - relu
-      - max_pool2d: 2
-    classifier:
-      - dropout: 0.2
-      - dense: 10
-train:
-  epochs: 2
-  batch_size: 16
-  seed: 3
-  optimizer: {type: adam, lr: 0.003}
-  schedule: {type: cosine, min_lr: 0.001}
-)";
-
 TEST(JoinProcesses, OneClientIsStandaloneBitForBit) {
   TempDir a, b;
   const auto spec = a.write("net.yaml", kNetSpec);

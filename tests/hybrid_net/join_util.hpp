@@ -13,6 +13,30 @@
 
 namespace dnnlab::cli_test {
 
+// The run of the join tests: the generated `synthetic` set (512 training
+// samples), batch 16, two epochs (64 batches), a conv-batchnorm-relu-pool
+// features part.
+inline const std::string kNetSpec = R"(name: net
+data: {dataset: synthetic, validation: 64, limit_train: 512}
+model:
+  input: [1, 28, 28]
+  parts:
+    features:
+      - {conv2d: 4, padding: 1}
+      - batchnorm
+      - relu
+      - max_pool2d: 2
+    classifier:
+      - dropout: 0.2
+      - dense: 10
+train:
+  epochs: 2
+  batch_size: 16
+  seed: 3
+  optimizer: {type: adam, lr: 0.003}
+  schedule: {type: cosine, min_lr: 0.001}
+)";
+
 // Waits for `pid` up to `seconds`; kills it past that. Its exit code, or
 // 128 + signal.
 inline int wait_exit(pid_t pid, int seconds) {
