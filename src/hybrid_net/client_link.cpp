@@ -112,6 +112,7 @@ struct Link final : ClientLink::Impl {
       }
     }
     websocket::response_type res;
+    bool declined = false;  // the server answered the upgrade with another status
     try {
       // Asynchronously: Boost 1.74's synchronous handshake drops a refusal's
       // response, whose body says why.
@@ -120,6 +121,7 @@ struct Link final : ClientLink::Impl {
                          [&hec](beast::error_code e) { hec = e; });
       ioc.run();
       ioc.restart();
+      declined = hec == websocket::error::upgrade_declined;
       if (hec) throw beast::system_error(hec);
       ws.text(true);
       ws.write(asio::buffer(to_json(h)));
@@ -133,7 +135,9 @@ struct Link final : ClientLink::Impl {
       if (!r.reason.empty())
         throw Refused(where + "the server closed: " + std::string(r.reason.data(), r.reason.size()),
                       r.code);
-      if (res.result_int() != 0 && res.result() != http::status::switching_protocols)
+      // Only a response that was read: `res` starts as 200, which a
+      // connection lost during the handshake leaves there.
+      if (declined && res.result() != http::status::switching_protocols)
         throw Refused(where + "the server refused the WebSocket (" +
                           std::to_string(res.result_int()) + ")" +
                           (body.empty() ? "" : ": " + body.substr(0, 300)),

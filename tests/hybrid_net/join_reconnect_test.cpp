@@ -20,7 +20,8 @@ namespace join_reconnect_test {
 // A TCP proxy on 127.0.0.1 in front of the server's port: forwards both
 // ways, one thread per connection; once `cut_after` bytes have come from the
 // server it shuts that connection (once: later ones pass untouched), and,
-// with `close_on_cut`, stops listening, so that reconnects are refused.
+// with `close_on_cut`, closes every later connection as soon as it is made:
+// no way back, whatever the port (a closed one could be taken again).
 class CutProxy {
  public:
   CutProxy(int upstream, size_t cut_after, bool close_on_cut = false)
@@ -54,15 +55,14 @@ class CutProxy {
   }
   void accept_loop() {
     while (!stop_) {
-      if (refuse_) {
-        ::close(listener_);
-        listener_ = -1;
-        return;
-      }
       pollfd p{listener_, POLLIN, 0};
       if (::poll(&p, 1, 20) <= 0) continue;
       const int down = ::accept(listener_, nullptr, nullptr);
       if (down < 0) continue;
+      if (refuse_) {  // no way back: every later connection is closed at once
+        ::close(down);
+        continue;
+      }
       const int up = ::socket(AF_INET, SOCK_STREAM, 0);
       sockaddr_in a = loopback(upstream_);
       if (::connect(up, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
