@@ -3,7 +3,8 @@
 // LAUNCH_WEBGPU): a join tab that asks for WebGPU (?backend=webgpu) trains a
 // Fashion-MNIST MLP and a small CNN on a subset; the server stores the
 // backend and adapter with each trial, /api/workers and the workers page show
-// it, and every result is re-run natively (--verify-fraction 1) and agrees.
+// it, and every result is re-run natively (--verify-fraction 1) and agrees;
+// the tab shows progress within a GPU epoch and is paused within one.
 // Then the two fallbacks: a tab whose adapter request fails
 // (?gpu_fault=adapter) trains on wasm, and a tab whose device is lost during
 // its second epoch (?gpu_fault=lost) finishes the trial in the wasm core
@@ -99,8 +100,34 @@ test('join tabs on WebGPU finish Fashion-MNIST trials that pass native verificat
   const spread = [];  // [label, backend, deviations]
 
   await t.test('a tab asking for WebGPU trains an MLP and a CNN that pass native verification', withTab('backend=webgpu', async (tab) => {
+    // Paused from inside the page as soon as a WebGPU epoch shows progress
+    // within itself (its first chunks done): the pause lands between two
+    // chunks of that epoch, and nothing advances until it is lifted.
+    const firstProgress = tab.page.evaluate(() => new Promise((resolve, reject) => {
+      setTimeout(() => reject(new Error(`no progress within an epoch: ${JSON.stringify(window.dnnlabJoin)}`)), 120_000);
+      const iv = setInterval(() => {
+        const j = window.dnnlabJoin, c = j.current;
+        if (j.backend === 'webgpu' && c?.epochSamples > 0 && c.epochSamplesDone > 0) {
+          clearInterval(iv);
+          j.pause(true);
+          resolve({ ...c });
+        }
+      }, 5);
+    }));
     const mlp = await server.submit(mlpSweep('webgpu-mlp', 2), 'webgpu-mlp.yaml');
     const cnn = await server.submit(smallCnnSweep('webgpu-cnn'), 'webgpu-cnn.yaml');
+    const seen = await firstProgress;
+    const paused = await until('the tab to pause within a WebGPU epoch', async () => {
+      const s = await tab.state();
+      return s.activity === 'paused' ? s : null;
+    }, 30_000, 20);
+    const c = paused.current;
+    assert.ok(c && c.epoch === seen.epoch && c.epochSamplesDone >= seen.epochSamplesDone && c.epochSamplesDone < c.epochSamples,
+      `paused within the epoch: ${JSON.stringify({ seen, paused: c })}`);
+    await new Promise((r) => setTimeout(r, 500));
+    assert.deepEqual((await tab.state()).current, c, 'no progress while paused');
+    await tab.page.evaluate(() => window.dnnlabJoin.pause(false));
+    t.diagnostic(`paused a WebGPU epoch at ${c.epochSamplesDone}/${c.epochSamples} samples (progress first seen at ${seen.epochSamplesDone})`);
     const trials = [...await finished(mlp, 1, tab, 150_000), ...await finished(cnn, 1, tab, 150_000)];
     const s = await tab.state();
     assert.equal(s.backend, 'webgpu', s.backendReason);

@@ -105,7 +105,8 @@ test('WebGPU kernels match the wasm core', { skip: prerequisite(test, missing) }
 // the wasm core: same spec, initial parameters and batch order; the
 // per-epoch loss and accuracy and the final parameters within the README's
 // training tolerance. Then (the same page: SwiftShader compiles pipelines
-// slowly) a device lost mid-training and a failing shader reach the caller
+// slowly) an epoch in chunks gives the one-go epoch's numbers bit for bit,
+// and a device lost mid-training and a failing shader reach the caller
 // as GpuFailure, what the join page will fall back to wasm on, and the wasm
 // core keeps working beside the dead device.
 test('an MLP and a CNN trained on WebGPU match the wasm core; failures surface', { skip: prerequisite(test, missing) }, async (t) => {
@@ -137,6 +138,18 @@ test('an MLP and a CNN trained on WebGPU match the wasm core; failures surface',
     assert.deepEqual(h.counters.slice(0, 2), h.counters.slice(2), `${h.model}: steps and epochs`);
     assert.ok(h.stateErr <= PARAM_TOL, `${h.model}: state differs by ${h.stateErr}`);
     assert.ok(gap <= LOSS_TOL, `${h.model}: the continued run's loss differs by ${gap}`);
+  }
+  for (const c of r.chunked) {
+    console.log(`  chunked ${c.model}: losses ${c.one.map((e) => e[0])}; chunks a batch ${c.each.map((e) => e[2])}, ` +
+      `timed ${c.timed.map((e) => e[2])}; same loss ${c.sameLoss}, params ${c.sameParams}, state ${c.sameState}`);
+    assert.deepEqual(c.one.map((e) => e[2]), [1, 1], `${c.model}: one go is one chunk`);
+    const batches = c.model === 'cnn' ? 3 : 5;
+    assert.deepEqual(c.each.map((e) => e[2]), [batches, batches], `${c.model}: a batch a chunk`);
+    const bs = c.model === 'cnn' ? 16 : 64, ends = Array.from({ length: batches - 1 }, (_, i) => (i + 1) * bs);
+    assert.deepEqual(c.seen, [...ends, ...ends], `${c.model}: the hook between chunks`);
+    assert.deepEqual(c.sameLoss, [true, true], `${c.model}: the epochs' loss and accuracy`);
+    assert.deepEqual(c.sameParams, [true, true], `${c.model}: the parameters`);
+    assert.deepEqual(c.sameState, [true, true], `${c.model}: the optimizer state`);
   }
   const f = r.failures;
   console.log(`  failures: ${JSON.stringify(f)}`);

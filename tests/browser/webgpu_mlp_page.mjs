@@ -76,7 +76,43 @@ export async function runMlp() {
     wasm.free();
     gpuModel.free();
   }
-  return { runs, adapter: core.adapter, handoffs: await runHandoffs(core, sets), failures: await runFailures(core) };
+  return { runs, adapter: core.adapter, handoffs: await runHandoffs(core, sets), chunked: await runChunked(core, sets),
+    failures: await runFailures(core) };
+}
+
+// An epoch in chunks (trainEpoch's between hook, what the join worker uses
+// for progress and Pause) against the same epoch in one go, from the same
+// parameters: the same dispatches in the same order, so the losses,
+// accuracies, parameters and optimizer state are identical, bit for bit.
+// One batch a chunk and the timed chunks the join worker gets; the hook
+// sees each chunk's end but the last.
+async function runChunked(core, sets) {
+  const out = [];
+  for (const [model, optimizer] of [['mlp', { type: 'adam', lr: 2e-3 }], ['cnn', { type: 'sgd', lr: 0.01, momentum: 0.9 }]]) {
+    const spec = { input: model === 'cnn' ? [1, 8, 8] : [48], classes: 10, layers: model === 'cnn' ? CNN : LAYERS,
+      optimizer, batch_size: model === 'cnn' ? 16 : 64, seed: 11 };
+    const { x, y } = sets[model];
+    const trained = [];
+    for (const chunkBatches of [0, 1, -1]) {  // 0: one go; 1: a batch a chunk; -1: timed chunks
+      const m = core.createGpuModel(spec);
+      m.loadData(x, y);
+      const epochs = [], seen = [];
+      for (let e = 0; e < 2; e++) {
+        const between = chunkBatches ? async (p) => { seen.push(p.samplesDone); } : null;
+        const r = await m.trainEpoch({ between, chunkBatches: Math.max(0, chunkBatches) });
+        epochs.push([r.loss, r.accuracy, m.chunks]);
+      }
+      trained.push({ epochs, seen, params: Array.from(await m.getParams()), state: Array.from((await m.getState()).values) });
+      m.free();
+    }
+    const [one, each, timed] = trained;
+    const same = (a, b) => a.length === b.length && a.every((v, i) => Object.is(v, b[i]));
+    out.push({ model, one: one.epochs, each: each.epochs, timed: timed.epochs, seen: each.seen, params: one.params.length,
+      sameLoss: [each, timed].map((t) => t.epochs.every((e, i) => e[0] === one.epochs[i][0] && e[1] === one.epochs[i][1])),
+      sameParams: [each, timed].map((t) => same(t.params, one.params)),
+      sameState: [each, timed].map((t) => same(t.state, one.state)) });
+  }
+  return out;
 }
 
 // What a caller falls back on: a device lost mid-training (destroy()) and a
@@ -86,9 +122,10 @@ async function runFailures(core) {
   const spec = { input: [48], classes: 10, layers: LAYERS, batch_size: 32, seed: 2 };
   const { x, y } = blobs(64, 48, 10);
   const out = {};
-  // The fallback: epoch 1 on WebGPU, the device lost during epoch 2 (its
-  // batches recorded, not read back), which the wasm core redoes from epoch
-  // 1's checkpoint; epoch 3 on wasm. Against 3 epochs in the wasm core.
+  // The fallback: epoch 1 on WebGPU, the device lost during epoch 2
+  // between its two chunks (a batch each), which the wasm core redoes from
+  // epoch 1's checkpoint; epoch 3 on wasm. Against 3 epochs in the wasm
+  // core. (The join test loses its device with a chunk submitted.)
   const m = core.createGpuModel({ ...spec, optimizer: { type: 'sgd', lr: 0.05, momentum: 0.9 } }, { fallback: true });
   const ref = core.createModel({ ...spec, optimizer: { type: 'sgd', lr: 0.05, momentum: 0.9 } });
   m.loadData(x, y);
@@ -97,9 +134,8 @@ async function runFailures(core) {
   g.loadData(x, y);
   out.epochs = [];
   for (let e = 0; e < 3; e++) {
-    const pending = m.trainEpoch();
-    if (e === 1) core.gpu.device.destroy();  // mid-epoch: the epoch's work is submitted, its read not done
-    const r = await pending;
+    const lose = async () => { if (e === 1) core.gpu.device.destroy(); };
+    const r = await m.trainEpoch({ between: lose, chunkBatches: 1 });
     out.epochs.push({ backend: r.backend, epoch: r.epoch, loss: r.loss, ref: ref.trainEpoch().loss });
   }
   out.failure = `${m.failure?.name} ${m.failure?.kind}`;

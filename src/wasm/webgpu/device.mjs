@@ -115,6 +115,16 @@ export class GpuDevice {
     this.slots = 0;
   }
 
+  // Submits the recorded work and resolves when the GPU has finished it:
+  // a chunk's end (model.mjs). Rejects with the GpuFailure where the device
+  // was lost meanwhile (its lost promise settles the wait: a lost device's
+  // queue may never report the work done).
+  async done() {
+    this.flush();
+    await Promise.race([this.device.queue.onSubmittedWorkDone(), this.device.lost]);
+    this.check();
+  }
+
   pipeline(code) {
     let p = this.pipelines.get(code);
     if (!p) {

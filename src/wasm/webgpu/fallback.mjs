@@ -10,6 +10,7 @@
 //   const m = core.createGpuModel(spec, { fallback: true });
 //   m.loadData(x, y);
 //   const e = await m.trainEpoch();   // { epoch, loss, accuracy, backend: 'webgpu' | 'wasm' }
+//   await m.trainEpoch({ between });  // in chunks on WebGPU (WebGpuModel.trainEpoch)
 //   m.failure;                        // the GpuFailure that moved it, or null
 import { GpuFailure } from './device.mjs';
 
@@ -30,10 +31,13 @@ export class GpuOrWasmModel {
     if (this.backend === 'webgpu') this.gpu.loadData(x, y);
   }
 
-  async trainEpoch() {
+  // options: WebGpuModel.trainEpoch's (a `between` hook, chunks); a device
+  // lost between two chunks fails the epoch, which the wasm core then
+  // redoes whole. The wasm core trains its epoch in one call.
+  async trainEpoch(options = {}) {
     if (this.backend === 'webgpu') {
       try {
-        const r = await this.gpu.trainEpoch();
+        const r = await this.gpu.trainEpoch(options);
         this.checkpoint = { params: await this.gpu.getParams(), state: await this.gpu.getState() };
         this.epoch = r.epoch;
         return { ...r, backend: 'webgpu' };

@@ -11,6 +11,7 @@
 //   const m = new WebGpuModel(gpu, spec, wasmModel);  // (loadCore's createGpuModel does this)
 //   m.loadData(x, y);
 //   const { loss, accuracy } = await m.trainEpoch();
+//   await m.trainEpoch({ between: async ({ samplesDone, samplesTotal }) => {} });  // in chunks
 //   const val = await m.evaluate(vx, vy);             // { loss, accuracy }
 //   const w = await m.getParams();  // the flat layout getParams() uses
 import { groups1d } from './device.mjs';
@@ -20,6 +21,19 @@ import { ELEMENTWISE_MAIN, kernelHead } from './wgsl_common.mjs';
 
 export { GpuDevice, GpuFailure } from './device.mjs';
 export { GpuOrWasmModel } from './fallback.mjs';
+
+// An epoch with a `between` hook goes up in chunks of about CHUNK_SECONDS
+// (the wasm core's slices in the join worker are as long): short enough
+// for a progress bar and a prompt Pause, long enough that a real GPU's
+// wait at each chunk's end costs little.
+const CHUNK_SECONDS = 0.1;
+// The next slice's (or chunk's) batches after `batches` took `seconds`,
+// aiming at `target` seconds: at most 4 times more or fewer at a step, so
+// that one slow slice (a pipeline compiled, a GC) does not swing it.
+export function nextSliceBatches(batches, seconds, target) {
+  if (!(seconds > 0)) return batches;
+  return Math.max(1, Math.min(4096, Math.round(batches * Math.min(4, Math.max(0.25, target / seconds)))));
+}
 
 const OPTIMIZER_DEFAULTS = { lr: 0.01, momentum: 0, nesterov: false, weight_decay: 0, beta1: 0.9, beta2: 0.999,
   eps: 1e-8, alpha: 0.99, centered: false, lr_decay: 0, initial_accumulator: 0 };
@@ -63,6 +77,8 @@ export class WebGpuModel {
     this.batch = spec.batch_size ?? 64;
     this.epoch = 0;
     this.steps = 0;
+    this.chunkBatches = 4;  // adapted as chunks are timed (trainEpoch's between)
+    this.chunks = 0;        // chunks the last epoch ran in
     let off = 0;
     const take = (n) => params.subarray(off, (off += n));
     this.layers = buildLayers(spec, take, (values) => this.param(values));
@@ -97,11 +113,23 @@ export class WebGpuModel {
     this.metrics = gpu.zeros(2 * Math.ceil(n / bs));
   }
 
-  // One epoch as nn::Trainer runs it: { epoch, loss, accuracy } (means over samples).
-  async trainEpoch() {
+  // One epoch as nn::Trainer runs it: { epoch, loss, accuracy } (means over
+  // samples). Without `between` it is recorded at once and read back at the
+  // end: the event loop runs meanwhile, but nothing can act within the
+  // epoch. With `between` (an async hook) the batches go up in chunks, and
+  // after each chunk but the last the GPU is awaited and then
+  // between({ samplesDone, samplesTotal }): the join worker shows progress,
+  // waits while paused, and throws on a lost connection there. A chunk is
+  // `chunkBatches` batches where given (the tests), else about CHUNK_SECONDS
+  // as the chunks before it were timed. The same dispatches in the same
+  // order either way: the numbers are identical, bit for bit. A device lost
+  // mid-epoch fails the wait at the next chunk's end (GpuFailure).
+  async trainEpoch({ between = null, chunkBatches = 0 } = {}) {
     const gpu = this.gpu, n = this.n, bs = Math.min(this.batch, n), width = this.inputSize;
     gpu.write(this.order, this.source.epochOrder(this.epoch, n));
     const counts = [];
+    let t0 = performance.now(), inChunk = 0;
+    this.chunks = 1;
     for (let done = 0, b = 0; done < n; done += bs, b++) {
       const cnt = Math.min(bs, n - done);
       gpu.run(GATHER, [this.x, this.y, this.order, this.xb, this.yb], [[cnt * width, 'i32'], [width, 'i32'],
@@ -109,6 +137,14 @@ export class WebGpuModel {
       this.step(cnt);
       gpu.copy(this.lossOut, this.metrics, 2, 0, 2 * b);
       counts.push(cnt);
+      if (between && ++inChunk >= (chunkBatches || this.chunkBatches) && done + cnt < n) {
+        await gpu.done();  // nothing stays recorded while the hook runs (it may end the trial)
+        if (!chunkBatches) this.chunkBatches = nextSliceBatches(inChunk, (performance.now() - t0) / 1000, CHUNK_SECONDS);
+        await between({ samplesDone: done + cnt, samplesTotal: n });
+        this.chunks++;
+        t0 = performance.now();
+        inChunk = 0;
+      }
     }
     const { loss, hits } = await this.totals(this.metrics, counts);
     this.epoch++;

@@ -23,7 +23,7 @@
 // gpu_fault (?gpu_fault= on the join URL; for the fallback tests) injects
 // what a real GPU can do to a tab: 'adapter' makes every adapter request
 // fail, 'lost' destroys the device during the second epoch of the first
-// WebGPU trial (its batches submitted, not read back).
+// WebGPU trial (its first chunk submitted, not done).
 import { GpuDevice, GpuFailure, GpuOrWasmModel, WebGpuModel } from '../../../src/wasm/webgpu/model.mjs';
 import { ACT } from '../../../src/wasm/webgpu/wgsl_common.mjs';
 
@@ -188,14 +188,20 @@ export class GpuTrial {
   get failure() {
     return this.m.failure;
   }
+  // Chunks the last epoch ran in on the GPU (1 where the wasm core redid it).
+  get chunks() {
+    return this.m.backend === 'webgpu' ? this.m.gpu.chunks : 1;
+  }
 
   // One epoch and the validation split: what CoreModel.fitEpoch returns.
-  async epoch() {
+  // between: the join worker's hook between the epoch's chunks
+  // (WebGpuModel.trainEpoch): progress, Pause, a lost connection.
+  async epoch(between) {
     const t0 = performance.now();
-    const pending = this.m.trainEpoch();
+    const pending = this.m.trainEpoch({ between });
     if (this.loseDevice && this.m.epoch === 1 && this.m.backend === 'webgpu') {
       this.loseDevice = false;
-      this.device.device.destroy();  // mid-epoch: its batches are submitted, not read back
+      this.device.device.destroy();  // mid-epoch: its first chunk submitted, not done
     }
     const r = await pending;
     const val = await this.evaluate('val');

@@ -9,6 +9,7 @@
 import { wrapCore, DnnlabError, relaxedMaddFused, relaxedSimdSupported } from '../../../src/wasm/dnnlab_api.mjs';
 import * as proto from './protocol.js';
 import { GpuBackend } from './gpu_backend.js';
+import { nextSliceBatches } from '../../../src/wasm/webgpu/model.mjs';
 
 const CACHE_NAME = 'dnnlab-v1';
 
@@ -28,7 +29,7 @@ const state = {
   closeCode: 0,
   closeReason: '',
   kernels: '',
-  epochSlices: 0,         // slices the last epoch ran in (fitEpochInSlices)
+  epochSlices: 0,         // slices (fitEpochInSlices) or GPU chunks the last epoch ran in
   reconnects: 0,
   shardsVerified: 0,      // shards whose sha256 was checked (needs crypto.subtle:
   shardsUnverified: 0,    // a secure context); and those that could not be
@@ -310,26 +311,42 @@ const yieldToEventLoop = () => new Promise((r) => {
   yieldChannel.port1.onmessage = () => r();
   yieldChannel.port2.postMessage(0);
 });
+// Before each slice of an epoch (the wasm core's, or a GPU epoch's chunk:
+// WebGpuModel.trainEpoch's between): back to the event loop, paused there
+// while Pause is on, and out of the trial when the connection is gone.
+async function betweenSlices(sock) {
+  await yieldToEventLoop();
+  await waitWhilePaused();
+  if (ws !== sock) throw new ConnectionLost('connection closed');
+  set({ activity: 'training' });
+}
+function showEpochProgress(samplesDone, samplesTotal) {
+  set({ current: { ...state.current, epochSamplesDone: samplesDone, epochSamples: samplesTotal } });
+}
 let sliceBatches = 4;  // adapted to this machine and model as slices are timed; 4 per new trial
 async function fitEpochInSlices(model, shard, sock) {
   for (let slices = 1; ; slices++) {
-    await yieldToEventLoop();
-    await waitWhilePaused();
-    if (ws !== sock) throw new ConnectionLost('connection closed');
-    set({ activity: 'training' });
+    await betweenSlices(sock);
     const t0 = performance.now();
     const r = model.fitEpochPart(shard, sliceBatches);
-    const took = (performance.now() - t0) / 1000;
     if (r.done) {
       set({ epochSlices: slices });
       return r;
     }
-    if (took > 0) {
-      sliceBatches = Math.max(1, Math.min(4096,
-        Math.round(sliceBatches * Math.min(4, Math.max(0.25, SLICE_SECONDS / took)))));
-    }
-    set({ current: { ...state.current, epochSamplesDone: r.samplesDone, epochSamples: r.samplesTotal } });
+    sliceBatches = nextSliceBatches(sliceBatches, (performance.now() - t0) / 1000, SLICE_SECONDS);
+    showEpochProgress(r.samplesDone, r.samplesTotal);
   }
+}
+
+// A GPU epoch in chunks of about as long (WebGpuModel.trainEpoch sizes
+// them), with the slices' progress, Pause and lost connection between them.
+async function gpuEpochInChunks(gpuTrial, sock) {
+  const r = await gpuTrial.epoch(async ({ samplesDone, samplesTotal }) => {
+    showEpochProgress(samplesDone, samplesTotal);
+    await betweenSlices(sock);
+  });
+  set({ epochSlices: gpuTrial.chunks });
+  return r;
 }
 
 async function runTicket(t) {
@@ -373,8 +390,7 @@ async function runTicket(t) {
       await waitWhilePaused();
       if (ws !== sock) throw new ConnectionLost('connection closed');
       set({ activity: 'training' });
-      // A GPU epoch is one submission: the event loop runs while it computes.
-      const r = gpuTrial ? await gpuTrial.epoch() : await fitEpochInSlices(model, shard, sock);
+      const r = gpuTrial ? await gpuEpochInChunks(gpuTrial, sock) : await fitEpochInSlices(model, shard, sock);
       if (ws !== sock) throw new ConnectionLost('connection closed');
       if (gpuTrial && gpuTrial.backend !== backend) {
         backend = gpuTrial.backend;
