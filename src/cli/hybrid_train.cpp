@@ -17,6 +17,9 @@
 
 namespace dnnlab::cli {
 namespace {
+// How long a --listen run whose clients have all left waits for one to come
+// back (docs/distributed.md, "Reconnecting").
+constexpr int kRejoinGraceSeconds = 30;
 
 // --wire and --error-feedback (checked by the CLI's IsMember) as options.
 void set_wire(const DistributedFlags& o, hybrid::HybridOptions* options) {
@@ -168,6 +171,10 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
   if (!o.quiet) std::cerr << "hybrid: " << joined << " joined; training\n";
   hybrid::HybridOptions options;
   options.staleness = o.staleness;
+  // A joined client that loses its link reconnects within seconds (`join
+  // --reconnect`: 0.5 s, then doubling); a run whose last client is away
+  // waits this long for it.
+  options.rejoin_grace = std::chrono::seconds(kRejoinGraceSeconds);
   set_wire(o, &options);
   hybrid::HybridServer server(spec, input, data.num_classes, endpoint, options);
   hybrid_net::RunStatusObserver watch(board, server, endpoint, obs, spec.train.epochs, o.staleness,

@@ -247,19 +247,41 @@ void HybridServer::Impl::on_weight_grads(int c, Frame& f, Ticket& t) {
 // No ticket could be issued: wait for a straggler to answer, or give up
 // on it.
 void HybridServer::Impl::wait_for_a_free_client() {
-  bool someone = false;
-  for (const Peer& p : peers) someone |= !p.gone;
+  auto anyone = [&] {
+    for (const Peer& p : peers)
+      if (!p.gone) return true;
+    return false;
+  };
+  bool someone = anyone();
+  if (!someone && opt.rejoin_grace.count() > 0) {
+    note("every client has left; waiting up to " +
+         std::to_string(opt.rejoin_grace.count() / 1000.0).substr(0, 4) +
+         " s for one to come back or join");
+    // Short receives: a client that joins sends nothing until it has a
+    // ticket, so the count of connected clients is looked at between them.
+    const auto until = Clock::now() + opt.rejoin_grace;
+    while (!someone && Clock::now() < until) {
+      if (auto in = link.receive(std::min(until, Clock::now() + std::chrono::milliseconds(100))))
+        dispatch(std::move(*in));
+      sync_peers();
+      someone = anyone();
+    }
+  }
   if (!someone) {
     std::string last;  // what became of them
     for (size_t i = stats.log.size() > 3 ? stats.log.size() - 3 : 0; i < stats.log.size(); ++i)
       last += "; " + stats.log[i];
     throw std::runtime_error("hybrid training: no client is left" + last);
   }
+  // A free client is looked for before each receive: one that came back
+  // in the grace above is free already and sends nothing until it has a
+  // ticket.
   const auto deadline = Clock::now() + opt.deadline;
-  while (Clock::now() < deadline) {
-    if (auto in = link.receive(deadline)) dispatch(std::move(*in));
+  for (;;) {
     for (const Peer& p : peers)
       if (!p.gone && !p.waiting) return;
+    if (Clock::now() >= deadline) break;
+    if (auto in = link.receive(deadline)) dispatch(std::move(*in));
   }
   for (int c = 0; c < static_cast<int>(peers.size()); ++c)
     if (!peers[c].gone) drop_client(c, "silent past the deadline", true);

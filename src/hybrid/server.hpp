@@ -36,6 +36,11 @@ struct HybridOptions {
   // How long a ticket may wait at each stage (activations, then weight
   // gradients) before it is given up: reissued, or its gradient dropped.
   std::chrono::milliseconds deadline{60000};
+  // How long the run waits, once every client has left, for one to come
+  // back or join before it fails with "no client is left": 0 for
+  // in-process clients (threads never come back); `train --listen` sets it
+  // (docs/distributed.md, "Reconnecting").
+  std::chrono::milliseconds rejoin_grace{0};
   CheckLimits limits;
   // How activations and their gradients travel (tickets ask the client to
   // answer in it); weights and weight gradients are always float32.

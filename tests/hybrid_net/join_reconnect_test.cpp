@@ -194,6 +194,27 @@ TEST(JoinReconnect, ALinkCutMidRunIsResumedAsTheSameClient) {
   EXPECT_LT(m["epochs"][1]["train_loss"].get<double>(), m["epochs"][0]["train_loss"].get<double>());
 }
 
+// The run's only client is cut: the run waits for it (the grace of a
+// --listen run) instead of ending with "no client is left".
+TEST(JoinReconnect, ARunWhoseOnlyClientIsCutWaitsForItToComeBack) {
+  Served run(1);
+  CutProxy proxy(port_of(run.join.url), 150000);
+  TempDir a;
+  const pid_t cut = run.client(a, via(run.join.url, proxy.port()));
+  ASSERT_EQ(wait_exit(run.pid, 60), 0) << run.log();
+  run.pid = -1;
+  const std::string log = slurp(a.path / "log.txt");
+  EXPECT_EQ(wait_exit(cut, 10), 0) << log;
+  EXPECT_TRUE(proxy.cut());
+  EXPECT_NE(run.log().find("every client has left; waiting up to 30"), std::string::npos)
+      << run.log();
+  EXPECT_NE(run.log().find("client 0 is back"), std::string::npos) << run.log();
+  const auto m = run.metrics();
+  ASSERT_EQ(m["distributed"]["tickets_by_client"].size(), 1u) << m.dump();
+  EXPECT_LE(m["distributed"]["reissued"].get<int>(), 1);
+  EXPECT_LT(m["epochs"][1]["train_loss"].get<double>(), m["epochs"][0]["train_loss"].get<double>());
+}
+
 TEST(JoinReconnect, NoWayBackEndsJoinWithExitEightAfterItsTries) {
   Served run(2);
   CutProxy proxy(port_of(run.join.url), 150000, /*close_on_cut=*/true);
