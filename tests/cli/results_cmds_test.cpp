@@ -153,7 +153,9 @@ TEST(RerunCmd, PrunedTrialWithCosineScheduleIsIdentical) {
   for (const auto& t : all_trials(*s, s->experiments().at(0).id)) {
     // A pruned net is not evaluated on the test split (docs/sweep.md,
     // "Schedulers"); a finished one is, and rerun checks both ways.
-    if (t.status == store::TrialStatus::finished) EXPECT_TRUE(t.metrics.test_acc) << t.id;
+    if (t.status == store::TrialStatus::finished) {
+      EXPECT_TRUE(t.metrics.test_acc) << t.id;
+    }
     if (t.status != store::TrialStatus::pruned) continue;
     EXPECT_FALSE(t.metrics.test_acc) << t.id;
     ASSERT_GE(t.metrics.epochs_done, 2) << "the schedule's span matters only after epoch 1";
