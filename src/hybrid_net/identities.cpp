@@ -1,6 +1,8 @@
 // The endpoint's identity book: issue, check, forget (identities.hpp).
 #include "hybrid_net/identities.hpp"
 
+#include "tls/random.hpp"
+
 namespace dnnlab::hybrid_net {
 
 std::optional<Identity> IdentityBook::issue(const std::function<bool(int)>& connected) {
@@ -19,7 +21,7 @@ std::optional<Identity> IdentityBook::issue(const std::function<bool(int)>& conn
     if (victim == records_.end()) return std::nullopt;
     records_.erase(victim);
   }
-  Identity who{next_id_++, random_secret_hex()};
+  Identity who{next_id_++, tls::random_hex(kSecretBytes)};
   records_[who.client] = Record{who.secret, false, "", ++clock_};
   return who;
 }

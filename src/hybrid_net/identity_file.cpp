@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "tls/private_file.hpp"
+#include "tls/random.hpp"
 
 namespace dnnlab::hybrid_net {
 namespace {
@@ -25,13 +26,7 @@ constexpr const char* kFlag = "--identity-file";
 std::string run_of(const std::string& token) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), digest);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (int i = 0; i < 8; ++i) {
-    out.push_back(hex[digest[i] >> 4]);
-    out.push_back(hex[digest[i] & 15]);
-  }
-  return out;
+  return tls::hex(std::string_view(reinterpret_cast<const char*>(digest), 8));
 }
 
 }  // namespace

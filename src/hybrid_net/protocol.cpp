@@ -1,8 +1,6 @@
 // The control messages (hello, welcome, error) and their strict parsers.
 #include "hybrid_net/protocol.hpp"
 
-#include <openssl/rand.h>
-
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -140,19 +138,6 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
     diff |= static_cast<unsigned>(x ^ y);
   }
   return diff == 0;
-}
-
-std::string random_secret_hex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(bytes)) != 1)
-    throw std::runtime_error("RAND_bytes failed: no identity secret can be made");
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out.push_back(hex[c >> 4]);
-    out.push_back(hex[c & 15]);
-  }
-  return out;
 }
 
 std::string fingerprint(nn::TensorView x) {

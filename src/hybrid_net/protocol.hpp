@@ -78,10 +78,6 @@ Welcome parse_welcome(std::string_view text);
 // Equality in time independent of where the strings differ.
 bool constant_time_equal(std::string_view a, std::string_view b);
 
-// `bytes` from OpenSSL's CSPRNG (RAND_bytes) as lower-case hex; throws
-// std::runtime_error when it fails.
-std::string random_secret_hex(size_t bytes = kSecretBytes);
-
 // FNV-1a 64 over the split's shape and values, as 16 hex digits: the client
 // checks that the shard it loaded is the server's.
 std::string fingerprint(nn::TensorView x);

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "tls/random.hpp"
+
 namespace dnnlab::server {
 namespace {
 
@@ -24,17 +26,7 @@ std::string trim(std::string s) {
 }  // namespace
 
 std::string random_hex(std::size_t bytes) {
-  std::ifstream f("/dev/urandom", std::ios::binary);
-  std::string raw(bytes, '\0');
-  if (!f.read(raw.data(), static_cast<std::streamsize>(bytes)))
-    throw std::runtime_error("cannot read /dev/urandom");
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out.push_back(hex[c >> 4]);
-    out.push_back(hex[c & 15]);
-  }
-  return out;
+  return tls::random_hex(bytes);
 }
 
 LoadedToken load_or_create_token(const std::string& path) {
