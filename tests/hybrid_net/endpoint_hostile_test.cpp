@@ -165,6 +165,42 @@ TEST(EndpointHostile, EachGetsAReasonAndTrainingGoesOn) {
   for (const std::string& line : server.stats().log) std::printf("hybrid: %s\n", line.c_str());
 }
 
+// A hello's identity ("client" and "secret", docs/distributed.md
+// "Identities") from a stranger: half of one, the wrong types, an id out of
+// range or a secret too long is refused by name before any lookup, and
+// leaves no client and no identity behind.
+TEST(EndpointHostile, MalformedIdentitiesAreRefusedByName) {
+  EndpointOptions eo;
+  eo.token = std::string(64, 'e');
+  HybridEndpoint ep("127.0.0.1:0", eo);
+  const std::string head = R"({"v":1,"type":"hello","token":")" + eo.token + "\"";
+  const std::string secret = "\"secret\":\"" + std::string(64, 'f') + "\"";
+  const std::pair<std::string, std::string> cases[] = {
+      {head + R"(,"client":0})", "hello: 'client' without 'secret'"},
+      {head + "," + secret + "}", "hello: 'secret' without 'client'"},
+      {head + R"(,"client":-1,)" + secret + "}",
+       "hello: 'client' is not a client id (an integer >= 0)"},
+      {head + R"(,"client":"0",)" + secret + "}",
+       "hello: 'client' is not a client id (an integer >= 0)"},
+      {head + R"(,"client":1e12,)" + secret + "}",
+       "hello: 'client' is not a client id (an integer >= 0)"},
+      {head + R"(,"client":99999999999,)" + secret + "}",
+       "hello: 'client' is not a client id (an integer >= 0)"},
+      {head + R"(,"client":0,"secret":7})", "hello: 'secret' is missing or not a string"},
+      {head + R"(,"client":0,"secret":")" + std::string(129, 'f') + "\"}",
+       "hello: 'secret' is longer than 128 bytes"},
+  };
+  for (const auto& [hello, reason] : cases) {
+    const Heard h = hostile_peer(ep.port(), hello, {});
+    EXPECT_FALSE(h.welcomed) << hello;
+    EXPECT_EQ(h.reason, reason) << hello;
+  }
+  EXPECT_EQ(ep.clients(), 0);
+  EXPECT_EQ(ep.identities(), 0u);
+  // The endpoint still admits a client, as a new identity (id 0).
+  EXPECT_EQ(ClientLink::join(ep.url(), eo.token)->welcome().client, 0);
+}
+
 TEST(EndpointHostile, SilentConnectionIsClosedAtTheHelloTimeout) {
   EndpointOptions eo;
   eo.token = std::string(64, 'd');
