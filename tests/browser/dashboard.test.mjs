@@ -127,6 +127,7 @@ test('dashboard against the fake API', { skip, timeout: 120_000 }, async (t) => 
     assert.ok(api.requests.some((r) => /sort=params.depth&order=desc/.test(r)));
     await page.click('#trials th[data-key="worker"]');
     await page.waitForSelector('#trials th.sorted[data-key="worker"]');
+    await page.waitForSelector('#trials[data-sort="worker desc"]');
     assert.ok(api.requests.some((r) => /sort=worker/.test(r)), 'sorted by worker on the server');
     await page.selectOption('#status-filter', 'failed');
     await page.waitForSelector(`#trials[data-total="${depth.trials.filter((x) => x.status === 'failed').length}"]`);
@@ -337,6 +338,8 @@ test(`dashboard against the real server running a small sweep (${STORE} store)`,
   // The real server sorts by a parameter (sort=params.NAME) and says which name it does not know.
   await page.click('#trials th[data-key="params.depth"]');
   await page.waitForSelector('#trials th.sorted.desc[data-key="params.depth"]');
+  // The header changes at the click, the rows when the server answers.
+  await page.waitForSelector('#trials[data-sort="params.depth desc"]');
   const shown = await page.$$eval('#trials tbody tr td:nth-child(4)', (tds) => tds.map((td) => Number(td.textContent)));
   assert.deepEqual(shown, [...shown].sort((a, b) => b - a), `rows by depth, deepest first: ${shown}`);
   const bad = await fetch(`${srv.url}/api/experiments/${id}/trials?sort=params.nosuch`);

@@ -171,14 +171,19 @@ export class TrialTable {
       const rows = this.sortedLocal();
       this.total = rows.length;
       this.rows = rows.slice(this.state.offset, this.state.offset + this.state.limit);
+      this.rowsSort = `${this.state.sort} ${this.state.order}`;
       this.render();
       return;
     }
+    // The order these rows come in (the header changes at the click, the rows
+    // when the server answers): the table's data-sort says which one is shown.
+    const asked = first ? 'index asc' : `${this.state.sort} ${this.state.order}`;
     try {
       const r = await (first || api.trials(this.id, this.state));
       if (seq !== this.seq) return;
       this.total = r.total ?? r.trials.length;
       this.rows = r.trials || [];
+      this.rowsSort = asked;
       this.render();
     } catch (e) {
       if (seq !== this.seq) return;
@@ -219,6 +224,7 @@ export class TrialTable {
     this.pager.replaceChildren(btn('«', 'first', pageNo <= 1), btn('‹', -1, pageNo <= 1),
       h('span', {}, ` page ${num(pageNo)} / ${num(pages)} `), btn('›', 1, pageNo >= pages), btn('»', 'last', pageNo >= pages));
     this.table.dataset.rows = String(this.rows.length);
+    this.table.dataset.sort = this.rowsSort || '';
     this.table.dataset.total = String(this.total);
     if (!this.marked) {
       this.marked = true;
