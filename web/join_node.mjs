@@ -4,6 +4,7 @@
 // (a server, with or without a GPU) takes tickets from `dnnlab serve` with
 // one command. It prints one line per state change and exits with a status
 // (--help); web/README.md "Headless join worker" has the details.
+import { X509Certificate } from 'node:crypto';
 import { accessSync, constants, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -28,6 +29,9 @@ a GPU through the npm package webgpu (Dawn) where it is installed.
   --once             --trials 1
   --cache-dir DIR    the core, the data shards and this worker's identity
                      (default $XDG_CACHE_HOME/dnnlab/join or ~/.cache/dnnlab/join)
+  --tls-ca FILE      https:// only: trust the CA (or the self-signed
+                     certificate) in this PEM file instead of the system's
+                     (alias --cacert, as \`dnnlab join\` takes it)
   -h, --help         this text
 
 Exit status: 0 --trials reached; 1 could not join (refused connection, wrong
@@ -38,8 +42,8 @@ leaving: a held ticket goes back to the server at once.`;
 class UsageError extends Error {}
 
 function parseArgs(argv) {
-  const o = { url: '', token: '', backend: '', trials: 0, cacheDir: '' };
-  const takes = new Set(['--token', '--backend', '--trials', '--cache-dir']);
+  const o = { url: '', token: '', backend: '', trials: 0, cacheDir: '', tlsCa: '' };
+  const takes = new Set(['--token', '--backend', '--trials', '--cache-dir', '--tls-ca', '--cacert']);
   for (let i = 0; i < argv.length; i++) {
     let a = argv[i], v;
     if (a === '-h' || a === '--help') return { help: true };
@@ -61,6 +65,7 @@ function parseArgs(argv) {
       o.trials = 1;
     }
     else if (a === '--cache-dir') o.cacheDir = v;
+    else if (a === '--tls-ca' || a === '--cacert') o.tlsCa = v;
     else if (a.startsWith('-')) throw new UsageError(`unknown flag ${a} (see --help)`);
     else if (o.url) throw new UsageError(`one URL only, not also '${a}'`);
     else o.url = a;
@@ -77,6 +82,8 @@ function parseArgs(argv) {
   if (!http) throw new UsageError(`URL: expected http(s)://HOST:PORT/join?token=T, not '${o.url}'`);
   page.protocol = http;
   o.page = page;
+  // Refused rather than ignored, as `dnnlab join` does.
+  if (o.tlsCa && http !== 'https:') throw new UsageError(`--tls-ca is for https:// (wss://) URLs; this one is ${o.url}`);
   o.token ||= page.searchParams.get('token') || process.env.DNNLAB_JOIN_TOKEN || '';
   if (!o.token) throw new UsageError('no join token: give --token T, the URL with ?token=T, or DNNLAB_JOIN_TOKEN');
   const fromUrl = page.searchParams.get('backend');
@@ -179,6 +186,15 @@ async function main() {
   } catch (e) {
     fail(2, `--cache-dir ${o.cacheDir}: ${e.code === 'ENOTDIR' || e.code === 'EEXIST' ? 'not a directory' : e.message}`);
   }
+  let ca = null;
+  if (o.tlsCa) {
+    try {
+      ca = readFileSync(o.tlsCa, 'utf8');
+      new X509Certificate(ca); // the first certificate in the file parses
+    } catch (e) {
+      fail(2, `--tls-ca ${o.tlsCa}: ${e.code === 'ENOENT' ? 'no such file' : e.code?.startsWith('ERR_OSSL') || e.code === 'ERR_INVALID_ARG_VALUE' ? 'not a PEM certificate' : e.message}`);
+    }
+  }
   const clientFile = join(o.cacheDir, 'client');
   const gateway = gatewayUrl(o.page);
   const { gpu, why } = await gpuFor(o.backend);
@@ -224,7 +240,7 @@ async function main() {
     if (o.trials && !s.current && s.trialsDone + s.trialsFailed >= o.trials) leave(0, `${o.trials} trial(s) ended; leaving`);
   };
 
-  const host = await startJoinWorker({ page: o.page.href, cacheDir: o.cacheDir, gpu, onState });
+  const host = await startJoinWorker({ page: o.page.href, cacheDir: o.cacheDir, gpu, ca, onState });
   const interrupted = (sig) => {
     if (exitCode !== null) process.exit(exitCode); // a second Ctrl-C: at once
     leave(130, `${sig}: leaving${prev?.current ? ` (ticket ${prev.current.ticket} goes back to the server)` : ''}`);

@@ -9,31 +9,19 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LAUNCH, prerequisite } from './launch.mjs';
+import { hasOpenssl, makeCertificate } from './certificate.mjs';
 import { DATASET, hybridSkip, hybridSpec, require, start, startRun } from './hybrid_common.mjs';
 
 const SPEC = hybridSpec('hybrid-tls', 1); // 24 batches, 12 rounds of two clients
-const hasOpenssl = spawnSync('openssl', ['version']).status === 0;
 const skip = hybridSkip(test, 'hybrid.html') || prerequisite(test, hasOpenssl ? false : 'no openssl CLI');
 
 function sh(cmd) {
   const r = spawnSync('sh', ['-c', cmd], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`${cmd}: ${r.stderr}`);
   return r.stdout.trim();
-}
-
-// A self-signed P-256 certificate for 127.0.0.1 in `dir`, and the base64
-// SHA-256 of its public key (what --ignore-certificate-errors-spki-list takes).
-function makeCertificate(dir) {
-  const cert = join(dir, 'cert.pem'), key = join(dir, 'key.pem');
-  sh(`openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 ` +
-     `-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout ${key} -out ${cert} 2>/dev/null`);
-  chmodSync(key, 0o600);
-  const spki = sh(`openssl x509 -pubkey -noout -in ${cert} | openssl pkey -pubin -outform der | ` +
-                  `openssl dgst -sha256 -binary | base64`);
-  return { cert, key, spki };
 }
 
 test('a Chromium tab joins a distributed run over https and wss', { skip, timeout: 240_000 }, async (t) => {

@@ -5,16 +5,18 @@
 // and a small CNN whose results agree with their native re-runs
 // (--verify-fraction 1), then it leaves after --trials. A bad flag, URL or
 // token exits non-zero naming the problem; SIGINT mid-trial leaves with 130
-// and the trial goes back to the queue.
+// and the trial goes back to the queue. Against `dnnlab serve --tls-cert` with
+// a self-signed certificate it joins only with --tls-ca naming it.
 //   node tests/browser/join_node.test.mjs --dist DIR --dnnlab BIN
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { prerequisite, until } from './launch.mjs';
+import { hasOpenssl, makeCertificate } from './certificate.mjs';
 import { SMALL_SWEEP, realServerMissing, smallCnnSweep, startRealServer } from './real_server.mjs';
 import { nodeGpu } from '../../web/src/join/node_host.js';
 
@@ -38,6 +40,7 @@ const LONG_SWEEP = SMALL_SWEEP.replace('name: browser-sweep', 'name: node-long')
 
 const skip = prerequisite(test, !existsSync(join(DIST, 'core', 'dnnlab_core.wasm')) ? `no wasm core in ${DIST}/core (em++ missing?)`
   : !existsSync(WS) ? `no ${WS} (cd web && npm ci)`
+  : !hasOpenssl ? 'no openssl CLI to make a certificate'
   : realServerMissing(DNNLAB) || false);
 
 // node web/join_node.mjs ARGS: { code, stdout, stderr, child } once it exits
@@ -148,4 +151,39 @@ test('the node join worker trains trials that pass native verification, on wasm 
     assert.equal(x.epochs_done ?? 0, 0, JSON.stringify(x));
   });
   t.diagnostic(`took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+});
+
+test('--tls-ca: the node join worker trusts a self-signed https server with its certificate, and only then', { skip, timeout: 120_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'dnnlab-join-node-tls-'));
+  const tls = makeCertificate(dir);
+  const server = await startRealServer({ bin: DNNLAB, dist: DIST, tls });
+  t.after(async () => { await server.close(); rmSync(dir, { recursive: true, force: true }); });
+  const joinUrl = await until('the join URL', () => server.log().match(/browsers join at (\S+)/)?.[1], 10_000);
+  assert.match(joinUrl, /^https:\/\/127\.0\.0\.1:/);
+  const cache = join(dir, 'cache');
+  mkdirSync(join(dir, 'stranger'));
+  const stranger = makeCertificate(join(dir, 'stranger')); // for the same address, another key
+  writeFileSync(join(dir, 'not.pem'), 'a certificate, honestly\n');
+  const cases = [
+    // The system's CAs do not hold a self-signed certificate.
+    [[joinUrl, '--cache-dir', cache], 1, /cannot join wss:\/\/127\.0\.0\.1:\d+\/join: .*self[- ]signed certificate/],
+    [[joinUrl, '--tls-ca', stranger.cert, '--cache-dir', cache], 1, /cannot join wss:\/\/127\.0\.0\.1:\d+\/join: .*self[- ]signed certificate/],
+    [[joinUrl.replace('https:', 'http:'), '--tls-ca', tls.cert], 2, /--tls-ca is for https:\/\/ \(wss:\/\/\) URLs/],
+    [[joinUrl, '--tls-ca', join(dir, 'none.pem'), '--cache-dir', cache], 2, /--tls-ca \S+none\.pem: no such file/],
+    [[joinUrl, '--cacert', join(dir, 'not.pem'), '--cache-dir', cache], 2, /--tls-ca \S+not\.pem: not a PEM certificate/],
+  ];
+  const runs = await Promise.all(cases.map(([args]) => runJoin(args, { timeoutMs: 20_000 })));
+  runs.forEach((r, i) => {
+    const [args, code, message] = cases[i];
+    assert.equal(r.code, code, `${args.join(' ')}: exit ${r.code}\n${r.stdout}${r.stderr}`);
+    assert.match(r.stderr, message, args.join(' '));
+  });
+  // With the certificate: the core and the shard over https, the tickets over wss.
+  const exp = await server.submit(SMALL_SWEEP.replace('depth: [1, 2, 4]', 'depth: [1]').replace('activation: [relu, tanh]', 'activation: [relu]'), 'node-tls.yaml');
+  const r = await runJoin([joinUrl, '--tls-ca', tls.cert, '--once', '--cache-dir', cache], { timeoutMs: 60_000 });
+  assert.equal(r.code, 0, `exit ${r.code}\n${r.stdout}${r.stderr}\n${server.log()}`);
+  assert.match(r.stdout, /^join: connected to wss:\/\/127\.0\.0\.1:\d+\/join as worker browser-/m);
+  assert.match(r.stdout, /wasm core loaded/);
+  const { trials } = await server.get(`/api/experiments/${exp}/trials?limit=10`);
+  assert.deepEqual(trials.map((x) => x.status), ['finished']);
 });

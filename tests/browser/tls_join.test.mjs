@@ -10,13 +10,13 @@
 //   node tests/browser/tls_join.test.mjs --dist DIR --dnnlab BIN
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CHROMIUM, LAUNCH, prerequisite, until } from './launch.mjs';
+import { hasOpenssl, makeCertificate } from './certificate.mjs';
 import { realServerMissing, startRealServer } from './real_server.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -26,7 +26,6 @@ const DIST = resolve(arg('--dist', resolve(here, '../../web/dist')));
 const DNNLAB = arg('--dnnlab', process.env.DNNLAB_BIN || null);
 const NAME = 'dnnlab.test'; // reserved (RFC 2606): never a real host
 
-const hasOpenssl = spawnSync('openssl', ['version']).status === 0;
 const skip = prerequisite(test, !existsSync(CHROMIUM) ? `no Chromium at ${CHROMIUM}`
   : !hasOpenssl ? 'no openssl CLI to make the certificate'
   : !existsSync(join(DIST, 'join.html')) ? `no join page in ${DIST}`
@@ -55,25 +54,6 @@ scheduler:
 `;
 
 
-function sh(cmd) {
-  const r = spawnSync('sh', ['-c', cmd], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`${cmd}: ${r.stderr}`);
-  return r.stdout.trim();
-}
-
-// A self-signed EC certificate for NAME and 127.0.0.1, and the base64 SHA-256
-// of its public key (the form --ignore-certificate-errors-spki-list takes).
-function makeCertificate(dir) {
-  const cert = join(dir, 'cert.pem'), key = join(dir, 'key.pem');
-  sh(`openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 ` +
-     `-subj /CN=${NAME} -addext subjectAltName=DNS:${NAME},IP:127.0.0.1 ` +
-     `-keyout ${key} -out ${cert} 2>/dev/null`);
-  chmodSync(key, 0o600);
-  const spki = sh(`openssl x509 -pubkey -noout -in ${cert} | openssl pkey -pubin -outform der | ` +
-                  `openssl dgst -sha256 -binary | base64`);
-  return { cert, key, ca: cert, spki };
-}
-
 const secureContext = (page) => page.evaluate(() => ({
   secure: window.isSecureContext,
   subtle: typeof crypto.subtle === 'object' && crypto.subtle !== null,
@@ -83,7 +63,7 @@ const secureContext = (page) => page.evaluate(() => ({
 test('the join page over TLS is a secure context off localhost and trains over WSS', { skip, timeout: 300_000 }, async (t) => {
   const { chromium } = require('playwright-core');
   const dir = mkdtempSync(join(tmpdir(), 'dnnlab-tls-'));
-  const tls = makeCertificate(dir);
+  const tls = makeCertificate(dir, NAME);
   const server = await startRealServer({ bin: DNNLAB, dist: DIST, tls, args: ['--allow-host', NAME] });
   const plain = await startRealServer({ bin: DNNLAB, dist: DIST, args: ['--allow-host', NAME] });
   const resolveName = `--host-resolver-rules=MAP ${NAME} 127.0.0.1`;

@@ -8,6 +8,7 @@
 // `webgpu` package, Dawn, where it is installed).
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { get as httpsGet } from 'node:https';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -57,13 +58,35 @@ export async function nodeGpu() {
   return { gpu: webgpu.create([]), why: '' };
 }
 
+// fetch for the GETs join_worker.js makes (the core, the shards), trusting
+// exactly `ca` (PEM) for https: node's fetch takes no CA of its own.
+function fetchTrusting(ca) {
+  const plain = globalThis.fetch;
+  return (url, init) => {
+    const u = new URL(url);
+    if (u.protocol !== 'https:' || (init && init.method && init.method !== 'GET')) return plain(url, init);
+    return new Promise((ok, fail) => {
+      httpsGet(u, { ca }, (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('error', fail);
+        res.on('end', () => ok(new Response(Buffer.concat(chunks), {
+          status: res.statusCode,
+          headers: Object.entries(res.headers).flatMap(([k, v]) => (Array.isArray(v) ? v : [v]).map((x) => [k, x])),
+        })));
+      }).on('error', fail);
+    });
+  };
+}
+
 // Starts join_worker.js in this process. page: the join page's URL (its
 // location); cacheDir: where the core and shards are kept; gpu: from
 // nodeGpu() (becomes navigator.gpu); onState(state): each state the worker publishes (asynchronously,
 // as a worker's postMessage is). Returns { post(msg), socketError() }: post
 // is the page's worker.postMessage; socketError the last WebSocket error's
 // message (a refused connection, an HTTP answer instead of an upgrade).
-export async function startJoinWorker({ page, cacheDir, gpu = null, onState }) {
+// ca: PEM to trust instead of the system's CAs for https and wss (--tls-ca).
+export async function startJoinWorker({ page, cacheDir, gpu = null, ca = null, onState }) {
   let WebSocketImpl;
   try {
     ({ WebSocket: WebSocketImpl } = await import('ws'));
@@ -73,13 +96,14 @@ export async function startJoinWorker({ page, cacheDir, gpu = null, onState }) {
   let lastSocketError = '';
   class NodeWebSocket extends WebSocketImpl {
     constructor(url) {
-      super(url);
+      super(url, ca ? { ca } : undefined);
       this.on('error', (e) => { lastSocketError = e?.message ?? String(e); });
     }
   }
   globalThis.self = globalThis;
   globalThis.location = new URL(page);
   globalThis.WebSocket = NodeWebSocket;
+  if (ca) globalThis.fetch = fetchTrusting(ca);
   globalThis.caches = { open: async (name) => new DirectoryCache(join(cacheDir, name)) };
   if (gpu) {
     Object.defineProperty(globalThis, 'navigator', { value: { ...globalThis.navigator, gpu }, configurable: true });
