@@ -468,6 +468,26 @@ TEST(RunSpec, DistributedCnnExampleIsTheStandaloneCnnInTwoParts) {
   EXPECT_EQ(whole.model.loss, parts.model.loss);
 }
 
+// bench/hybrid_bench.sh's data-parallel cnn is the example's model with every
+// layer in `features` and an empty classifier: the same layers and training.
+TEST(RunSpec, BenchDataParallelCnnIsTheDistributedExampleWithAnEmptyClassifier) {
+  const RunSpec parts = load_run_spec(source_dir() + "/examples/fashion-cnn-distributed.yaml");
+  const RunSpec dp = load_run_spec(source_dir() + "/bench/specs/dp-cnn.yaml");
+  ASSERT_EQ(dp.model.parts.size(), 2u);
+  EXPECT_EQ(dp.model.parts[0].name, "features");
+  EXPECT_EQ(dp.model.parts[1].name, "classifier");
+  EXPECT_EQ(dp.model.parts[0].end, dp.model.layers.size());
+  EXPECT_EQ(dp.model.parts[1].begin, dp.model.parts[1].end);
+  ASSERT_EQ(dp.model.layers.size(), parts.model.layers.size());
+  for (size_t i = 0; i < dp.model.layers.size(); ++i)
+    EXPECT_TRUE(detail::same_layer(dp.model.layers[i], parts.model.layers[i])) << "layer " << i;
+  auto after = [](const std::string& yaml, const char* key) { return yaml.substr(yaml.find(key)); };
+  EXPECT_EQ(after(to_yaml(dp), "\ntrain:"), after(to_yaml(parts), "\ntrain:"));
+  EXPECT_EQ(dp.model.init, parts.model.init);
+  EXPECT_EQ(dp.model.loss, parts.model.loss);
+  EXPECT_EQ(dp.model.input, parts.model.input);
+}
+
 TEST(RunSpec, Repeat700ExpandsTo1400Layers) {
   RunSpec run = parse_run_spec(R"(model:
   layers:
