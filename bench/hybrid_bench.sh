@@ -13,8 +13,16 @@
 # Clients of one run share a core, so their wall times are not their costs;
 # the per-sample costs come from the N = 1 runs (one client alone on its core).
 #
+# Pure data-parallel training runs on the same machinery and the same pinning
+# (records "run": "data-parallel"): bench/specs/dp-MODEL.yaml, the same model
+# with every layer in `features` and `classifier: []`, so the clients train
+# the whole net and the server computes only the loss, averages their
+# gradients and steps. Each such run's model summary is checked against the
+# hybrid run's: the same layers, parameters and names.
+#
 #   bench/hybrid_bench.sh [BUILD_DIR] > OUT.jsonl      # then: bench/hybrid_model.py OUT.jsonl
 #   env: SAMPLES=6144  CLIENTS="1 2 4"  STALENESS="0 1"  MODELS="cnn bigfc"
+#        SCHEMES="hybrid data-parallel"
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(cd "${1:-$root/build/release}" && pwd)/src/cli/dnnlab
@@ -63,10 +71,16 @@ print(json.dumps({"run": "standalone", "model": model, "samples_per_second": e["
 PY
 }
 
-hybrid() {  # $1 = model, $2 = clients, $3 = staleness
-  local out=$tmp/h-$1-$2-$3 url="" token=""
+# The whole model's summary as `train` prints it (its layer lines and the
+# parameter count).
+summary_of() { sed -n '/^  [0-9a-z_-]*: /p' "$1"; }
+
+hybrid() {  # $1 = model, $2 = clients, $3 = staleness, $4 = hybrid (default) or data-parallel
+  local scheme=${4:-hybrid} spec=$tmp/$1.yaml
+  [[ $scheme == data-parallel ]] && spec=$root/bench/specs/dp-$1.yaml
+  local out=$tmp/$scheme-$1-$2-$3 url="" token=""
   mkdir -p "$out"
-  taskset -c 0 /usr/bin/time -f '%e %U %S' -o "$out/time" "$bin" train "$tmp/$1.yaml" \
+  taskset -c 0 /usr/bin/time -f '%e %U %S' -o "$out/time" "$bin" train "$spec" \
     --distributed --listen 127.0.0.1:0 --clients "$2" --staleness "$3" --client-wait 60 \
     --epochs 1 --limit-train "$samples" --threads 1 --out "$out" >"$out/server.log" 2>&1 &
   local server=$!
@@ -87,9 +101,15 @@ hybrid() {  # $1 = model, $2 = clients, $3 = staleness
   done
   wait "$server" || { cat "$out/server.log" >&2; exit 1; }
   for p in "${cs[@]}"; do wait "$p" || { cat "$out"/c*.log >&2; exit 1; }; done
-  python3 - "$1" "$2" "$3" "$out" <<'PY'
+  if [[ $scheme == data-parallel && -f $tmp/hybrid-$1.summary ]] &&
+    ! diff <(summary_of "$out/server.log") "$tmp/hybrid-$1.summary" >&2; then
+    echo "hybrid_bench: bench/specs/dp-$1.yaml is not the hybrid run's model (summaries above)" >&2
+    exit 1
+  fi
+  [[ $scheme == hybrid ]] && summary_of "$out/server.log" >"$tmp/hybrid-$1.summary"
+  python3 - "$1" "$2" "$3" "$out" "$scheme" <<'PY'
 import glob, json, re, sys
-model, n, s, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+model, n, s, out, scheme = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 m = json.load(open(glob.glob(out + "/*.metrics.json")[0]))
 e, d = m["epochs"][0], m["distributed"]
 t = open(out + "/time").read().split("\n")[-2].split()
@@ -102,7 +122,7 @@ for c in range(1, n + 1):
     clients.append({"tickets": int(g[1]), "rows": int(g[2]), "forward": float(g[3]),
                     "backward": float(g[4]), "wait": float(g[5]), "wall": float(ct[0]),
                     "cpu": float(ct[1]) + float(ct[2])})
-print(json.dumps({"run": "hybrid", "model": model, "clients": n, "staleness": s,
+print(json.dumps({"run": scheme, "model": model, "clients": n, "staleness": s,
                   "samples_per_second": e["samples_per_second"],
                   "epoch_seconds": e["seconds"], "train_loss": e["train_loss"],
                   "wall": float(t[0]), "cpu": float(t[1]) + float(t[2]),
@@ -112,8 +132,10 @@ PY
 
 for model in ${MODELS:-cnn bigfc}; do
   standalone "$model"
-  for s in ${STALENESS:-0 1}; do
-    for n in ${CLIENTS:-1 2 4}; do hybrid "$model" "$n" "$s"; done
+  for scheme in ${SCHEMES:-hybrid data-parallel}; do
+    for s in ${STALENESS:-0 1}; do
+      for n in ${CLIENTS:-1 2 4}; do hybrid "$model" "$n" "$s" "$scheme"; done
+    done
   done
   standalone "$model"
 done

@@ -13,7 +13,11 @@ Reads the JSON lines bench/hybrid_bench.sh writes and, per model:
     100 Mbit/s and 1 Gbit/s links, synchronous (s = 0) and pipelined (s >= 1),
     and for pure data-parallel training of the whole net (every client runs
     the whole model, the server averages all gradients);
-  * writes a Markdown table to stdout and, with --svg FILE, the plot.
+  * with data-parallel runs in RUNS.jsonl (the same machinery with every
+    layer in `features`: bench/specs/dp-*.yaml), tabulates every measured
+    scheme side by side and checks the data-parallel curve against them;
+  * writes a Markdown table to stdout and, with --svg FILE, the plot (the
+    measured hybrid runs as circles, the data-parallel ones as squares).
 
 Assumptions (stated in bench/RESULTS.md): each client has its own link of
 the given rate; the server has one link of the same rate, full duplex, so a
@@ -67,6 +71,7 @@ def costs(runs, model):
         "srv_b": b,
         "down": down,
         "up": up,
+        "ticket_bytes": down + up,  # measured, kept when --ticket-kb replaces down and up
         "act": act,
         "params_bytes": one["num_params"] * 4,
         "standalone": sorted(per_sample)[len(per_sample) // 2],
@@ -80,6 +85,17 @@ def costs(runs, model):
     # checked against every other measured run below.
     pred = d["rounds"] * round_time(k, 1, float("inf"), 0)
     k["ticket"] = max(0.0, (one["epoch_seconds"] - pred) / d["tickets"])
+    # The same for data-parallel where it was measured on the same machinery
+    # (bench/specs/dp-*.yaml; its frames carry the whole model's weights
+    # and gradients): fitted on its one-client synchronous run, checked
+    # against the others in dp_check.
+    k["dp_ticket"] = None
+    dp1 = [r for r in runs if r["run"] == "data-parallel" and r["model"] == model
+           and r["clients"] == 1 and r["staleness"] == 0]
+    if dp1:
+        r, dd = dp1[0], dp1[0]["distributed"]
+        pred = dd["rounds"] * dp_round_time(k, 1, float("inf"))
+        k["dp_ticket"] = max(0.0, (r["epoch_seconds"] - pred) / dd["tickets"])
     return k
 
 
@@ -106,12 +122,73 @@ def round_time(k, n, bw, staleness, share=1.0):
     return max(client, srv, link)
 
 
-def dp_round_time(k, n, bw):
+def dp_round_time(k, n, bw, share=1.0, frames=False):
     """Pure data-parallel, synchronous: each client runs the whole model on
-    its batch, sends all gradients, gets the averaged weights back."""
-    compute = BATCH * k["standalone"]
+    its batch, sends all gradients, gets the averaged weights back. `share`
+    as in round_time. frames=False: compute and link time only (the curve
+    as first modelled); frames=True: plus the per-ticket frame work measured
+    on the hybrid machinery (k["dp_ticket"]), half on the client and half on
+    the server, which does its halves one client after another, and the
+    machinery's two round trips per ticket."""
+    compute = BATCH * k["standalone"] * share
+    lat = 2 * LAT
+    if frames:
+        compute += k["dp_ticket"] / 2 * share + n * k["dp_ticket"] / 2
+        lat = 4 * LAT
     grads = k["params_bytes"]
-    return compute + 2 * LAT + max(grads / bw, n * grads / bw) * 2
+    if bw == float("inf"):
+        return compute
+    return compute + lat + max(grads / bw, n * grads / bw) * 2
+
+
+def measured_table(runs, m):
+    """What this invocation measured for model m: every scheme side by side."""
+    print("Measured in this invocation (loopback; the server on CPU 0, the clients sharing CPU 1):\n")
+    print("| run | clients | s | samples/s | CPU ms per sample | kB per ticket to / from clients "
+          "| server idle | clients waiting |")
+    print("|---|---:|---:|---:|---:|---|---:|---:|")
+    for r in runs:
+        if r["model"] != m:
+            continue
+        samples = r["epoch_seconds"] * r["samples_per_second"]
+        if r["run"] == "standalone":
+            print(f"| standalone | | | {r['samples_per_second']:.0f} | "
+                  f"{r['cpu'] / samples * 1e3:.2f} | | | |")
+            continue
+        d, cs = r["distributed"], r["client_runs"]
+        cpu = r["cpu"] + sum(c["cpu"] for c in cs)
+        wait = sum(c["wait"] for c in cs) / sum(c["forward"] + c["backward"] + c["wait"] for c in cs)
+        print(f"| {r['run']} | {r['clients']} | {r['staleness']} | {r['samples_per_second']:.0f} | "
+              f"{cpu / samples * 1e3:.2f} | {d['bytes_to_clients'] / d['tickets'] / 1e3:.0f} / "
+              f"{d['bytes_from_clients'] / d['tickets'] / 1e3:.0f} | "
+              f"{d['wait_seconds'] / r['epoch_seconds']:.0%} | {wait:.0%} |")
+    print()
+
+
+def dp_check(runs, m, k):
+    """The model's data-parallel curve against the measured data-parallel
+    runs (synchronous ones: the model's data-parallel is synchronous)."""
+    dp = [r for r in runs if r["run"] == "data-parallel" and r["model"] == m and r["staleness"] == 0]
+    if not dp:
+        return
+    print("The model's data-parallel curve against the measured data-parallel runs "
+          "(s = 0, loopback, clients sharing one core):\n")
+    print("| clients | measured epoch s | model s (compute and links) | model / measured "
+          "| measured beyond compute, per ticket | the hybrid's per-ticket frame work scaled to "
+          "these bytes | model s with frame work | with frame work / measured |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in dp:
+        n, d = r["clients"], r["distributed"]
+        pred = d["rounds"] * dp_round_time(k, n, float("inf"), share=n)
+        pred_f = d["rounds"] * dp_round_time(k, n, float("inf"), share=n, frames=True)
+        extra = (r["epoch_seconds"] - pred) / d["tickets"]
+        scaled = (k["ticket"] * (d["bytes_to_clients"] + d["bytes_from_clients"]) / d["tickets"]
+                  / k["ticket_bytes"])
+        print(f"| {n} | {r['epoch_seconds']:.2f} | {pred:.2f} | {pred / r['epoch_seconds']:.2f} | "
+              f"{extra * 1e3:.1f} ms | {scaled * 1e3:.1f} ms | {pred_f:.2f} | "
+              f"{pred_f / r['epoch_seconds']:.2f} |")
+    print(f"\nData-parallel frame work per ticket (fitted on the 1-client s=0 run, as the "
+          f"hybrid's): {k['dp_ticket'] * 1e3:.1f} ms\n")
 
 
 def speedup(k, n, t):
@@ -152,6 +229,7 @@ def main():
         print(f"- bytes per ticket: {k['down']/1e3:.0f} kB to the client, {k['up']/1e3:.0f} kB "
               f"back (activations {k['act']/1e3:.0f} kB each way); whole model "
               f"{k['params_bytes']/1e6:.2f} MB of parameters\n")
+        measured_table(runs, m)
         print("Model against the measured runs (loopback, clients sharing one core):\n")
         print("| clients | s | measured epoch s | model s | model / measured |")
         print("|---:|---:|---:|---:|---:|")
@@ -164,17 +242,23 @@ def main():
             print(f"| {n} | {s} | {r['epoch_seconds']:.2f} | {pred:.2f} | "
                   f"{pred / r['epoch_seconds']:.2f} |")
         print()
+        dp_check(runs, m, k)
         print("Modelled speed-up over standalone training (samples/s ratio):\n")
+        kinds = ("s=0", "s=1", "dp") + (("dpf",) if k["dp_ticket"] is not None else ())
+        names = {"s=0": "s=0", "s=1": "s=1", "dp": "data-parallel",
+                 "dpf": "data-parallel with frame work"}
         head = "| clients | " + " | ".join(
-            f"{name} {kind}" for name in LINKS for kind in ("s=0", "s=1", "data-parallel")) + " |"
+            f"{name} {names[kind]}" for name in LINKS for kind in kinds) + " |"
         print(head)
-        print("|---:|" + "---:|" * (3 * len(LINKS)))
+        print("|---:|" + "---:|" * (len(kinds) * len(LINKS)))
         for n in CLIENTS:
             cells = []
             for name, bw in LINKS.items():
-                for kind in ("s=0", "s=1", "dp"):
-                    t = dp_round_time(k, n, bw) if kind == "dp" else round_time(
-                        k, n, bw, 0 if kind == "s=0" else 1)
+                for kind in kinds:
+                    if kind in ("dp", "dpf"):
+                        t = dp_round_time(k, n, bw, frames=kind == "dpf")
+                    else:
+                        t = round_time(k, n, bw, 0 if kind == "s=0" else 1)
                     x = speedup(k, n, t)
                     cells.append(f"{x:.2f}")
                     plot.setdefault(m, {}).setdefault((name, kind), []).append((n, x))
@@ -185,6 +269,10 @@ def main():
                 measured.append((r["clients"], r["staleness"],
                                  r["samples_per_second"] * k["standalone"]))
         plot.setdefault(m, {})[("measured", "2 vCPUs")] = measured
+        dp = [(r["clients"], r["staleness"], r["samples_per_second"] * k["standalone"])
+              for r in runs if r["run"] == "data-parallel" and r["model"] == m]
+        if dp:
+            plot[m][("measured-dp", "2 vCPUs")] = dp
         print()
     if svg:
         write_svg(svg, plot)
@@ -193,21 +281,24 @@ def main():
 def write_svg(path, plot):
     import math
     w, h, pad = 560, 360, 50
+    legend = 240  # to the right of each panel's plot
     panels = list(plot.items())
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w * len(panels)}" height="{h}" '
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{(w + legend) * len(panels)}" height="{h}" '
            f'font-family="sans-serif" font-size="11">']
     colors = {("100 Mbit/s", "s=1"): "#1f77b4", ("1 Gbit/s", "s=1"): "#2ca02c",
               ("100 Mbit/s", "dp"): "#ff7f0e", ("1 Gbit/s", "dp"): "#d62728",
-              ("100 Mbit/s", "s=0"): "#9ecae1", ("1 Gbit/s", "s=0"): "#a1d99b"}
+              ("100 Mbit/s", "s=0"): "#9ecae1", ("1 Gbit/s", "s=0"): "#a1d99b",
+              ("100 Mbit/s", "dpf"): "#ff7f0e", ("1 Gbit/s", "dpf"): "#d62728"}
     ymax = 1
     for _, series in panels:
         for key, pts in series.items():
-            if key[0] != "measured":
+            if not key[0].startswith("measured"):
                 ymax = max(ymax, max(y for _, y in pts))
     ymax = min(ymax * 1.1, 70)
     x0, x1 = math.log2(1), math.log2(64)
     for p, (model, series) in enumerate(panels):
-        ox = p * w
+        ox = p * (w + legend)
+        lx = ox + w - pad + 16  # the legend's left edge
         X = lambda n: ox + pad + (math.log2(n) - x0) / (x1 - x0) * (w - 2 * pad)
         Y = lambda v: h - pad - min(v, ymax) / ymax * (h - 2 * pad)
         out.append(f'<text x="{ox + w / 2}" y="16" text-anchor="middle" font-size="13">'
@@ -227,17 +318,29 @@ def write_svg(path, plot):
             if key[0] == "measured":
                 for n, s, y in pts:
                     out.append(f'<circle cx="{X(n)}" cy="{Y(y)}" r="3.5" fill="none" stroke="#000"/>')
-                out.append(f'<circle cx="{ox + w - pad - 150}" cy="{ly - 3}" r="3.5" fill="none" stroke="#000"/>')
-                out.append(f'<text x="{ox + w - pad - 140}" y="{ly}">measured here (2 shared vCPUs)</text>')
+                out.append(f'<circle cx="{lx + 8}" cy="{ly - 3}" r="3.5" fill="none" stroke="#000"/>')
+                out.append(f'<text x="{lx + 18}" y="{ly}">hybrid measured here (2 shared vCPUs)</text>')
+                ly += 14
+                continue
+            if key[0] == "measured-dp":
+                c = colors[("1 Gbit/s", "dp")]
+                for n, s, y in pts:
+                    out.append(f'<rect x="{X(n) - 3.5}" y="{Y(y) - 3.5}" width="7" height="7" '
+                               f'fill="none" stroke="{c}"/>')
+                out.append(f'<rect x="{lx + 4.5}" y="{ly - 6.5}" width="7" height="7" '
+                           f'fill="none" stroke="{c}"/>')
+                out.append(f'<text x="{lx + 18}" y="{ly}">data-parallel measured here</text>')
                 ly += 14
                 continue
             d = " ".join(f"{X(n):.1f},{Y(y):.1f}" for n, y in pts)
             c = colors[key]
-            out.append(f'<polyline points="{d}" fill="none" stroke="{c}" stroke-width="2"/>')
-            label = f"{key[0]} " + ("data-parallel" if key[1] == "dp" else f"hybrid {key[1]}")
-            out.append(f'<line x1="{ox + w - pad - 158}" y1="{ly - 3}" x2="{ox + w - pad - 143}" '
-                       f'y2="{ly - 3}" stroke="{c}" stroke-width="2"/>')
-            out.append(f'<text x="{ox + w - pad - 140}" y="{ly}">{label}</text>')
+            dash = ' stroke-dasharray="5,3"' if key[1] == "dpf" else ""
+            out.append(f'<polyline points="{d}" fill="none" stroke="{c}" stroke-width="2"{dash}/>')
+            label = f"{key[0]} " + {"dp": "data-parallel",
+                                    "dpf": "data-parallel + frame work"}.get(key[1], f"hybrid {key[1]}")
+            out.append(f'<line x1="{lx}" y1="{ly - 3}" x2="{lx + 15}" '
+                       f'y2="{ly - 3}" stroke="{c}" stroke-width="2"{dash}/>')
+            out.append(f'<text x="{lx + 18}" y="{ly}">{label}</text>')
             ly += 14
         # The references: the seed's 2x at 4 clients, Krizhevsky's 6.2x on 8 GPUs.
         for n, y, label in ((4, 2.0, "seed: 2x (4)"), (8, 6.2, "Krizhevsky: 6.2x (8)")):

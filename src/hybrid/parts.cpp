@@ -17,6 +17,12 @@ void check_hybrid_spec(const nn::ModelSpec& model) {
                     "on the clients) then `classifier` (on the server); the spec has " +
                         (p.empty() ? std::string("`layers:` without parts") : got));
   }
+  // An empty classifier is allowed (data-parallel: the server computes only
+  // the loss); an empty features part would leave the clients nothing to do.
+  if (p[0].end == p[0].begin)
+    throw SpecError(model.where, "model.parts.features",
+                    "the clients' part has no layers; for data-parallel training put every "
+                    "layer in `features` and write `classifier: []`");
 }
 
 void assemble_whole(nn::Model& whole, nn::Model& features, nn::Model& classifier) {

@@ -11,7 +11,9 @@
 namespace dnnlab::hybrid {
 
 // Throws SpecError naming `model.parts` unless the model is exactly two
-// parts, `features` then `classifier`.
+// parts, `features` then `classifier`, and `model.parts.features` when
+// `features` is empty. `classifier` may be empty (`[]`): the clients then
+// train the whole model and the server computes the loss (data-parallel).
 void check_hybrid_spec(const nn::ModelSpec& model);
 
 // Copies every parameter and state tensor of the two parts into `whole` by

@@ -18,7 +18,22 @@ namespace dnnlab::nn {
 
 namespace {
 constexpr int kInputNode = -1;
-}
+
+// An empty last part built alone (a `classifier: []`: the whole model on the
+// other side, this side computing only the loss): its one node passes its
+// input through, so the loss and dLoss/d input work as for any part.
+class PartIdentity final : public Layer {
+ public:
+  PartIdentity() : Layer("identity") {}
+  void forward(const TensorView& x, const TensorView& y, ForwardContext&) override {
+    std::memcpy(y.data(), x.data(), sizeof(float) * x.numel());
+  }
+  void backward(const TensorView&, const TensorView&, const TensorView& dy,
+                const TensorView& dx) override {
+    if (dx.data()) std::memcpy(dx.data(), dy.data(), sizeof(float) * dy.numel());
+  }
+};
+}  // namespace
 
 struct Model::Impl {
   struct Node {
@@ -79,6 +94,8 @@ Shape batch_of(const Shape& s) {
 }
 
 // Which spec layers [begin, end) a part covers; the whole model without one.
+// A trailing softmax folded into the loss is cut off (n_layers), which can
+// leave the last part empty.
 struct Range {
   size_t begin, end;
 };
@@ -86,7 +103,7 @@ struct Range {
 Range part_range(const ModelSpec& spec, std::string_view part, size_t n_layers) {
   if (part.empty()) return {0, n_layers};
   for (const PartSpec& p : spec.parts)
-    if (p.name == part) return {p.begin, std::min(p.end, n_layers)};
+    if (p.name == part) return {std::min(p.begin, n_layers), std::min(p.end, n_layers)};
   throw SpecError(spec.where, "parts", "the model has no part '" + std::string(part) + "'");
 }
 
@@ -162,9 +179,14 @@ std::unique_ptr<Model::Impl> build_impl(const ModelSpec& spec, const Shape& inpu
     // A part reads its own layers and the last layer of the part before it.
     size_t next = 0;
     for (const PartSpec& p : spec.parts) {
-      if (p.begin != next || p.end <= p.begin)
+      if (p.begin != next || p.end < p.begin)
         throw SpecError(spec.where, "parts",
                         "part '" + p.name + "' does not follow the one before");
+      if (p.end == p.begin && &p != &spec.parts.back())
+        throw SpecError(spec.where, "parts",
+                        "part '" + p.name +
+                            "' has no layers; only the last part may be empty (the loss then "
+                            "reads the part before it)");
       for (size_t i = p.begin; i < std::min(p.end, n); ++i)
         for (int q : ins[i])
           if (p.begin > 0 && (q == kInputNode || static_cast<size_t>(q) + 1 < p.begin))
@@ -231,6 +253,15 @@ std::unique_ptr<Model::Impl> build_impl(const ModelSpec& spec, const Shape& inpu
     impl->nodes.push_back(std::move(node));
   }
   impl->input = r.begin == 0 ? input : out_of[r.begin - 1];
+  if (impl->nodes.empty() && !part.empty() && r.end == n) {  // an empty last part
+    Model::Impl::Node node;
+    node.name = std::string(part);
+    node.layer = std::make_unique<PartIdentity>();
+    node.layer->bind(impl->input, nullptr, spec.where);
+    node.in.push_back(kInputNode);
+    impl->nodes.push_back(std::move(node));
+    impl->cuts[std::string(part)] = 0;
+  }
   if (impl->nodes.empty()) throw SpecError(spec.where, "parts", "the part has no layers");
   const Shape out = impl->nodes.back().layer->out_shape();
   if (num_classes > 0 && r.end == n && out.numel() != num_classes) {

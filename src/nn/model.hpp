@@ -61,10 +61,10 @@ class Model {
   // Throws SpecError (naming the layer's file:line:column) when the shapes
   // cannot work, an input names no earlier node, or a value is out of range.
   static Model build(const ModelSpec& spec, const Shape& input, int64_t num_classes, uint64_t seed);
-  // One named part of spec.parts, alone: its input is the output of the part
-  // before it (shapes follow from `input`, the whole model's input); its
-  // parameters are initialized exactly as in the whole model, and named the
-  // same, so weights move between the whole and its parts.
+  // One named part of spec.parts, alone: its input is the output of the part before it (shapes
+  // follow from `input`, the whole model's input); its parameters are initialized and named as in
+  // the whole model, so weights move between the whole and its parts. An empty last part
+  // (`classifier: []`) is the identity: the loss alone, on the output of the part before it.
   static Model build_part(const ModelSpec& spec, std::string_view part, const Shape& input,
                           int64_t num_classes, uint64_t seed);
   // The same checks as build() without keeping the model.

@@ -11,7 +11,9 @@
 #include <fstream>
 #include <limits>
 #include <new>
+#include <optional>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "data/dataset.hpp"
@@ -95,15 +97,28 @@ constexpr Field<ModelSection> kModelFields[] = {
                 "expected a map of named layer lists like {features: [...], classifier: [...]}, "
                 "got " +
                     detail::describe_node(v));
+       // `[]` is an empty part, the last one only: nn::Model builds it as the
+       // identity (`classifier: []`: data-parallel through the hybrid trainer).
+       std::optional<std::pair<YAML::Node, std::string>> empty;
        for (const auto& [key, list] : r.entries(v, p)) {
          const std::string path = p + "." + key.Scalar();
-         detail::LayerList part = detail::read_layer_list(r, list, path);
+         if (empty)
+           r.fail(empty->first, empty->second,
+                  "only the last part may be empty (`[]`); this one is followed by `" +
+                      key.Scalar() + "`");
          nn::PartSpec ps{key.Scalar(), m.spec.layers.size(), 0};
-         m.spec.layers.insert(m.spec.layers.end(), part.layers.begin(), part.layers.end());
-         m.layer_paths.insert(m.layer_paths.end(), part.paths.begin(), part.paths.end());
+         if (list.IsSequence() && list.size() == 0) {
+           empty.emplace(list, path);
+         } else {
+           detail::LayerList part = detail::read_layer_list(r, list, path);
+           m.spec.layers.insert(m.spec.layers.end(), part.layers.begin(), part.layers.end());
+           m.layer_paths.insert(m.layer_paths.end(), part.paths.begin(), part.paths.end());
+         }
          ps.end = m.spec.layers.size();
          m.spec.parts.push_back(ps);
        }
+       if (m.spec.layers.empty())
+         r.fail(v, p, "a model needs at least one layer; every part is empty");
      }},
 };
 
@@ -407,7 +422,7 @@ std::string to_yaml(const nn::RunSpec& run) {
   } else {
     out += "  parts:\n";
     for (const nn::PartSpec& part : run.model.parts) {
-      out += "    " + detail::yaml_string(part.name) + ":\n";
+      out += "    " + detail::yaml_string(part.name) + (part.end == part.begin ? ": []\n" : ":\n");
       std::vector<nn::LayerSpec> body(run.model.layers.begin() + part.begin,
                                       run.model.layers.begin() + part.end);
       detail::write_layer_list(out, body, "      ");

@@ -155,10 +155,16 @@ void read_section(const Json& obj, const nn::SectionInfo<S>& sec, S& out) {
 }
 
 // One layer list (`layers`, or a part's) appended to ms.layers; `path` names
-// it in errors.
-void read_layers(const Json& list, const std::string& path, nn::ModelSpec& ms) {
-  if (list.kind != Json::kArray || list.items.empty())
-    fail(list.offset, path, "expected a non-empty array");
+// it in errors. `may_be_empty`: the last of several parts (nn::Model builds
+// an empty last part as the identity).
+void read_layers(const Json& list, const std::string& path, nn::ModelSpec& ms,
+                 bool may_be_empty = false) {
+  if (list.kind != Json::kArray) fail(list.offset, path, "expected a non-empty array");
+  if (list.items.empty() && !may_be_empty)
+    fail(list.offset, path,
+         path == "layers" ? "expected a non-empty array"
+                          : "expected a non-empty array (only the last of several parts may be "
+                            "empty)");
   for (size_t i = 0; i < list.items.size(); ++i) {
     const Json& item = list.items[i];
     Fields lf(item, path + "[" + std::to_string(i) + "]");
@@ -247,7 +253,7 @@ CoreSpec parse_core_spec(const std::string& text) {
       const Json* pl = pf.find("layers");
       if (!pl) fail(item.offset, pf.name("layers"), "required");
       ps.begin = ms.layers.size();
-      read_layers(*pl, pf.name("layers"), ms);
+      read_layers(*pl, pf.name("layers"), ms, i > 0 && i + 1 == parts->items.size());
       ps.end = ms.layers.size();
       pf.finish();
       ms.parts.push_back(std::move(ps));

@@ -128,6 +128,77 @@ TEST(HybridTrain, SpecWithoutPartsOrBadCountsIsRefused) {
   EXPECT_THROW(fx.run(1, too_stale), std::invalid_argument);
 }
 
+// Pure data-parallel through the same machinery: every layer in `features`
+// (the tiny CNN without its dropout, whose masks the client would draw from
+// its own stream) and `classifier: []`, so the server computes only the loss.
+std::string data_parallel_spec(int epochs, int batch, int limit_train) {
+  std::string s = cnn_spec(epochs, batch, limit_train);
+  const std::string cls =
+      "    classifier:\n      - dropout: 0.2\n      - {dense: 16, activation: relu}\n"
+      "      - dense: 10\n";
+  const size_t at = s.find(cls);
+  if (at == std::string::npos) return "cnn_spec changed: data_parallel_spec cannot cut it";
+  return s.replace(at, cls.size(),
+                   "      - {dense: 16, activation: relu}\n      - dense: 10\n"
+                   "    classifier: []\n");
+}
+
+// One client at s = 0 with an empty classifier is standalone training of the
+// whole model bit for bit (the same rule as the test above); what travels
+// is data-parallel's bytes: the whole model's weights down when stale, its
+// gradients up, plus a batch of logits each way.
+TEST(HybridTrain, AnEmptyClassifierIsDataParallelAndOneClientIsStandaloneBitForBit) {
+  Fixture fx(data_parallel_spec(2, 32, 400));
+  ASSERT_EQ(fx.spec.model.parts.at(1).begin, fx.spec.model.parts.at(1).end);
+  nn::Model alone =
+      nn::Model::build(fx.spec.model, fx.input, fx.data.num_classes, fx.spec.train.seed);
+  nn::Trainer trainer(alone, fx.spec.train);
+  const std::vector<nn::EpochResult> want = trainer.fit(fx.train, &fx.val, nullptr);
+
+  nn::Model hybrid = nn::Model::build(fx.spec.model, fx.input, fx.data.num_classes, 1);
+  const InProcessRun got = fx.run(1, HybridOptions{}, &hybrid);
+  ASSERT_EQ(got.curve.size(), want.size());
+  for (size_t e = 0; e < want.size(); ++e) {
+    EXPECT_EQ(got.curve[e].train_loss, want[e].train_loss) << "epoch " << e + 1;
+    EXPECT_EQ(got.curve[e].train_acc, want[e].train_acc) << "epoch " << e + 1;
+    EXPECT_EQ(got.curve[e].val_loss, want[e].val_loss) << "epoch " << e + 1;
+    EXPECT_EQ(got.curve[e].lr, want[e].lr);
+  }
+  EXPECT_TRUE(same_bits(hybrid, alone)) << "the weights differ";
+  EXPECT_EQ(got.version, 2u * 13u);
+  EXPECT_EQ(got.stats.reissued, 0);
+  EXPECT_TRUE(got.stats.quarantined.empty());
+
+  int64_t whole_bytes = 0;
+  for (nn::Param* p : alone.saved_tensors()) whole_bytes += 4 * p->value.numel();
+  const int64_t logits_bytes = 32 * 10 * 4, frame_headers = 1024;
+  const double up = static_cast<double>(got.stats.bytes_from_clients) / got.stats.tickets;
+  const double down = static_cast<double>(got.stats.bytes_to_clients) / got.stats.tickets;
+  EXPECT_GT(up, whole_bytes);
+  EXPECT_LT(up, whole_bytes + logits_bytes + frame_headers);
+  EXPECT_GT(down, whole_bytes);  // s = 0, one client: fresh weights with every ticket
+  EXPECT_LT(down, whole_bytes + logits_bytes + frame_headers);
+
+  // Two clients: the server averages their gradients, and the model learns.
+  Fixture fx2(data_parallel_spec(3, 16, 512));
+  const InProcessRun two = fx2.run(2, {});
+  EXPECT_TRUE(two.stats.quarantined.empty());
+  EXPECT_EQ(two.stats.grads_applied, two.stats.tickets);
+  ASSERT_EQ(two.curve.size(), 3u);
+  EXPECT_LT(two.curve.back().train_loss, 0.7 * two.curve.front().train_loss);
+
+  // The clients' part may not be the empty one.
+  nn::RunSpec nothing_on_clients = fx.spec;
+  nothing_on_clients.model.parts = {{"features", 0, 0},
+                                    {"classifier", 0, fx.spec.model.layers.size()}};
+  try {
+    check_hybrid_spec(nothing_on_clients.model);
+    FAIL() << "accepted an empty features part";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.field(), "model.parts.features");
+  }
+}
+
 // A client that lies in one way from its first weight gradients on.
 ClientOptions liar(const char* how) {
   ClientOptions o;

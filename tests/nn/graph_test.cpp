@@ -184,6 +184,53 @@ TEST(Graph, PartsTrainLikeTheWholeModel) {
   EXPECT_THROW(whole.forward_to("head", x.view(), false), ShapeError);
 }
 
+// An empty last part (`classifier: []`) is the identity: the whole model
+// on one side, only the loss on the other, and the same gradients bit for
+// bit as the whole model's. Only the last part may be empty.
+TEST(Graph, AnEmptyLastPartIsTheIdentityBeforeTheLoss) {
+  ModelSpec spec = two_parts();
+  spec.parts = {{"features", 0, 8}, {"classifier", 8, 8}};
+  Model whole = Model::build(spec, Shape{1, 3, 4}, 3, 11);
+  Model f = Model::build_part(spec, "features", Shape{1, 3, 4}, 3, 11);
+  Model c = Model::build_part(spec, "classifier", Shape{1, 3, 4}, 3, 11);
+  EXPECT_EQ(c.num_params(), 0);
+  EXPECT_TRUE(c.saved_tensors().empty());
+  EXPECT_EQ(c.input_shape(), Shape{3});
+  EXPECT_EQ(c.output_shape(), Shape{3});
+  EXPECT_EQ(f.num_params(), whole.num_params());
+  Tensor x = random(Shape{5, 1, 3, 4}, 3);
+  const int32_t labels[5] = {0, 2, 1, 1, 0};
+  float acc_whole = 0, acc_split = 0;
+  const float lw = whole.backward_loss(x.view(), labels, &acc_whole);
+  const TensorView h = f.forward(x.view(), true);
+  c.set_input_grad(true);
+  EXPECT_EQ(c.backward_loss(h, labels, &acc_split), lw);
+  EXPECT_EQ(acc_split, acc_whole);
+  f.backward_from("features", c.input_grad());
+  auto wp = whole.params(), fp = f.params();
+  ASSERT_EQ(wp.size(), fp.size());
+  for (size_t k = 0; k < wp.size(); ++k)
+    for (int64_t i = 0; i < wp[k]->grad.numel(); ++i)
+      ASSERT_EQ(wp[k]->grad[i], fp[k]->grad[i]) << wp[k]->name << "[" << i << "]";
+  // A trailing softmax folded into the loss empties a last part too.
+  ModelSpec soft = two_parts();
+  soft.layers.push_back(node("softmax"));
+  soft.parts = {{"features", 0, 8}, {"classifier", 8, 9}};
+  EXPECT_EQ(Model::build_part(soft, "classifier", Shape{12}, 3, 1).num_params(), 0);
+  soft.parts = {{"features", 0, 9}, {"classifier", 9, 9}};
+  EXPECT_EQ(Model::build_part(soft, "classifier", Shape{12}, 3, 1).input_shape(), Shape{3});
+  // Any other empty part is refused by name.
+  ModelSpec middle = two_parts();
+  middle.parts = {{"features", 0, 0}, {"classifier", 0, 8}};
+  try {
+    Model::validate(middle, Shape{12}, 3);
+    FAIL() << "accepted an empty first part";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("'features' has no layers"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Graph, PartsMeetOnlyAtTheirBoundary) {
   ModelSpec spec = two_parts();
   spec.layers[5].inputs = {"h"};  // the classifier reads inside the features part

@@ -140,6 +140,17 @@ TEST(CoreSpecJson, TheReaderRefusesBadParts) {
             std::string::npos);
   EXPECT_NE(err(head + R"("parts": [{"name": "a", "layers": []}]})").find("parts[0].layers"),
             std::string::npos);
+  // Only the last of several parts may be empty (data-parallel: `classifier: []`).
+  EXPECT_NE(err(head + R"("parts": [{"name": "a", "layers": []}, {"name": "b", "layers": [)" +
+                dense + "]}]}")
+                .find("parts[0].layers"),
+            std::string::npos);
+  const wasm::CoreSpec dp =
+      wasm::parse_core_spec(head + R"("parts": [{"name": "features", "layers": [)" + dense +
+                            R"(]}, {"name": "classifier", "layers": []}]})");
+  ASSERT_EQ(dp.model.parts.size(), 2u);
+  EXPECT_EQ(dp.model.parts[1].begin, 1u);
+  EXPECT_EQ(dp.model.parts[1].end, 1u);
   EXPECT_NE(err(head + R"("parts": [{"name": "a", "layers": [{"type": "conv9"}]}]})")
                 .find("parts[0].layers[0].type"),
             std::string::npos);

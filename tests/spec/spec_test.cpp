@@ -384,6 +384,22 @@ TEST(RunSpec, GraphResidualAndPartsRoundTrip) {
   EXPECT_EQ(parts2.model.parts[1].name, "classifier");
   expect_same(parts, parts2);
 
+  // An empty last part (data-parallel through the hybrid trainer) reads,
+  // writes `[]` and reads back the same.
+  RunSpec dp =
+      parse_run_spec(with_layers("  parts:\n"
+                                 "    features: [{dense: 32, activation: relu}, {dense: 10}]\n"
+                                 "    classifier: []\n"),
+                     "dp.yaml");
+  ASSERT_EQ(dp.model.parts.size(), 2u);
+  EXPECT_EQ(dp.model.parts[1].begin, 3u);
+  EXPECT_EQ(dp.model.parts[1].end, 3u);
+  EXPECT_NE(to_yaml(dp).find("    classifier: []\n"), std::string::npos) << to_yaml(dp);
+  RunSpec dp2 = parse_run_spec(to_yaml(dp), "dp2.yaml");
+  ASSERT_EQ(dp2.model.parts.size(), 2u);
+  EXPECT_EQ(dp2.model.parts[1].begin, dp2.model.parts[1].end);
+  expect_same(dp, dp2);
+
   // Errors name the entry.
   auto error_of = [](const std::string& text) {
     try {
@@ -393,6 +409,15 @@ TEST(RunSpec, GraphResidualAndPartsRoundTrip) {
     }
     return std::string("no error");
   };
+  const std::string first_empty =
+      error_of(with_layers("  parts:\n    features: []\n    classifier: [{dense: 10}]\n"));
+  EXPECT_NE(first_empty.find("model.parts.features"), std::string::npos) << first_empty;
+  EXPECT_NE(first_empty.find("only the last part may be empty"), std::string::npos) << first_empty;
+  const std::string all_empty = error_of(with_layers("  parts:\n    features: []\n"));
+  EXPECT_NE(all_empty.find("every part is empty"), std::string::npos) << all_empty;
+  const std::string null_part =
+      error_of(with_layers("  parts:\n    features: [{dense: 10}]\n    classifier:\n"));
+  EXPECT_NE(null_part.find("model.parts.classifier"), std::string::npos) << null_part;
   EXPECT_NE(error_of(with_layers("  layers:\n    - add: null\n      inputs: [input]\n"
                                  "    - dense: 10\n"))
                 .find("two or more inputs"),
@@ -441,6 +466,26 @@ TEST(RunSpec, DistributedCnnExampleIsTheStandaloneCnnInTwoParts) {
             b.substr(b.find("\ndata:"), b.find("\nmodel:") - b.find("\ndata:")));
   EXPECT_EQ(whole.model.init, parts.model.init);
   EXPECT_EQ(whole.model.loss, parts.model.loss);
+}
+
+// bench/hybrid_bench.sh's data-parallel cnn is the example's model with every
+// layer in `features` and an empty classifier: the same layers and training.
+TEST(RunSpec, BenchDataParallelCnnIsTheDistributedExampleWithAnEmptyClassifier) {
+  const RunSpec parts = load_run_spec(source_dir() + "/examples/fashion-cnn-distributed.yaml");
+  const RunSpec dp = load_run_spec(source_dir() + "/bench/specs/dp-cnn.yaml");
+  ASSERT_EQ(dp.model.parts.size(), 2u);
+  EXPECT_EQ(dp.model.parts[0].name, "features");
+  EXPECT_EQ(dp.model.parts[1].name, "classifier");
+  EXPECT_EQ(dp.model.parts[0].end, dp.model.layers.size());
+  EXPECT_EQ(dp.model.parts[1].begin, dp.model.parts[1].end);
+  ASSERT_EQ(dp.model.layers.size(), parts.model.layers.size());
+  for (size_t i = 0; i < dp.model.layers.size(); ++i)
+    EXPECT_TRUE(detail::same_layer(dp.model.layers[i], parts.model.layers[i])) << "layer " << i;
+  auto after = [](const std::string& yaml, const char* key) { return yaml.substr(yaml.find(key)); };
+  EXPECT_EQ(after(to_yaml(dp), "\ntrain:"), after(to_yaml(parts), "\ntrain:"));
+  EXPECT_EQ(dp.model.init, parts.model.init);
+  EXPECT_EQ(dp.model.loss, parts.model.loss);
+  EXPECT_EQ(dp.model.input, parts.model.input);
 }
 
 TEST(RunSpec, Repeat700ExpandsTo1400Layers) {
