@@ -203,6 +203,16 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
   hybrid::HybridStats stats;
   uint64_t version = 0;
   nlohmann::json by_client;
+  // `classifier: []` is data-parallel training: with s > 0 every layer's
+  // gradient may be stale, and it learns much worse (bench/RESULTS.md, "What
+  // each scheme learns in one epoch"). Said, not refused: it is a choice.
+  if (o.staleness > 0 && !o.quiet && spec.model.parts.size() == 2 &&
+      spec.model.parts[1].begin == spec.model.parts[1].end)
+    std::cerr << "hybrid: warning: with `classifier: []` (data-parallel) and --staleness "
+              << o.staleness
+              << " every layer's gradient may be stale, which learns much worse than "
+                 "--staleness 0 (docs/distributed.md, \"Data-parallel through the same "
+                 "machinery\")\n";
   if (o.listen.empty()) {
     hybrid::HybridOptions options;
     options.staleness = o.staleness;

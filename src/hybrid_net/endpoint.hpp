@@ -75,7 +75,7 @@ struct EndpointOptions {
     bool watch_token_too = false;
     // Made at each request instead of `body` (on the io thread, so it must
     // not block: the run's status page hands over its latest snapshot).
-    std::function<std::shared_ptr<const std::string>()> make;
+    std::function<std::shared_ptr<const std::string>()> make = nullptr;
   };
   std::map<std::string, File> files;
   // Called (on the io thread) for each connection refused or closed for a

@@ -87,6 +87,37 @@ TEST(TrainDistributed, Int8WireWithErrorFeedbackTrainsAndSaysSo) {
   EXPECT_LT(m["epochs"][1]["train_loss"].get<double>(), m["epochs"][0]["train_loss"].get<double>());
 }
 
+// `classifier: []` is data-parallel training through the same machinery;
+// with staleness every layer may be stale, and the run says so (once, not
+// under -q) without refusing it.
+TEST(TrainDistributed, AnEmptyClassifierWithStalenessIsWarnedAbout) {
+  TempDir dir;
+  std::string dp = kPartsSpec;
+  const std::string cls = "    classifier:\n      - dropout: 0.2\n      - dense: 10\n";
+  ASSERT_NE(dp.find(cls), std::string::npos);
+  dp.replace(dp.find(cls), cls.size(), "      - dense: 10\n    classifier: []\n");
+  const auto spec = dir.write("dp.yaml", dp);
+  const std::string warning = "with `classifier: []` (data-parallel) and --staleness 1";
+  const Result stale = run("train " + spec.string() + " --epochs 1 --distributed --clients 2 " +
+                           "--staleness 1 --out " + dir.path.string());
+  ASSERT_EQ(stale.code, 0) << stale.err;
+  EXPECT_NE(stale.err.find(warning), std::string::npos) << stale.err;
+  const Result sync = run("train " + spec.string() + " --epochs 1 --distributed --clients 2 " +
+                          "--out " + dir.path.string());
+  ASSERT_EQ(sync.code, 0) << sync.err;
+  EXPECT_EQ(sync.err.find("warning"), std::string::npos) << sync.err;
+  const Result quiet = run("train -q " + spec.string() + " --epochs 1 --distributed --clients 2 " +
+                           "--staleness 1 --out " + dir.path.string());
+  ASSERT_EQ(quiet.code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err.find("warning"), std::string::npos) << quiet.err;
+  // The hybrid spec itself, with staleness: no warning.
+  const auto hybrid = dir.write("parts.yaml", kPartsSpec);
+  const Result h = run("train " + hybrid.string() + " --epochs 1 --distributed --clients 2 " +
+                       "--staleness 1 --out " + dir.path.string());
+  ASSERT_EQ(h.code, 0) << h.err;
+  EXPECT_EQ(h.err.find("warning"), std::string::npos) << h.err;
+}
+
 TEST(TrainDistributed, SpecWithoutPartsIsRefusedNamingModelParts) {
   TempDir dir;
   const auto spec = dir.write("flat.yaml", R"(name: flat
