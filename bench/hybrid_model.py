@@ -25,12 +25,18 @@ round's frames to and from all clients queue on it; 0.25 ms one-way latency
 per message; the server's compute does not slow with more clients beyond
 its measured a + b * rows; clients are as fast as this machine's core.
 
-    bench/hybrid_model.py RUNS.jsonl [--svg FILE] [--ticket-kb KB]
+    bench/hybrid_model.py RUNS.jsonl [--svg FILE] [--ticket-kb KB] [--frame-ms SERVER,CLIENT]
 
 --ticket-kb KB: model a ticket of KB kilobytes each way instead of the
 measured float32 bytes (`--wire int8` measured 432 kB against 1,025 kB on
 the example CNN: bench/RESULTS.md, "int8 frames on the hybrid wire"); the
 fitted per-ticket frame work is kept as measured in float32.
+
+--frame-ms SERVER,CLIENT: the per-ticket work beyond compute on each side,
+in ms, instead of the fitted wall-clock value split in halves: e.g. the
+CPU per ticket a profile measures (bench/hybrid_overhead.sh; RESULTS.md,
+"Per-ticket overhead cut"). The fit mixes CPU with waiting on the VM it
+ran on; the override models machines where only the CPU work remains.
 """
 import json
 import sys
@@ -77,6 +83,8 @@ def costs(runs, model):
         "standalone": sorted(per_sample)[len(per_sample) // 2],
         "standalone_all": per_sample,
         "ticket": 0.0,
+        "ticket_srv": None,  # --frame-ms: each side's own (else half of "ticket")
+        "ticket_cli": None,
     }
     # What compute alone does not explain: encoding, framing, copying and
     # decoding a ticket's frames (about 2 MB each way here), and the
@@ -104,8 +112,10 @@ def round_time(k, n, bw, staleness, share=1.0):
     clients share a core (the measured runs: all of them)."""
     rows = n * BATCH
     fwd, bwd = BATCH * k["fwd"] * share, BATCH * k["bwd"] * share
-    fwd += k["ticket"] / 2 * share  # the client's share of the per-ticket overhead
-    srv = k["srv_a"] + k["srv_b"] * rows + n * k["ticket"] / 2
+    t_cli = k["ticket"] / 2 if k["ticket_cli"] is None else k["ticket_cli"]
+    t_srv = k["ticket"] / 2 if k["ticket_srv"] is None else k["ticket_srv"]
+    fwd += t_cli * share  # the client's share of the per-ticket overhead
+    srv = k["srv_a"] + k["srv_b"] * rows + n * t_srv
     down_each, up_each = k["down"] / bw, k["up"] / bw
     down_all, up_all = n * k["down"] / bw, n * k["up"] / bw
     if staleness == 0:
@@ -209,6 +219,16 @@ def main():
         if not 1 <= ticket_kb <= 1e6:
             sys.exit(f"--ticket-kb: {args[i + 1]} is not in 1 .. 1000000")
         del args[i : i + 2]
+    frame_ms = None
+    if "--frame-ms" in args:
+        i = args.index("--frame-ms")
+        try:
+            frame_ms = [float(x) for x in args[i + 1].split(",")]
+        except ValueError:
+            frame_ms = []
+        if len(frame_ms) != 2 or not all(0 <= x <= 1e4 for x in frame_ms):
+            sys.exit(f"--frame-ms: {args[i + 1]} is not SERVER,CLIENT in ms (0 .. 10000)")
+        del args[i : i + 2]
     runs = [json.loads(l) for l in open(args[0]) if l.strip()]
     models = sorted({r["model"] for r in runs}, key=lambda m: (m != "cnn", m))
     plot = {}
@@ -218,6 +238,8 @@ def main():
             # The fit above used the measured bytes (loopback: they cost
             # no link time), so only the modelled links see the change.
             k["down"] = k["up"] = ticket_kb * 1e3
+        if frame_ms is not None:
+            k["ticket_srv"], k["ticket_cli"] = frame_ms[0] / 1e3, frame_ms[1] / 1e3
         print(f"### {m}: measured costs\n")
         print(f"- clients, per sample: features forward {k['fwd']*1e3:.3f} ms, backward "
               f"{k['bwd']*1e3:.3f} ms")
@@ -226,6 +248,9 @@ def main():
         print(f"- standalone training: {k['standalone']*1e3:.3f} ms per sample "
               f"(runs: {', '.join(f'{x*1e3:.3f}' for x in k['standalone_all'])})")
         print(f"- per ticket beyond compute (fitted on the 1-client s=0 run): {k['ticket']*1e3:.1f} ms")
+        if frame_ms is not None:
+            print(f"- modelled instead (--frame-ms): {frame_ms[0]:.1f} ms a ticket on the server, "
+                  f"{frame_ms[1]:.1f} ms on the client")
         print(f"- bytes per ticket: {k['down']/1e3:.0f} kB to the client, {k['up']/1e3:.0f} kB "
               f"back (activations {k['act']/1e3:.0f} kB each way); whole model "
               f"{k['params_bytes']/1e6:.2f} MB of parameters\n")

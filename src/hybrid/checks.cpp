@@ -52,12 +52,15 @@ std::string finite_problem(const nn::TensorView& t) {
   return {};
 }
 
+double sum_of_squares(const nn::TensorView& t, double s) {
+  const float* p = t.data();
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) s += static_cast<double>(p[i]) * p[i];
+  return s;
+}
+
 double l2_norm(std::span<const nn::TensorView> tensors) {
   double s = 0;
-  for (const auto& t : tensors) {
-    const float* p = t.data();
-    for (int64_t i = 0, n = t.numel(); i < n; ++i) s += static_cast<double>(p[i]) * p[i];
-  }
+  for (const auto& t : tensors) s = sum_of_squares(t, s);
   return std::sqrt(s);
 }
 

@@ -55,6 +55,13 @@ std::string shape_problem(const nn::TensorView& t, const nn::Shape& shape);
 std::string finite_problem(const nn::TensorView& t);
 // The L2 norm over several tensors (double accumulation).
 double l2_norm(std::span<const nn::TensorView> tensors);
+// `sum` plus the squares of t's values in order, in double: l2_norm is the
+// square root of these chained over its tensors (bit for bit). A square of a
+// finite float cannot overflow a double's sum (at most 2^28 values a tensor),
+// so the result is finite exactly when every value is: one read gives the
+// norm and the finiteness check, and finite_problem is asked only to name
+// the value when it is not.
+double sum_of_squares(const nn::TensorView& t, double sum = 0);
 // Why step_norms[i] is out of line with the others of its step (every
 // contribution to this step, this one included) or with the history, or "".
 // The history only condemns a contribution when another one of the step is

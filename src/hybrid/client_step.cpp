@@ -64,7 +64,7 @@ Frame ClientStep::answer_ticket(const Frame& fr) {
   }
   Frame out{FrameKind::kActivations, fr.version, fr.ticket, {}, {}, fr.dtype};  // as asked
   const nn::TensorView h = f_.forward(batch_.view(), /*training=*/true);
-  out.tensors.emplace_back(h.shape());
+  out.tensors.push_back(nn::Tensor::uninitialized(h.shape()));  // written whole below
   std::memcpy(out.tensors[0].data(), h.data(), sizeof(float) * h.numel());
   if (fr.dtype == Dtype::kInt8 && fr.feedback)
     act_feedback_.carry(out.tensors[0], fr.dtype);

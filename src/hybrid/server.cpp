@@ -200,7 +200,11 @@ void HybridServer::Impl::on_activations(int c, Frame& f, Ticket& t) {
   want[0] = t.rows;
   std::string why = shape_problem(f.tensors[0].view(), want);
   if (!why.empty()) return drop_client(c, "activations: " + why, true);
-  t.nonfinite = finite_problem(f.tensors[0].view());
+  // One read for the finiteness and the norm (checks.hpp: sum_of_squares).
+  const nn::TensorView act = f.tensors[0].view();
+  const double sum = sum_of_squares(act);
+  t.nonfinite = std::isfinite(sum) ? std::string() : finite_problem(act);
+  t.act_rms = std::sqrt(sum) / std::sqrt(static_cast<double>(act.numel()));
   t.act_dtype = f.dtype;
   t.act_feedback = f.dtype == Dtype::kInt8 && opt.feedback_acts;
   t.act = std::move(f.tensors[0]);
@@ -224,13 +228,22 @@ void HybridServer::Impl::on_weight_grads(int c, Frame& f, Ticket& t) {
     std::string why = shape_problem(f.tensors[i].view(), p->value.shape());
     if (!why.empty()) return drop_client(c, "weight gradients: " + p->name + ": " + why, true);
   }
+  // The parameter gradients' norm and the finiteness of every tensor in one
+  // read (checks.hpp: sum_of_squares); the first non-finite value is looked
+  // for only when there is one.
+  double sum = 0;
+  for (size_t i = 0; i < f_params.size(); ++i) sum = sum_of_squares(f.tensors[i].view(), sum);
+  bool finite = std::isfinite(sum);
+  for (size_t i = f_params.size(); i < f.tensors.size() && finite; ++i)  // state: finiteness only
+    finite = std::isfinite(sum_of_squares(f.tensors[i].view()));
   std::string nonfinite;
-  for (size_t i = 0; i < f.tensors.size() && nonfinite.empty(); ++i) {
+  for (size_t i = 0; i < f.tensors.size() && nonfinite.empty() && !finite; ++i) {
     nonfinite = finite_problem(f.tensors[i].view());
     if (!nonfinite.empty())
       nonfinite = (i < f_params.size() ? f_params[i] : f_state[i - f_params.size()])->name + ": " +
                   nonfinite;
   }
+  const double norm = finite ? std::sqrt(sum) : 0;
   // A re-check needs the master weights of the ticket's version: with
   // staleness a later version may have been published; then it is skipped.
   if (t.recheck && nonfinite.empty() && t.version == version && !recheck(c, f.ticket, t, f.tensors))
@@ -240,7 +253,8 @@ void HybridServer::Impl::on_weight_grads(int c, Frame& f, Ticket& t) {
   cs.backward_seconds += between(t.sent, arrived);
   ++cs.answered;
   cs.rows += t.rows;
-  grads.push_back({f.ticket, c, t.rows, t.version, std::move(f.tensors), std::move(nonfinite)});
+  grads.push_back(
+      {f.ticket, c, t.rows, t.version, std::move(f.tensors), std::move(nonfinite), norm});
   close(f.ticket);
 }
 

@@ -32,6 +32,7 @@ struct Ticket {
   nn::Tensor act;          // the accepted activations (kForward, once they arrive)
   bool has_act = false;
   std::string nonfinite;  // why act is not finite: a liar, or the run diverged
+  double act_rms = 0;     // act's L2 norm / sqrt(its size), when finite
   // Re-checked (chosen when its activations arrive): the activations and
   // the activation gradients sent, kept for the comparison.
   bool recheck = false;
@@ -64,6 +65,7 @@ struct GradResult {
   uint64_t version = 0;
   std::vector<nn::Tensor> tensors;  // parameter gradients, then state
   std::string nonfinite;            // as Ticket::nonfinite
+  double norm = 0;                  // the parameter gradients' L2 norm, when finite
 };
 
 }  // namespace server_detail
@@ -91,6 +93,10 @@ struct HybridServer::Impl {
   const nn::LabeledData* train = nullptr;
   std::vector<GradResult> grads;  // arrived, not yet applied
   NormHistory act_history, grad_history;
+  // Kept across rounds, so that a round allocates (and the OS zeroes) no
+  // fresh pages for them: the round's activations as one batch, and one
+  // client's activation gradients before they are encoded.
+  nn::Tensor round_acts, grad_out;
   HybridStats stats;
   const Clock::time_point born = Clock::now();
   // Re-checks: a second copy of the features part, loaded with the master

@@ -25,9 +25,7 @@ void HybridServer::Impl::classifier_step(const std::vector<uint64_t>& round) {
     const Ticket& t = it->second;
     ids.push_back(id);
     nonfinite.push_back(t.nonfinite);
-    const nn::TensorView v = t.act.view();
-    rms.push_back(t.nonfinite.empty() ? l2_norm({&v, 1}) / std::sqrt(static_cast<double>(v.numel()))
-                                      : 0);
+    rms.push_back(t.nonfinite.empty() ? t.act_rms : 0);  // measured as they arrived
   }
   const std::vector<std::string> why =
       screen_step(nonfinite, rms, act_history, opt.limits, "the features' activations");
@@ -47,7 +45,8 @@ void HybridServer::Impl::classifier_step(const std::vector<uint64_t>& round) {
   for (uint64_t id : accepted) total += open[id].rows;
   nn::Shape s = open[accepted[0]].act.shape();
   s[0] = total;
-  nn::Tensor h(s);
+  nn::Tensor& h = round_acts;  // every value written below
+  h.resize(s);
   std::vector<int32_t> labels;
   int64_t at = 0;
   for (uint64_t id : accepted) {
@@ -68,20 +67,20 @@ void HybridServer::Impl::classifier_step(const std::vector<uint64_t>& round) {
   at = 0;
   for (uint64_t id : accepted) {
     Ticket& t = open[id];
-    Frame f{FrameKind::kActivationGrads, t.version, id, {}, {}, opt.wire};
-    f.tensors.emplace_back(t.act.shape());
+    nn::Tensor& g = grad_out;  // every value written below
+    g.resize(t.act.shape());
     const float scale = static_cast<float>(static_cast<double>(total) / t.rows);
     const float* src = dh.data() + at * dh.cols();
-    float* dst = f.tensors[0].data();
+    float* dst = g.data();
     for (int64_t i = 0, n = t.act.numel(); i < n; ++i) dst[i] = src[i] * scale;
     at += t.rows;
     if (opt.wire == Dtype::kInt8 && opt.feedback_grads)
-      peers[t.client].grad_feedback.carry(f.tensors[0], opt.wire);
-    Bytes bytes = encode(f);
+      peers[t.client].grad_feedback.carry(g, opt.wire);
+    const nn::TensorView gv = g.view();
+    Bytes bytes = encode_views(FrameKind::kActivationGrads, t.version, id, {&gv, 1}, opt.wire);
     if (t.recheck) {  // kept as the client reads them
       t.act_kept = std::move(t.act);
-      t.grad_sent = opt.wire == Dtype::kFloat32 ? std::move(f.tensors[0])
-                                                : std::move(decode(bytes).tensors[0]);
+      t.grad_sent = opt.wire == Dtype::kFloat32 ? g : std::move(decode(bytes).tensors[0]);
     }
     t.act = nn::Tensor();
     t.stage = Stage::kBackward;
@@ -115,12 +114,9 @@ void HybridServer::Impl::apply_grads() {
   });
   std::vector<std::string> nonfinite;
   std::vector<double> norms;
-  for (const GradResult& g : use) {
+  for (const GradResult& g : use) {  // norms measured as they arrived (on_weight_grads)
     nonfinite.push_back(g.nonfinite);
-    std::vector<nn::TensorView> v;
-    for (size_t i = 0; i < f_params.size() && g.nonfinite.empty(); ++i)
-      v.push_back(g.tensors[i].view());
-    norms.push_back(l2_norm(v));
+    norms.push_back(g.nonfinite.empty() ? g.norm : 0);
   }
   const std::vector<std::string> why =
       screen_step(nonfinite, norms, grad_history, opt.limits, "the features' weight gradients");

@@ -113,6 +113,11 @@ void put_tensor(Bytes& out, const nn::TensorView& t, Dtype dtype) {
   put(out, static_cast<uint32_t>(s.rank));
   for (int i = 0; i < s.rank; ++i) put(out, static_cast<uint32_t>(s[i]));
   const size_t at = out.size(), count = static_cast<size_t>(t.numel());
+  if (dtype == Dtype::kFloat32) {  // appended: one copy, no zeroing first
+    const auto* p = reinterpret_cast<const uint8_t*>(t.data());
+    out.insert(out.end(), p, p + 4 * count);
+    return;
+  }
   out.resize(at + static_cast<size_t>(value_bytes(dtype, t.numel())));
   if (dtype == Dtype::kFloat16) {
     for (size_t i = 0; i < count; ++i) {
@@ -128,8 +133,6 @@ void put_tensor(Bytes& out, const nn::TensorView& t, Dtype dtype) {
       std::memcpy(out.data() + at + 4 * b, &sc, 4);
       for (size_t i = lo; i < lo + n; ++i) q[i] = static_cast<uint8_t>(quantise(t.data()[i], sc));
     }
-  } else if (count) {
-    std::memcpy(out.data() + at, t.data(), 4 * count);
   }
 }
 
@@ -297,14 +300,24 @@ const char* frame_kind_name(FrameKind k) {
   return i >= 1 && i <= kFrameKinds ? kKindRules[i - 1].name : "?";
 }
 
+namespace {
+
+// The frame's size: reserved before writing it, so that it is allocated once.
+size_t frame_bytes(Dtype dtype, size_t n_indices, std::span<const nn::TensorView> tensors) {
+  size_t bytes = kFrameHeaderBytes + 4 * n_indices;
+  for (const auto& t : tensors)
+    bytes += 4 + 4 * static_cast<size_t>(t.shape().rank) +
+             static_cast<size_t>(value_bytes(dtype, t.numel()));
+  return bytes;
+}
+
+}  // namespace
+
 Bytes encode_views(FrameKind kind, uint64_t version, uint64_t ticket,
                    std::span<const nn::TensorView> tensors, Dtype dtype) {
   Bytes out;
   dtype = dtype_for(dtype, tensors);
-  size_t bytes = kFrameHeaderBytes;
-  for (const auto& t : tensors)
-    bytes += 4 + 4 * t.shape().rank + static_cast<size_t>(value_bytes(dtype, t.numel()));
-  out.reserve(bytes);
+  out.reserve(frame_bytes(dtype, 0, tensors));
   put_header(out, kind, dtype, false, version, ticket, 0, static_cast<uint32_t>(tensors.size()));
   for (const auto& t : tensors) put_tensor(out, t, dtype);
   return out;
@@ -315,6 +328,7 @@ Bytes encode(const Frame& f) {
   std::vector<nn::TensorView> views;
   for (const auto& t : f.tensors) views.push_back(t.view());
   const Dtype dtype = dtype_for(f.dtype, views);
+  out.reserve(frame_bytes(dtype, f.indices.size(), views));
   put_header(out, f.kind, dtype, f.feedback, f.version, f.ticket,
              static_cast<uint32_t>(f.indices.size()), static_cast<uint32_t>(f.tensors.size()));
   for (uint32_t i : f.indices) put(out, i);
@@ -393,7 +407,7 @@ Frame decode(std::span<const uint8_t> bytes) {
     }
     const size_t n = static_cast<size_t>(value_bytes(f.dtype, numel));
     r.need(n, "a tensor's values");  // before allocating
-    nn::Tensor v(s);
+    nn::Tensor v = nn::Tensor::uninitialized(s);  // every value is written below
     if (f.dtype == Dtype::kInt8) {
       read_int8(r, t, v);
     } else if (f.dtype == Dtype::kFloat16) {

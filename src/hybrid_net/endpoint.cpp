@@ -27,6 +27,11 @@ void HybridEndpoint::Impl::accept() {
       beast::error_code ignored;
       socket.close(ignored);
     } else {
+      // Frames are written whole: Nagle's algorithm would hold each one's
+      // last segment until the client's (delayed, up to 40 ms) ACK of the
+      // ones before: tens of ms per frame.
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
       if (opt.tls)
         start_tls_session(std::move(socket), *this);
       else

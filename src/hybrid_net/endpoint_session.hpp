@@ -32,7 +32,7 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 // A message is read this much at a time, so that its size is checked by us
 // (and refused with a reason) rather than by Beast's read_message_max,
 // whose close carries no reason.
-inline constexpr size_t kReadChunk = 64 * 1024;
+inline constexpr size_t kReadChunk = 256 * 1024;
 // How long a GET of one of the files may take to be written (the training
 // shard is tens of MB): the bound on a reader that stops reading.
 inline constexpr auto kFileWriteTimeout = std::chrono::minutes(10);
@@ -326,9 +326,10 @@ class Session final : public Connection, public std::enable_shared_from_this<Ses
     } else if (text) {
       return fail("a text message after the hello: the trainer's frames are binary");
     } else {
-      const auto data = msg_.data();
-      hybrid::Bytes b(asio::buffer_size(data));
-      asio::buffer_copy(asio::buffer(b), data);
+      // One copy out of the (contiguous) flat buffer, not zeroed first.
+      const asio::const_buffer data = msg_.data();
+      const auto* p = static_cast<const uint8_t*>(data.data());
+      hybrid::Bytes b(p, p + data.size());
       unread += static_cast<int64_t>(b.size());
       const uint64_t max_unread =
           hub_.opt.max_unread ? hub_.opt.max_unread : 4 * hub_.opt.max_frame_bytes;

@@ -89,7 +89,18 @@ class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(Shape shape) { resize(shape); }
-  Tensor(const Tensor& o) : Tensor(o.shape_) {
+  // A tensor whose values the caller is about to write, every one of them:
+  // not zeroed first (a frame decoded, a copy). Only the alignment padding
+  // past the last value is zeroed.
+  static Tensor uninitialized(Shape shape) {
+    Tensor t;
+    t.grow(shape.numel(), /*zero=*/false);
+    t.shape_ = shape;
+    return t;
+  }
+  Tensor(const Tensor& o) {
+    grow(o.numel(), /*zero=*/false);
+    shape_ = o.shape_;
     if (numel()) std::memcpy(data(), o.data(), sizeof(float) * numel());
   }
   Tensor& operator=(const Tensor& o) {
@@ -104,15 +115,7 @@ class Tensor {
 
   // Reallocates only when the capacity is too small; contents are zeroed on growth.
   void resize(Shape shape) {
-    int64_t n = shape.numel();
-    if (n > capacity_) {
-      size_t bytes = (sizeof(float) * static_cast<size_t>(n) + kAlign - 1) / kAlign * kAlign;
-      float* p = static_cast<float*>(std::aligned_alloc(kAlign, bytes));
-      if (!p) throw std::bad_alloc();
-      std::memset(p, 0, bytes);
-      buf_.reset(p);
-      capacity_ = n;
-    }
+    grow(shape.numel(), /*zero=*/true);
     shape_ = shape;
   }
   float* data() { return buf_.get(); }
@@ -128,6 +131,21 @@ class Tensor {
   }
 
  private:
+  // Room for n values; on growth, zeroed (or only its padding past n).
+  void grow(int64_t n, bool zero) {
+    if (n <= capacity_) return;
+    const size_t used = sizeof(float) * static_cast<size_t>(n);
+    const size_t bytes = (used + kAlign - 1) / kAlign * kAlign;
+    float* p = static_cast<float*>(std::aligned_alloc(kAlign, bytes));
+    if (!p) throw std::bad_alloc();
+    if (zero)
+      std::memset(p, 0, bytes);
+    else
+      std::memset(reinterpret_cast<char*>(p) + used, 0, bytes - used);
+    buf_.reset(p);
+    capacity_ = n;
+  }
+
   std::unique_ptr<float, AlignedFree> buf_;
   int64_t capacity_ = 0;
   Shape shape_;

@@ -2,6 +2,7 @@
 // their arguments and prerequisites, the small Fashion-MNIST CNN they train,
 // and `dnnlab` processes whose output they read.
 import { spawn } from 'node:child_process';
+import { connect, createServer } from 'node:net';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
@@ -84,4 +85,27 @@ export async function startRun(t, spec, clients, extra = []) {
       ? { url: native[1], token: native[2], page: page[1], watch: watch[1], watchToken: watch[2] } : null;
   }, 30_000).catch((e) => { throw new Error(`${e.message}:\n${log()}`); });
   return run;
+}
+
+// A slow link in front of a run's ws:// URL, for one client: each chunk
+// from the server is passed on `ms` later (the other way at once). A test
+// that must watch a run while it goes on makes it last so, however fast the
+// machine. Resolves to the URL through it; `t.after` closes it.
+export async function slowLink(t, url, ms) {
+  const u = new URL(url);
+  const sockets = [];
+  const proxy = createServer((down) => {
+    const up = connect(Number(u.port), u.hostname);
+    sockets.push(down, up);
+    down.pipe(up);
+    up.on('data', (chunk) => {
+      up.pause();
+      setTimeout(() => { down.write(chunk); up.resume(); }, ms);
+    });
+    up.on('end', () => setTimeout(() => down.end(), ms));
+    for (const s of [down, up]) s.on('error', () => { down.destroy(); up.destroy(); });
+  });
+  await new Promise((ok) => proxy.listen(0, '127.0.0.1', ok));
+  t.after(() => { for (const s of sockets) s.destroy(); proxy.close(); });
+  return `ws://127.0.0.1:${proxy.address().port}${u.pathname}`;
 }

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { LAUNCH, until } from './launch.mjs';
-import { DATASET, arg, hybridSkip, hybridSpec, require, start, startRun } from './hybrid_common.mjs';
+import { DATASET, arg, hybridSkip, hybridSpec, require, slowLink, start, startRun } from './hybrid_common.mjs';
 
 const SHOTS = arg('--shots', null);  // where to keep the page's screenshot
 // Four epochs, so that the page sees the curve grow while the run goes on.
@@ -48,7 +48,10 @@ test('the run page shows the clients, the time split and the curve of a live run
   const waiting = await until('the waiting status', () => watch.evaluate(() => window.dnnlabHybridRun.status), 10_000);
   assert.equal(waiting.state, 'waiting');
   await open('client', urls.page);
-  const native = start(['join', urls.url, '--token', urls.token, '-q']);
+  // The native client's link is slow (20 ms a chunk from the server, several
+  // a ticket, every round synchronous): the run lasts seconds an epoch,
+  // long enough for the page's polls (1 s) to see two epochs while it goes on.
+  const native = start(['join', await slowLink(t, urls.url, 20), '--token', urls.token, '-q']);
   procs.push(native);
 
   // While the run goes on: two rows (a browser, a native client) with

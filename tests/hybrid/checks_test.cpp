@@ -22,6 +22,24 @@ TEST(HybridChecks, ShapeAndFiniteness) {
   EXPECT_NE(finite_problem(t.view()), "");
 }
 
+// The server reads a tensor once for its norm and its finiteness:
+// sum_of_squares chained over tensors is l2_norm's square, bit for bit, and
+// it is finite exactly when every value is.
+TEST(HybridChecks, OneReadGivesTheNormAndTheFiniteness) {
+  nn::Tensor a(nn::Shape{3, 5}), b(nn::Shape{7});
+  for (int64_t i = 0; i < a.numel(); ++i) a[i] = 0.1f * static_cast<float>(i) - 0.7f;
+  for (int64_t i = 0; i < b.numel(); ++i) b[i] = 1e19f / static_cast<float>(i + 1);
+  const nn::TensorView v[] = {a.view(), b.view()};
+  const double sum = sum_of_squares(b.view(), sum_of_squares(a.view()));
+  EXPECT_EQ(std::sqrt(sum), l2_norm(v));
+  EXPECT_TRUE(std::isfinite(sum));  // squares of 1e19 overflow a float, not a double
+  b[6] = -std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(std::isfinite(sum_of_squares(b.view())));
+  b[6] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(std::isfinite(sum_of_squares(b.view())));
+  EXPECT_NE(finite_problem(b.view()).find("value 6"), std::string::npos);
+}
+
 TEST(HybridChecks, NormAgainstTheStepMedian) {
   const CheckLimits lim;
   const NormHistory none;

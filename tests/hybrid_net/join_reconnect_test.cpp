@@ -21,11 +21,14 @@ namespace join_reconnect_test {
 // ways, one thread per connection; once `cut_after` bytes have come from the
 // server it shuts that connection (once: later ones pass untouched), and,
 // with `close_on_cut`, closes every later connection as soon as it is made:
-// no way back, whatever the port (a closed one could be taken again).
+// no way back, whatever the port (a closed one could be taken again). With
+// `pace`, it waits that long after each read from the server: a slow link,
+// which makes a run last (a proxy that never cuts: cut_after = SIZE_MAX).
 class CutProxy {
  public:
-  CutProxy(int upstream, size_t cut_after, bool close_on_cut = false)
-      : upstream_(upstream), cut_after_(cut_after), close_on_cut_(close_on_cut) {
+  CutProxy(int upstream, size_t cut_after, bool close_on_cut = false,
+           std::chrono::milliseconds pace = std::chrono::milliseconds(0))
+      : upstream_(upstream), cut_after_(cut_after), close_on_cut_(close_on_cut), pace_(pace) {
     listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a = loopback(0);
     EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
@@ -94,6 +97,7 @@ class CutProxy {
           off += w;
         }
         if (i == 1) from_server += static_cast<size_t>(n);
+        if (i == 1 && pace_.count() > 0) std::this_thread::sleep_for(pace_);
       }
       if (!ended && from_server >= cut_after_ && !cut_.exchange(true)) {
         refuse_ = close_on_cut_;
@@ -110,6 +114,7 @@ class CutProxy {
   int upstream_;
   size_t cut_after_;
   bool close_on_cut_;
+  std::chrono::milliseconds pace_;
   int listener_ = -1, port_ = 0;
   std::atomic<bool> stop_{false}, cut_{false}, refuse_{false};
   std::atomic<int> connections_{0};
@@ -165,9 +170,14 @@ struct Served {
 TEST(JoinReconnect, ALinkCutMidRunIsResumedAsTheSameClient) {
   Served run(2);
   CutProxy proxy(port_of(run.join.url), 150000);
+  // The other client's link is slow (20 ms a read from the server, a few
+  // reads a ticket, 32 synchronous rounds): the run outlasts the cut
+  // client's pause before it reconnects (at most 0.5 s), however fast the
+  // machine.
+  CutProxy slow(port_of(run.join.url), SIZE_MAX, false, std::chrono::milliseconds(20));
   TempDir a, b;
   const pid_t cut = run.client(a, via(run.join.url, proxy.port()));
-  const pid_t direct = run.client(b, run.join.url, {"-q"});
+  const pid_t direct = run.client(b, via(run.join.url, slow.port()), {"-q"});
   ASSERT_EQ(wait_exit(run.pid, 60), 0) << run.log();
   run.pid = -1;
   const std::string log = slurp(a.path / "log.txt");
