@@ -32,6 +32,7 @@ struct JoinOptions {
   // Tests: SIGKILL this process on receiving its Nth ticket, unanswered (a
   // client that dies mid-step). 0: never.
   int64_t die_at_ticket = 0;
+  int64_t send_delay_ms = 0;
 };
 
 // Exit codes of join beyond main's (docs/errors.md).
@@ -48,13 +49,18 @@ std::chrono::milliseconds backoff(int k, std::mt19937& rng) {
       static_cast<int64_t>(std::uniform_real_distribution<double>(0.5, 1.0)(rng) * ceiling));
 }
 
-// Passes frames through to the link of the moment; counts tickets across
-// links and dies at the chosen one.
-class DyingLink : public hybrid::ClientTransport {
+// Passes frames through to the link of the moment; for tests, counts
+// tickets across links and dies at the chosen one, and holds each frame it
+// sends for a while (so that this client answers after the others).
+class TestLink : public hybrid::ClientTransport {
  public:
-  DyingLink(hybrid::ClientTransport* next, int64_t at) : next_(next), at_(at) {}
+  TestLink(hybrid::ClientTransport* next, int64_t die_at, int64_t send_delay_ms)
+      : next_(next), at_(die_at), delay_(send_delay_ms) {}
   void reroute(hybrid::ClientTransport* next) { next_ = next; }
-  bool send(hybrid::Bytes f) override { return next_->send(std::move(f)); }
+  bool send(hybrid::Bytes f) override {
+    if (delay_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_));
+    return next_->send(std::move(f));
+  }
   std::optional<hybrid::Bytes> receive(hybrid::Clock::time_point deadline) override {
     auto b = next_->receive(deadline);
     if (b && b->size() > 5 && (*b)[5] == static_cast<uint8_t>(hybrid::FrameKind::kTicket) &&
@@ -67,7 +73,7 @@ class DyingLink : public hybrid::ClientTransport {
 
  private:
   hybrid::ClientTransport* next_;
-  int64_t at_, seen_ = 0;
+  int64_t at_, delay_, seen_ = 0;
 };
 
 // Joins again as `id` after a lost link (`why`), up to o.reconnect tries.
@@ -153,12 +159,13 @@ int run_join(const JoinOptions& o) {
         "the training split loaded here (" + std::to_string(data.train.size()) +
         " samples, fingerprint " + mine + ") is not the server's (" + std::to_string(w.train_rows) +
         " samples, " + w.data_fingerprint + "): the same data set and --data as the server?");
-  DyingLink dying(link.get(), o.die_at_ticket);
+  TestLink testing(link.get(), o.die_at_ticket, o.send_delay_ms);
+  const bool test_link = o.die_at_ticket > 0 || o.send_delay_ms > 0;
   hybrid::ClientOptions co;
   hybrid::ClientReport total;
   while (true) {
     hybrid::ClientTransport& use =
-        o.die_at_ticket > 0 ? static_cast<hybrid::ClientTransport&>(dying) : *link;
+        test_link ? static_cast<hybrid::ClientTransport&>(testing) : *link;
     // A new link holds no weights: a fresh features part, which the
     // server's weights overwrite before its first ticket.
     const hybrid::ClientReport r =
@@ -179,7 +186,7 @@ int run_join(const JoinOptions& o) {
                                  " as client " + std::to_string(link->welcome().client) +
                                  " of another run (data fingerprint " +
                                  link->welcome().data_fingerprint + ")");
-      dying.reroute(link.get());
+      testing.reroute(link.get());
       continue;
     }
     if (!r.error.empty() || !reason.empty()) {
@@ -230,6 +237,10 @@ Command add_join(CLI::App& app) {
   c->add_flag("-q,--quiet", o->quiet, "Print nothing but errors (and no reconnect lines)");
   c->add_option("--die-at-ticket", o->die_at_ticket,
                 "Tests: kill this process (SIGKILL) on receiving its Nth ticket")
+      ->group("");
+  c->add_option("--send-delay-ms", o->send_delay_ms,
+                "Tests: hold each frame this client sends for this many ms")
+      ->check(CLI::Range(0, 10000))
       ->group("");
   return [o] { return run_join(*o); };
 }

@@ -107,6 +107,11 @@ void HybridServer::Impl::apply_grads() {
     use.push_back(std::move(g));
   }
   grads.clear();
+  // In ticket order, not arrival order: float sums depend on their order,
+  // and clients over a network answer in any order. At s = 0 the same spec
+  // and seed then give the same weights whatever the timing.
+  std::sort(use.begin(), use.end(),
+            [](const GradResult& a, const GradResult& b) { return a.ticket < b.ticket; });
   std::erase_if(use, [&](const GradResult& g) {
     if (!quarantined(g.client)) return false;
     ++stats.grads_dropped;

@@ -70,6 +70,28 @@ TEST(JoinProcesses, TwoClientsTrainAsInProcessAndTheLossFalls) {
               s["train_loss"].get<double>(), s["val_loss"].get<double>());
 }
 
+// The server averages a round's weight gradients in ticket order, not in
+// the order they arrive. Three of four clients hold each frame they send for
+// 60, 40 and 20 ms, so whichever ids they get, a round's gradients arrive out
+// of ticket order; the weights are still four in-process clients', bit for
+// bit.
+TEST(JoinProcesses, FourClientsAnsweringOutOfOrderTrainAsInProcess) {
+  TempDir b, c;
+  const std::string one = kNetSpec.substr(0, kNetSpec.find("  epochs: 2")) + "  epochs: 1" +
+                          kNetSpec.substr(kNetSpec.find("  epochs: 2") + 11);
+  const auto spec = b.write("net.yaml", one);
+  const Result four = run("train -q " + spec.string() +
+                          " --distributed --clients 4 --out " + b.path.string());
+  ASSERT_EQ(four.code, 0) << four.err;
+  const NetRun net = run_networked(c, c.write("net.yaml", one), 4,
+                                   {{"--send-delay-ms", "60"}, {"--send-delay-ms", "40"},
+                                    {"--send-delay-ms", "20"}});
+  ASSERT_EQ(net.server, 0) << net.log;
+  EXPECT_EQ(net.clients, (std::vector<int>{0, 0, 0, 0})) << net.log;
+  EXPECT_EQ(net.metrics["distributed"]["reissued"], 0) << net.log;
+  EXPECT_EQ(slurp(b.path / "net.safetensors"), slurp(c.path / "net.safetensors"));
+}
+
 TEST(JoinProcesses, ClientKilledMidStepCostsOneReissue) {
   TempDir dir;
   const auto spec = dir.write("net.yaml", kNetSpec);
