@@ -25,6 +25,8 @@
 #        SCHEMES="hybrid data-parallel"
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/hybrid_join_line.sh
+. "$root/bench/hybrid_join_line.sh"
 bin=$(cd "${1:-$root/build/release}" && pwd)/src/cli/dnnlab
 samples=${SAMPLES:-6144}
 tmp=$(mktemp -d)
@@ -85,13 +87,7 @@ hybrid() {  # $1 = model, $2 = clients, $3 = staleness, $4 = hybrid (default) or
     --epochs 1 --limit-train "$samples" --threads 1 --out "$out" >"$out/server.log" 2>&1 &
   local server=$!
   pids+=("$server")
-  for _ in $(seq 300); do
-    read -r url token < <(sed -n 's/^hybrid: join with: dnnlab join \([^ ]*\) --token \([0-9a-f]*\).*/\1 \2/p' \
-      "$out/server.log" 2>/dev/null || true) || true
-    [[ -n $url ]] && break
-    sleep 0.1
-  done
-  [[ -n $url ]] || { cat "$out/server.log" >&2; echo "hybrid_bench: no join URL" >&2; exit 1; }
+  wait_join_line "$out/server.log" hybrid_bench
   local cs=()
   for c in $(seq "$2"); do
     taskset -c 1 /usr/bin/time -f '%e %U %S' -o "$out/c$c.time" "$bin" join "$url" --token "$token" \

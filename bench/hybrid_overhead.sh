@@ -17,6 +17,8 @@
 #        server-SAMPLES-I.data and client-SAMPLES-I.data are kept)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/hybrid_join_line.sh
+. "$root/bench/hybrid_join_line.sh"
 bin=$(cd "${1:-$root/build/release}" && pwd)/src/cli/dnnlab
 mode=${PERF:-stat}
 tmp=$(mktemp -d)
@@ -65,13 +67,7 @@ run() {  # $1 = samples, $2 = repeat index
     --epochs 1 --limit-train "$1" --threads 1 --out "$out" >"$out/server.log" 2>&1 &
   local server=$!
   pids+=("$server")
-  for _ in $(seq 300); do
-    read -r url token < <(sed -n 's/^hybrid: join with: dnnlab join \([^ ]*\) --token \([0-9a-f]*\).*/\1 \2/p' \
-      "$out/server.log" 2>/dev/null || true) || true
-    [[ -n $url ]] && break
-    sleep 0.1
-  done
-  [[ -n $url ]] || { cat "$out/server.log" >&2; echo "hybrid_overhead: no join URL" >&2; exit 1; }
+  wait_join_line "$out/server.log" hybrid_overhead
   taskset -c 1 $cp "$bin" join "$url" --token "$token" --data "$tmp/data/fashion-mnist" \
     >"$out/client.log" 2>&1 &
   local client=$!

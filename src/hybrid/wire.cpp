@@ -406,7 +406,7 @@ Frame decode(std::span<const uint8_t> bytes) {
       s.d[s.rank++] = dim;
     }
     const size_t n = static_cast<size_t>(value_bytes(f.dtype, numel));
-    r.need(n, "a tensor's values");  // before allocating
+    r.need(n, "a tensor's values");               // before allocating
     nn::Tensor v = nn::Tensor::uninitialized(s);  // every value is written below
     if (f.dtype == Dtype::kInt8) {
       read_int8(r, t, v);

@@ -84,23 +84,30 @@ bool same_bits(nn::Model& a, nn::Model& b) {
   return true;
 }
 
-TEST(HybridTrain, OneClientSynchronousIsStandaloneBitForBit) {
-  Fixture fx(cnn_spec(2, 32, 400));  // 400 / 32: a short last batch too
-  nn::Model alone =
-      nn::Model::build(fx.spec.model, fx.input, fx.data.num_classes, fx.spec.train.seed);
+// Trains fx.spec standalone into `alone` and with one in-process client at
+// s = 0 into `*got`: the same curve and the same weights, bit for bit.
+void expect_one_client_is_standalone(Fixture& fx, nn::Model& alone, InProcessRun* got) {
   nn::Trainer trainer(alone, fx.spec.train);
   const std::vector<nn::EpochResult> want = trainer.fit(fx.train, &fx.val, nullptr);
 
   nn::Model hybrid = nn::Model::build(fx.spec.model, fx.input, fx.data.num_classes, 1);
-  const InProcessRun got = fx.run(1, HybridOptions{}, &hybrid);
-  ASSERT_EQ(got.curve.size(), want.size());
+  *got = fx.run(1, HybridOptions{}, &hybrid);
+  ASSERT_EQ(got->curve.size(), want.size());
   for (size_t e = 0; e < want.size(); ++e) {
-    EXPECT_EQ(got.curve[e].train_loss, want[e].train_loss) << "epoch " << e + 1;
-    EXPECT_EQ(got.curve[e].train_acc, want[e].train_acc) << "epoch " << e + 1;
-    EXPECT_EQ(got.curve[e].val_loss, want[e].val_loss) << "epoch " << e + 1;
-    EXPECT_EQ(got.curve[e].lr, want[e].lr);
+    EXPECT_EQ(got->curve[e].train_loss, want[e].train_loss) << "epoch " << e + 1;
+    EXPECT_EQ(got->curve[e].train_acc, want[e].train_acc) << "epoch " << e + 1;
+    EXPECT_EQ(got->curve[e].val_loss, want[e].val_loss) << "epoch " << e + 1;
+    EXPECT_EQ(got->curve[e].lr, want[e].lr);
   }
   EXPECT_TRUE(same_bits(hybrid, alone)) << "the weights differ";
+}
+
+TEST(HybridTrain, OneClientSynchronousIsStandaloneBitForBit) {
+  Fixture fx(cnn_spec(2, 32, 400));  // 400 / 32: a short last batch too
+  nn::Model alone =
+      nn::Model::build(fx.spec.model, fx.input, fx.data.num_classes, fx.spec.train.seed);
+  InProcessRun got;
+  ASSERT_NO_FATAL_FAILURE(expect_one_client_is_standalone(fx, alone, &got));
   EXPECT_EQ(got.version, 2u * 13u);  // one features step per batch
   EXPECT_EQ(got.stats.reissued, 0);
   EXPECT_EQ(got.stats.grads_stale, 0);
@@ -152,19 +159,8 @@ TEST(HybridTrain, AnEmptyClassifierIsDataParallelAndOneClientIsStandaloneBitForB
   ASSERT_EQ(fx.spec.model.parts.at(1).begin, fx.spec.model.parts.at(1).end);
   nn::Model alone =
       nn::Model::build(fx.spec.model, fx.input, fx.data.num_classes, fx.spec.train.seed);
-  nn::Trainer trainer(alone, fx.spec.train);
-  const std::vector<nn::EpochResult> want = trainer.fit(fx.train, &fx.val, nullptr);
-
-  nn::Model hybrid = nn::Model::build(fx.spec.model, fx.input, fx.data.num_classes, 1);
-  const InProcessRun got = fx.run(1, HybridOptions{}, &hybrid);
-  ASSERT_EQ(got.curve.size(), want.size());
-  for (size_t e = 0; e < want.size(); ++e) {
-    EXPECT_EQ(got.curve[e].train_loss, want[e].train_loss) << "epoch " << e + 1;
-    EXPECT_EQ(got.curve[e].train_acc, want[e].train_acc) << "epoch " << e + 1;
-    EXPECT_EQ(got.curve[e].val_loss, want[e].val_loss) << "epoch " << e + 1;
-    EXPECT_EQ(got.curve[e].lr, want[e].lr);
-  }
-  EXPECT_TRUE(same_bits(hybrid, alone)) << "the weights differ";
+  InProcessRun got;
+  ASSERT_NO_FATAL_FAILURE(expect_one_client_is_standalone(fx, alone, &got));
   EXPECT_EQ(got.version, 2u * 13u);
   EXPECT_EQ(got.stats.reissued, 0);
   EXPECT_TRUE(got.stats.quarantined.empty());

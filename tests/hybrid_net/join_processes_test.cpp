@@ -12,6 +12,12 @@
 namespace dnnlab::cli_test {
 namespace join_processes_test {
 
+// kNetSpec for one epoch (32 batches).
+const std::string kNetSpecOneEpoch = [] {
+  std::string s = kNetSpec;
+  return s.replace(s.find("  epochs: 2"), 11, "  epochs: 1");
+}();
+
 TEST(JoinProcesses, OneClientIsStandaloneBitForBit) {
   TempDir a, b;
   const auto spec = a.write("net.yaml", kNetSpec);
@@ -43,9 +49,7 @@ TEST(JoinProcesses, TwoClientsTrainAsInProcessAndTheLossFalls) {
                           " --epochs 1 --distributed --clients 2 --out " + b.path.string());
   ASSERT_EQ(alone.code, 0) << alone.err;
   ASSERT_EQ(pair.code, 0) << pair.err;
-  const auto spec1 =
-      c.write("net.yaml", kNetSpec.substr(0, kNetSpec.find("  epochs: 2")) + "  epochs: 1" +
-                              kNetSpec.substr(kNetSpec.find("  epochs: 2") + 11));
+  const auto spec1 = c.write("net.yaml", kNetSpecOneEpoch);
   const NetRun net = run_networked(c, spec1, 2);
   ASSERT_EQ(net.server, 0) << net.log;
   EXPECT_EQ(net.clients, (std::vector<int>{0, 0})) << net.log;
@@ -77,15 +81,13 @@ TEST(JoinProcesses, TwoClientsTrainAsInProcessAndTheLossFalls) {
 // bit.
 TEST(JoinProcesses, FourClientsAnsweringOutOfOrderTrainAsInProcess) {
   TempDir b, c;
-  const std::string one = kNetSpec.substr(0, kNetSpec.find("  epochs: 2")) + "  epochs: 1" +
-                          kNetSpec.substr(kNetSpec.find("  epochs: 2") + 11);
-  const auto spec = b.write("net.yaml", one);
-  const Result four = run("train -q " + spec.string() +
-                          " --distributed --clients 4 --out " + b.path.string());
+  const auto spec = b.write("net.yaml", kNetSpecOneEpoch);
+  const Result four =
+      run("train -q " + spec.string() + " --distributed --clients 4 --out " + b.path.string());
   ASSERT_EQ(four.code, 0) << four.err;
-  const NetRun net = run_networked(c, c.write("net.yaml", one), 4,
-                                   {{"--send-delay-ms", "60"}, {"--send-delay-ms", "40"},
-                                    {"--send-delay-ms", "20"}});
+  const NetRun net = run_networked(
+      c, c.write("net.yaml", kNetSpecOneEpoch), 4,
+      {{"--send-delay-ms", "60"}, {"--send-delay-ms", "40"}, {"--send-delay-ms", "20"}});
   ASSERT_EQ(net.server, 0) << net.log;
   EXPECT_EQ(net.clients, (std::vector<int>{0, 0, 0, 0})) << net.log;
   EXPECT_EQ(net.metrics["distributed"]["reissued"], 0) << net.log;
