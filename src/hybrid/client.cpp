@@ -50,6 +50,7 @@ ClientReport run_client(ClientTransport& link, const nn::ModelSpec& model, const
       }
       report.tickets = step.tickets();
       if (reply) {
+        reply->compute_us = compute_micros(secs);  // the run page's compute / transfer split
         if (o.tamper) o.tamper(*reply);
         link.send(encode(*reply));
       }

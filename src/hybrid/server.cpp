@@ -209,7 +209,9 @@ void HybridServer::Impl::on_activations(int c, Frame& f, Ticket& t) {
   t.act_feedback = f.dtype == Dtype::kInt8 && opt.feedback_acts;
   t.act = std::move(f.tensors[0]);
   t.has_act = true;
-  client(c).forward_seconds += between(t.sent, Clock::now());
+  const double turnaround = between(t.sent, Clock::now());
+  client(c).forward_seconds += turnaround;
+  client(c).forward_compute_seconds += std::min(turnaround, f.compute_us * 1e-6);
   t.recheck = choose_recheck(c);
   if (peers[c].waiting == f.ticket) peers[c].waiting = 0;
 }
@@ -250,7 +252,9 @@ void HybridServer::Impl::on_weight_grads(int c, Frame& f, Ticket& t) {
     return;  // quarantined; the ticket went with the client
   --peers[c].backward;
   ClientStats& cs = client(c);
-  cs.backward_seconds += between(t.sent, arrived);
+  const double turnaround = between(t.sent, arrived);
+  cs.backward_seconds += turnaround;
+  cs.backward_compute_seconds += std::min(turnaround, f.compute_us * 1e-6);
   ++cs.answered;
   cs.rows += t.rows;
   grads.push_back(

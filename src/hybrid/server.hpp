@@ -75,6 +75,10 @@ struct ClientStats {
   // Ticket sent -> its activations in; activation gradients sent -> its
   // weight gradients in. Seconds, summed over its tickets.
   double forward_seconds = 0, backward_seconds = 0;
+  // Of those, what the client says it computed (each frame's compute time,
+  // clamped to the turnaround it ends: a client cannot claim more); the rest
+  // is the two transfers and the queues on either side.
+  double forward_compute_seconds = 0, backward_compute_seconds = 0;
   int64_t bytes_to = 0, bytes_from = 0;
   // Seconds since the server started: its first ticket, its last frame.
   double first_ticket = -1, last_seen = -1;

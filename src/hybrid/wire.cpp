@@ -80,14 +80,23 @@ Dtype dtype_for(Dtype asked, std::span<const nn::TensorView> tensors) {
   return asked;
 }
 
+// The kinds a client answers with carry its compute time.
+bool carries_compute(FrameKind kind) {
+  return kind == FrameKind::kActivations || kind == FrameKind::kWeightGrads;
+}
+
 void put_header(Bytes& out, FrameKind kind, Dtype dtype, bool feedback, uint64_t version,
-                uint64_t ticket, uint32_t n_indices, uint32_t n_tensors) {
+                uint64_t ticket, uint32_t n_indices, uint32_t n_tensors, uint32_t compute_us) {
   if (dtype != Dtype::kFloat32 && !batch_dtype_allowed(kind))
     throw std::invalid_argument(std::string("encode: a ") +
                                 kKindRules[static_cast<int>(kind) - 1].name +
                                 " frame travels in float32");
   if (feedback && !(kind == FrameKind::kTicket && dtype == Dtype::kInt8))
     throw std::invalid_argument("encode: error feedback is asked for in int8 tickets only");
+  if (compute_us != 0 && !carries_compute(kind))
+    throw std::invalid_argument(std::string("encode: a ") +
+                                kKindRules[static_cast<int>(kind) - 1].name +
+                                " frame carries no compute time");
   out.insert(out.end(), kMagic, kMagic + 4);
   out.push_back(kFrameFormat);
   out.push_back(static_cast<uint8_t>(kind));
@@ -97,6 +106,7 @@ void put_header(Bytes& out, FrameKind kind, Dtype dtype, bool feedback, uint64_t
   put(out, ticket);
   put(out, n_indices);
   put(out, n_tensors);
+  put(out, compute_us);
 }
 
 // x / s in double: a float quotient's rounding could move a value across a
@@ -295,6 +305,12 @@ std::vector<float> int8_block_scales(nn::TensorView v) {
   return out;
 }
 
+uint32_t compute_micros(double seconds) {
+  if (!(seconds > 0)) return 0;  // NaN too
+  const double us = std::nearbyint(seconds * 1e6);
+  return us >= 4294967295.0 ? UINT32_MAX : static_cast<uint32_t>(us);
+}
+
 const char* frame_kind_name(FrameKind k) {
   const auto i = static_cast<uint8_t>(k);
   return i >= 1 && i <= kFrameKinds ? kKindRules[i - 1].name : "?";
@@ -318,7 +334,7 @@ Bytes encode_views(FrameKind kind, uint64_t version, uint64_t ticket,
   Bytes out;
   dtype = dtype_for(dtype, tensors);
   out.reserve(frame_bytes(dtype, 0, tensors));
-  put_header(out, kind, dtype, false, version, ticket, 0, static_cast<uint32_t>(tensors.size()));
+  put_header(out, kind, dtype, false, version, ticket, 0, static_cast<uint32_t>(tensors.size()), 0);
   for (const auto& t : tensors) put_tensor(out, t, dtype);
   return out;
 }
@@ -330,7 +346,8 @@ Bytes encode(const Frame& f) {
   const Dtype dtype = dtype_for(f.dtype, views);
   out.reserve(frame_bytes(dtype, f.indices.size(), views));
   put_header(out, f.kind, dtype, f.feedback, f.version, f.ticket,
-             static_cast<uint32_t>(f.indices.size()), static_cast<uint32_t>(f.tensors.size()));
+             static_cast<uint32_t>(f.indices.size()), static_cast<uint32_t>(f.tensors.size()),
+             f.compute_us);
   for (uint32_t i : f.indices) put(out, i);
   for (const auto& t : views) put_tensor(out, t, dtype);
   return out;
@@ -369,6 +386,7 @@ Frame decode(std::span<const uint8_t> bytes) {
   f.ticket = r.get<uint64_t>("the ticket id");
   const uint32_t n_indices = r.get<uint32_t>("the index count");
   const uint32_t n_tensors = r.get<uint32_t>("the tensor count");
+  f.compute_us = r.get<uint32_t>("the compute time");
   const KindRule& rule = rule_of(f.kind);
   const std::string kname = frame_kind_name(f.kind);
   if (rule.indices ? (n_indices == 0 || n_indices > kMaxIndices) : n_indices != 0)
@@ -379,6 +397,9 @@ Frame decode(std::span<const uint8_t> bytes) {
     throw FrameError(28, "tensor count " + std::to_string(n_tensors) + " for a " + kname +
                              " frame (" + std::to_string(rule.min_t) + " to " +
                              std::to_string(rule.max_t) + ")");
+  if (f.compute_us != 0 && !carries_compute(f.kind))
+    throw FrameError(32, "compute time " + std::to_string(f.compute_us) + " in a " + kname +
+                             " frame (must be 0)");
   if ((f.kind == FrameKind::kWeights || f.kind == FrameKind::kBye) && f.ticket != 0)
     throw FrameError(16, "a " + kname + " frame carries ticket 0");
   if (f.kind != FrameKind::kWeights && f.kind != FrameKind::kBye && f.ticket == 0)

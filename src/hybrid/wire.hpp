@@ -9,11 +9,15 @@
 //   hybrid::Frame g = hybrid::decode(b);                 // throws FrameError (byte offset)
 //
 // Layout (little-endian), docs/distributed.md "Frames":
-//   0  magic "DNHF"          4  format version (1)     5  kind
+//   0  magic "DNHF"          4  format version (2)     5  kind
 //   6  dtype (0 float32, 1 float16, 2 int8)           7  flags (bit 0: error feedback)
 //   8  model version u64    16  ticket id u64
 //  24  index count u32      28  tensor count u32
-//  32  indices u32 x count, then per tensor: rank u32 (1..4), dims u32 x rank
+//  32  compute time u32: the microseconds the client computed this frame's
+//      answer (activations: the forward; weight gradients: the backward);
+//      0 in every other kind. Reported, not trusted: shown only, within the
+//      turnaround the server measured.
+//  36  indices u32 x count, then per tensor: rank u32 (1..4), dims u32 x rank
 //      (each >= 1), the values as float32 (or float16) x product(dims); in
 //      int8, one float32 scale per block of kInt8Block values, then the
 //      values as int8 (-127..127), value = q x its block's scale.
@@ -45,8 +49,8 @@ enum class FrameKind : uint8_t {
 inline constexpr int kFrameKinds = 6;
 const char* frame_kind_name(FrameKind k);
 
-inline constexpr uint8_t kFrameFormat = 1;
-inline constexpr size_t kFrameHeaderBytes = 32;
+inline constexpr uint8_t kFrameFormat = 2;  // 1: no compute time (header of 32 bytes)
+inline constexpr size_t kFrameHeaderBytes = 36;
 // Bounds a frame cannot exceed, whatever its length says.
 inline constexpr uint32_t kMaxIndices = 1u << 20;
 inline constexpr uint32_t kMaxTensors = 4096;
@@ -94,7 +98,14 @@ struct Frame {
   // An int8 ticket's flag: the client carries the quantisation error of its
   // activations into its next ones (docs/distributed.md "Bytes").
   bool feedback = false;
+  // Activations and weight gradients: the client's compute time for them,
+  // in microseconds (saturating); 0 in the other kinds.
+  uint32_t compute_us = 0;
 };
+
+// Seconds as a frame's compute time: rounded to microseconds, clamped to
+// 0..UINT32_MAX (about 71 minutes).
+uint32_t compute_micros(double seconds);
 
 // A frame that breaks the layout: names the byte offset and what was wrong.
 class FrameError : public std::runtime_error {

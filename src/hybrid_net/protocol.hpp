@@ -20,7 +20,7 @@
 
 namespace dnnlab::hybrid_net {
 
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kProtocolVersion = 2;  // 2: frames carry the compute time (format 2)
 inline constexpr const char* kPath = "/hybrid";
 // Before the hello is accepted a connection may send this much at most.
 inline constexpr size_t kMaxHelloBytes = 4096;

@@ -81,6 +81,7 @@ json status_json(const RunStatusInput& in) {
               ? 0
               : std::max(0.0, end - k.first_ticket - k.forward_seconds - k.backward_seconds);
       const double busy = k.forward_seconds + k.backward_seconds;
+      const double compute = k.forward_compute_seconds + k.backward_compute_seconds;
       clients.push_back(
           {{"id", c},
            {"kind", kind_of(c < in.agents.size() ? in.agents[c] : "")},
@@ -95,6 +96,8 @@ json status_json(const RunStatusInput& in) {
            {"recheck_failures", k.recheck_failures},
            {"forward_seconds", finite(k.forward_seconds)},
            {"backward_seconds", finite(k.backward_seconds)},
+           {"compute_seconds", finite(compute)},
+           {"transfer_seconds", finite(std::max(0.0, busy - compute))},
            {"wait_seconds", finite(wait)},
            {"samples_per_second", per_second(static_cast<double>(k.rows), busy)},
            {"bytes_to", k.bytes_to},

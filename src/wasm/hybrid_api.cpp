@@ -1,5 +1,6 @@
 // The browser core's C API for distributed runs (dnnlab_wasm.h,
 // dnnlab_hybrid_*): a client of `dnnlab train --distributed` over a shard.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -69,8 +70,13 @@ DNNLAB_API int dnnlab_hybrid_frame(dnnlab_hybrid* h, const uint8_t* bytes, int32
     h->bytes_in += len;
     const dnnlab::hybrid::Frame fr =
         dnnlab::hybrid::decode(std::span<const uint8_t>(bytes, static_cast<size_t>(len)));
+    // The step's compute time travels in the answer (the run page splits
+    // the server's turnaround into this and the transfer).
+    const auto t0 = std::chrono::steady_clock::now();
     std::optional<dnnlab::hybrid::Frame> r = h->step->on_frame(fr);
     if (!r) return;
+    r->compute_us = dnnlab::hybrid::compute_micros(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     h->reply = dnnlab::hybrid::encode(*r);
     ++h->frames_out;
     h->bytes_out += static_cast<int64_t>(h->reply.size());

@@ -87,6 +87,16 @@ test('the run page shows the clients, the time split and the curve of a live run
   assert.ok(s.samples_per_second.features > 0 && s.samples_per_second.classifier > 0, JSON.stringify(s.samples_per_second));
   assert.ok(s.server.idle_seconds > 0 && s.server.classifier_seconds > 0, JSON.stringify(s.server));
   assert.match(live.text, /Where the time went/);
+  // Each client's turnarounds split into its reported compute (the wasm
+  // core's and dnnlab join's own clocks) and the transfer; the native one
+  // sits behind the slow link, so most of its turnaround is transfer.
+  for (const c of s.clients) {
+    const busy = c.forward_seconds + c.backward_seconds;
+    assert.ok(c.compute_seconds > 0 && c.compute_seconds <= busy, JSON.stringify(c));
+    assert.ok(Math.abs(c.compute_seconds + c.transfer_seconds - busy) < 1e-6, JSON.stringify(c));
+  }
+  const slow = s.clients.find((c) => c.kind === 'native');
+  assert.ok(slow.transfer_seconds > slow.compute_seconds, `the slow link's client: ${JSON.stringify(slow)}`);
 
   assert.equal(await server.exited, 0, server.log);
   const metrics = JSON.parse(readFileSync(join(dir, 'hybrid-watched.metrics.json'), 'utf8'));

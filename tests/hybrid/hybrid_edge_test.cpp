@@ -92,6 +92,31 @@ TEST(HybridEdge, NonFiniteFromOneIsALieFromAllIsDivergence) {
   }
 }
 
+// A client's compute time is its own report: the server keeps it within
+// the turnaround it measured, so a client claiming an hour a frame shows
+// as all compute, never as more time than passed.
+TEST(HybridEdge, AClaimedComputeTimeIsClampedToTheTurnaround) {
+  const nn::RunSpec spec = spec::parse_run_spec(kSmallCnn, "edge.yaml");
+  data::Dataset data = data::load(data::load_options(spec.data, ""));
+  const nn::Shape input = nn::model_input(spec.model, data.sample_shape);
+  const nn::LabeledData train{data.train.x.view(), data.train.y.data()};
+  ClientOptions liar;
+  liar.tamper = [](Frame& f) { f.compute_us = UINT32_MAX; };
+  const InProcessRun r = train_in_process(spec, input, data.num_classes, train, nullptr, nullptr, 2,
+                                          {}, nullptr, {{}, liar});
+  ASSERT_EQ(r.stats.clients.size(), 2u);
+  const ClientStats& honest = r.stats.clients[0];
+  const ClientStats& claims = r.stats.clients[1];
+  EXPECT_TRUE(r.stats.quarantined.empty());
+  EXPECT_GT(honest.forward_compute_seconds, 0);
+  EXPECT_GT(honest.backward_compute_seconds, 0);
+  EXPECT_LE(honest.forward_compute_seconds, honest.forward_seconds);
+  EXPECT_LE(honest.backward_compute_seconds, honest.backward_seconds);
+  EXPECT_EQ(claims.forward_compute_seconds, claims.forward_seconds);
+  EXPECT_EQ(claims.backward_compute_seconds, claims.backward_seconds);
+  EXPECT_LT(claims.forward_seconds, 60);
+}
+
 // Dropout in both parts: the whole model draws the masks of both from one
 // stream, the parts each from their own, so one client at s = 0 is not
 // standalone bit for bit. Stated tolerance per epoch (docs/distributed.md):

@@ -110,8 +110,11 @@ TEST(HybridWireInt8, EdgeCasesZerosOneHugeValueDenormalsBatchOne) {
   EXPECT_TRUE(std::isfinite(gh.tensors[0][3]));
   EXPECT_LT(gh.tensors[0][200], -0.99f * FLT_MAX);
   EXPECT_EQ(gh.tensors[0][4], 0.f);  // 0.01 beside FLT_MAX
-  for (int64_t i = 128; i < 256; ++i)
-    if (i != 200) EXPECT_EQ(gh.tensors[0][i], 0.f);
+  for (int64_t i = 128; i < 256; ++i) {
+    if (i != 200) {
+      EXPECT_EQ(gh.tensors[0][i], 0.f);
+    }
+  }
   for (int64_t i = 256; i < 300; ++i)  // the short last block: its own scale
     EXPECT_NEAR(gh.tensors[0][i], h.tensors[0][i], 0.08f / 254 * 1.0001f);
   // Denormals, down to the smallest: the scale is a denormal (not 0) and

@@ -46,6 +46,32 @@ TEST(HybridWire, RoundTripKeepsEveryField) {
   EXPECT_EQ(encode_views(f.kind, 7, 42, views), b);
 }
 
+// A client's answers carry its compute time; the server's frames carry 0,
+// and a decoder refuses anything else there (named at byte 32).
+TEST(HybridWire, OnlyAnswersCarryAComputeTime) {
+  Frame f = sample_frame();  // weight gradients
+  f.compute_us = 123456;
+  EXPECT_EQ(decode(encode(f)).compute_us, 123456u);
+  Frame a{FrameKind::kActivations, 1, 1, {}, {}};
+  a.tensors.emplace_back(nn::Shape{1});
+  a.compute_us = UINT32_MAX;
+  EXPECT_EQ(decode(encode(a)).compute_us, UINT32_MAX);
+  Frame t{FrameKind::kTicket, 3, 9, {1}, {}};
+  EXPECT_EQ(decode(encode(t)).compute_us, 0u);
+  t.compute_us = 1;
+  EXPECT_THROW(encode(t), std::invalid_argument);
+  t.compute_us = 0;
+  Bytes b = encode(t);
+  b[32] = 1;
+  std::string msg;
+  EXPECT_EQ(error_offset(b, &msg), 32u);
+  EXPECT_NE(msg.find("compute time"), std::string::npos) << msg;
+  EXPECT_EQ(compute_micros(-1), 0u);
+  EXPECT_EQ(compute_micros(std::nan("")), 0u);
+  EXPECT_EQ(compute_micros(0.0000014), 1u);
+  EXPECT_EQ(compute_micros(1e9), UINT32_MAX);
+}
+
 TEST(HybridWire, TicketCarriesIndices) {
   Frame t{FrameKind::kTicket, 3, 9, {5, 0, 4000000000u}, {}};
   const Frame g = decode(encode(t));
@@ -71,7 +97,7 @@ TEST(HybridWire, ErrorsNameTheOffset) {
   std::string msg;
   EXPECT_EQ(error_offset(with(0, 'X'), &msg), 0u);
   EXPECT_NE(msg.find("magic"), std::string::npos) << msg;
-  EXPECT_EQ(error_offset(with(4, 2)), 4u);        // format version
+  EXPECT_EQ(error_offset(with(4, 1)), 4u);        // format version 1 (no compute time)
   EXPECT_EQ(error_offset(with(5, 0)), 5u);        // kind
   EXPECT_EQ(error_offset(with(5, 99)), 5u);       // kind
   EXPECT_EQ(error_offset(with(6, 1), &msg), 6u);  // dtype: gradients travel in float32
@@ -79,8 +105,8 @@ TEST(HybridWire, ErrorsNameTheOffset) {
   EXPECT_EQ(error_offset(with(7, 1)), 7u);    // reserved
   EXPECT_EQ(error_offset(with(24, 1)), 24u);  // weight gradients carry no indices
   EXPECT_EQ(error_offset(with(28, 0)), 28u);  // ... and at least one tensor
-  EXPECT_EQ(error_offset(with(32, 9)), 32u);  // rank 9
-  EXPECT_EQ(error_offset(with(36, 0)), 36u);  // a dimension of 0
+  EXPECT_EQ(error_offset(with(36, 9)), 36u);  // rank 9
+  EXPECT_EQ(error_offset(with(40, 0)), 40u);  // a dimension of 0
   Bytes trailing = good;
   trailing.push_back(0);
   EXPECT_EQ(error_offset(trailing, &msg), good.size());
@@ -168,14 +194,14 @@ TEST(HybridWire, HugeDimensionsFailBeforeAllocating) {
   Bytes b = encode(f);
   // rank 1 with a dimension of 2^31: the values are not there.
   const uint32_t big = 1u << 31;
-  std::memcpy(b.data() + 36, &big, 4);
+  std::memcpy(b.data() + 40, &big, 4);
   std::string msg;
-  EXPECT_EQ(error_offset(b, &msg), 36u);
+  EXPECT_EQ(error_offset(b, &msg), 40u);
   EXPECT_NE(msg.find("values"), std::string::npos) << msg;
   // Within the bound but truncated: named at the values.
   const uint32_t many = 1000;
-  std::memcpy(b.data() + 36, &many, 4);
-  EXPECT_EQ(error_offset(b, &msg), 40u);
+  std::memcpy(b.data() + 40, &many, 4);
+  EXPECT_EQ(error_offset(b, &msg), 44u);
   EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
 }
 

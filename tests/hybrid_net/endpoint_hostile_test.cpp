@@ -100,13 +100,13 @@ TEST(EndpointHostile, EachGetsAReasonAndTrainingGoesOn) {
 
   // Refused at the hello: never clients.
   const Heard wrong_token = hostile_peer(port, hello_json(std::string(64, 'b')), {});
-  const Heard wrong_version = hostile_peer(port, hello_json(eo.token, 2), {});
+  const Heard wrong_version = hostile_peer(port, hello_json(eo.token, 1), {});
   const Heard binary_hello = hostile_peer(port, "", {});
   const Heard big_hello = hostile_peer(port, hello_json(std::string(5000, 'a')), {});
   EXPECT_EQ(big_hello.reason, "the hello is over 4096 bytes");
   EXPECT_FALSE(wrong_token.welcomed);
   EXPECT_EQ(wrong_token.reason, "hello: 'token' is not this run's join token");
-  EXPECT_EQ(wrong_version.reason, "hello: 'v' is 2, this build speaks 1");
+  EXPECT_EQ(wrong_version.reason, "hello: 'v' is 1, this build speaks 2");
   EXPECT_EQ(binary_hello.reason, "the first message must be the text hello, got a binary message");
 
   // Admitted, then misbehaving: each holds a client slot until the engine
@@ -115,14 +115,14 @@ TEST(EndpointHostile, EachGetsAReasonAndTrainingGoesOn) {
   hybrid::Frame other{hybrid::FrameKind::kActivations, 0, 999, {}, {}};
   other.tensors.emplace_back(nn::Shape{1, 4});
   hybrid::Bytes not_held = hybrid::encode(other);
-  hybrid::Bytes format2 = not_held;
-  format2[4] = 2;
+  hybrid::Bytes format1 = not_held;
+  format1[4] = 1;  // format 1: no compute time
   hybrid::Bytes oversize(eo.max_frame_bytes + 1000, 0);
   hybrid::Bytes chat = {'h', 'i'};
   std::vector<Heard> heard(5);
   std::vector<std::thread> peers;
   int i = 0;
-  for (const hybrid::Bytes* f : {&garbage, &not_held, &format2, &oversize, &chat}) {
+  for (const hybrid::Bytes* f : {&garbage, &not_held, &format1, &oversize, &chat}) {
     peers.emplace_back(
         [&, f, i] { heard[i] = hostile_peer(port, hello_json(eo.token), *f, f == &chat); });
     ++i;
@@ -155,7 +155,7 @@ TEST(EndpointHostile, EachGetsAReasonAndTrainingGoesOn) {
   EXPECT_EQ(server.stats().quarantined.size(), 3u);
   EXPECT_EQ(heard[0].reason, "hybrid frame at byte 0: not a hybrid frame (magic)");
   EXPECT_EQ(heard[1].reason, "ticket 999 was not issued to it");
-  EXPECT_EQ(heard[2].reason, "hybrid frame at byte 4: format version 2, this build reads 1");
+  EXPECT_EQ(heard[2].reason, "hybrid frame at byte 4: format version 1, this build reads 2");
   EXPECT_EQ(heard[3].reason, "a frame is over 1048576 bytes (max_frame_bytes)");
   EXPECT_EQ(heard[4].reason, "a text message after the hello: the trainer's frames are binary");
   for (const Heard& h : heard) {
@@ -173,7 +173,8 @@ TEST(EndpointHostile, MalformedIdentitiesAreRefusedByName) {
   EndpointOptions eo;
   eo.token = std::string(64, 'e');
   HybridEndpoint ep("127.0.0.1:0", eo);
-  const std::string head = R"({"v":1,"type":"hello","token":")" + eo.token + "\"";
+  const std::string head = R"({"v":)" + std::to_string(kProtocolVersion) +
+                           R"(,"type":"hello","token":")" + eo.token + "\"";
   const std::string secret = "\"secret\":\"" + std::string(64, 'f') + "\"";
   const std::pair<std::string, std::string> cases[] = {
       {head + R"(,"client":0})", "hello: 'client' without 'secret'"},

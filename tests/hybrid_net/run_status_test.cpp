@@ -177,6 +177,14 @@ TEST(RunStatus, SnapshotsOfARealRunHoldTogetherAndNeedAToken) {
     EXPECT_EQ(d["by_client"][c]["tickets"], d["tickets_by_client"][c]);
     EXPECT_EQ(d["by_client"][c]["kind"], "native");
     EXPECT_GT(d["by_client"][c]["forward_seconds"].get<double>(), 0);
+    // The turnarounds split: the compute `dnnlab join` reported, the rest transfer.
+    const auto& k = d["by_client"][c];
+    const double busy = k["forward_seconds"].get<double>() + k["backward_seconds"].get<double>();
+    EXPECT_GT(k["compute_seconds"].get<double>(), 0) << k.dump();
+    EXPECT_LE(k["compute_seconds"].get<double>(), busy) << k.dump();
+    EXPECT_NEAR(k["compute_seconds"].get<double>() + k["transfer_seconds"].get<double>(), busy,
+                1e-9)
+        << k.dump();
   }
   EXPECT_GE(training, 5) << seen.size() << " snapshots";
   EXPECT_GE(most_epochs, 2u) << "no snapshot between epochs";

@@ -65,7 +65,7 @@ function nodeClient(core, url, token, { onWelcome } = {}) {
       s.bytesIn += buf.byteLength;
       if (reply) { ws.send(reply); s.bytesOut += reply.byteLength; }
     };
-    ws.onopen = () => ws.send(JSON.stringify({ v: 1, type: 'hello', token, agent: 'browser' }));
+    ws.onopen = () => ws.send(JSON.stringify({ v: 2, type: 'hello', token, agent: 'browser' }));
     ws.onmessage = async (ev) => {
       if (typeof ev.data !== 'string') {
         if (!s.hc) return early.push(ev.data);
@@ -155,8 +155,8 @@ async function run() {
       const hc = core.createHybridClient(welcome.core_spec, shard, welcome.data_fingerprint);
       assert.throws(() => hc.frame(new Uint8Array([1, 2, 3, 4, 5])),
         (e) => e instanceof DnnlabError && /hybrid frame at byte 0/.test(e.message));
-      const ticket = new Uint8Array(36);  // a ticket for version 0 before any weights
-      ticket.set([0x44, 0x4e, 0x48, 0x46, 1, 1]);
+      const ticket = new Uint8Array(40);  // a ticket for version 0 before any weights (format 2)
+      ticket.set([0x44, 0x4e, 0x48, 0x46, 2, 1]);
       new DataView(ticket.buffer).setUint32(16, 1, true);
       new DataView(ticket.buffer).setUint32(24, 1, true);
       assert.throws(() => hc.frame(ticket), /this client holds none/);

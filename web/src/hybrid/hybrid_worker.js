@@ -108,7 +108,7 @@ function run({ token, url, base, identity: kept, tries }) {
       publish(info.done);
     };
     ws.onopen = () => ws.send(JSON.stringify({
-      v: 1, type: 'hello', token, agent: 'browser',
+      v: 2, type: 'hello', token, agent: 'browser',
       ...(identity ? { client: identity.client, secret: identity.secret } : {}),
     }));
     ws.onmessage = (ev) => {

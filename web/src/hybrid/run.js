@@ -28,8 +28,9 @@ const loss = new Chart({ id: 'loss', title: 'Loss per epoch', height: 220, xLabe
 const acc = new Chart({ id: 'accuracy', title: 'Accuracy per epoch', height: 220, xLabel: 'epoch', yLabel: 'accuracy', xInt: true });
 $('run').append(summary,
   h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h3', {}, 'Where the time went'),
-    h('span', { class: 'note' }, 'client turnaround = its compute + both transfers')), split),
-  h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h3', {}, 'Clients')), clients),
+    h('span', { class: 'note' }, 'client turnaround = its compute (as it reports it) + both transfers')), split),
+  h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h3', {}, 'Clients')),
+    h('div', { style: 'overflow-x:auto' }, clients)),
   loss.el, acc.el);
 
 function stat(label, value, id) {
@@ -64,21 +65,25 @@ function render(s) {
     stat('Bytes to / from clients', `${mb(sv.bytes_to_clients)} / ${mb(sv.bytes_from_clients)}`, 'stat-bytes'),
     stat('Wire, staleness', `${s.wire}, ${s.staleness}`, 'stat-wire'));
 
-  const rows = [row(['', 'split', 'compute', 'idle'], true),
+  const rows = [row(['', 'split', 'compute', 'transfer', 'idle'], true),
     row(['server', bar([['classifier', sv.classifier_seconds, '#2563eb'], ['features step', sv.features_step_seconds, '#0891b2'], ['idle', sv.idle_seconds, '#d1d5db']]),
-      secs(sv.compute_seconds), `${secs(sv.idle_seconds)} (${pct(sv.idle_seconds, sv.compute_seconds + sv.idle_seconds)})`])];
+      secs(sv.compute_seconds), '—', `${secs(sv.idle_seconds)} (${pct(sv.idle_seconds, sv.compute_seconds + sv.idle_seconds)})`])];
   for (const c of s.clients) {
     const busy = c.forward_seconds + c.backward_seconds;
-    rows.push(row([`client ${c.id}`, bar([['forward', c.forward_seconds, '#16a34a'], ['backward', c.backward_seconds, '#ca8a04'], ['waiting', c.wait_seconds, '#d1d5db']]),
-      secs(busy), `${secs(c.wait_seconds)} (${pct(c.wait_seconds, busy + c.wait_seconds)})`]));
+    // Its turnarounds split into what it computed (its own report, clamped
+    // by the server to each turnaround) and the rest: both transfers and
+    // any queue on either side.
+    rows.push(row([`client ${c.id}`, bar([['compute', c.compute_seconds ?? 0, '#16a34a'], ['transfer', c.transfer_seconds ?? busy, '#9333ea'], ['waiting', c.wait_seconds, '#d1d5db']]),
+      secs(c.compute_seconds ?? 0), secs(c.transfer_seconds ?? busy), `${secs(c.wait_seconds)} (${pct(c.wait_seconds, busy + c.wait_seconds)})`]));
   }
   split.replaceChildren(...rows);
 
   clients.replaceChildren(row(['client', 'kind', 'state', 'tickets', 'done', 'reissued', 're-checks (failed)',
-    'forward s', 'backward s', 'waiting s', 'samples/s', 'to / from', 'last seen'], true),
+    'forward s', 'backward s', 'compute s', 'transfer s', 'waiting s', 'samples/s', 'to / from', 'last seen'], true),
   ...s.clients.map((c) => h('tr', { 'data-client': c.id, 'data-kind': c.kind },
     ...[c.id, c.kind, c.state, c.tickets, c.done, c.reissued, `${c.rechecks} (${c.recheck_failures})`,
-      num(c.forward_seconds, 3), num(c.backward_seconds, 3), num(c.wait_seconds, 3), rate(c.samples_per_second),
+      num(c.forward_seconds, 3), num(c.backward_seconds, 3), num(c.compute_seconds ?? 0, 3), num(c.transfer_seconds ?? 0, 3),
+      num(c.wait_seconds, 3), rate(c.samples_per_second),
       `${mb(c.bytes_to)} / ${mb(c.bytes_from)}`, c.last_seen_ago === null ? '—' : `${c.last_seen_ago.toFixed(1)} s ago`]
       .map((v, i) => h('td', { class: i >= 3 ? 'num' : undefined }, String(v))))));
 
