@@ -21,7 +21,8 @@ ClientReport run_client(ClientTransport& link, const nn::ModelSpec& model, const
                         const ClientOptions& o) {
   ClientReport report;
   try {
-    ClientStep step(nn::Model::build_part(model, "features", input, num_classes, seed), shard);
+    ClientStep step(nn::Model::build_part(model, "features", input, num_classes, seed), shard,
+                    seed);
     int64_t tickets_seen = 0;
     while (!step.done()) {
       const auto waited = Clock::now();

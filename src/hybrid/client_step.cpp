@@ -7,10 +7,29 @@
 
 namespace dnnlab::hybrid {
 
-ClientStep::ClientStep(nn::Model features, nn::TensorView shard)
-    : f_(std::move(features)), shard_(shard) {
+ClientStep::ClientStep(nn::Model features, nn::TensorView shard, uint64_t run_seed)
+    : f_(std::move(features)), shard_(shard), run_seed_(run_seed) {
   params_ = f_.params();
   state_ = f_.state();
+}
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+uint64_t ticket_dropout_seed(uint64_t run_seed, uint64_t version,
+                             std::span<const uint32_t> indices) {
+  uint64_t h = splitmix64(run_seed ^ 0x64726f706f7574ull);  // "dropout"
+  h = splitmix64(h ^ version);
+  for (uint32_t i : indices) h = splitmix64(h ^ i);
+  return splitmix64(h ^ indices.size());
 }
 
 std::optional<Frame> ClientStep::on_frame(const Frame& fr) {
@@ -63,6 +82,7 @@ Frame ClientStep::answer_ticket(const Frame& fr) {
     std::memcpy(batch_.data() + i * row, shard_.data() + src * row, sizeof(float) * row);
   }
   Frame out{FrameKind::kActivations, fr.version, fr.ticket, {}, {}, fr.dtype};  // as asked
+  f_.set_rng_seed(ticket_dropout_seed(run_seed_, fr.version, fr.indices));
   const nn::TensorView h = f_.forward(batch_.view(), /*training=*/true);
   out.tensors.push_back(nn::Tensor::uninitialized(h.shape()));  // written whole below
   std::memcpy(out.tensors[0].data(), h.data(), sizeof(float) * h.numel());

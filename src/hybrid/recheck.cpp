@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "hybrid/client_step.hpp"
 #include "hybrid/server_impl.hpp"
 
 namespace dnnlab::hybrid {
@@ -55,15 +56,9 @@ void copy_values(const std::vector<nn::Param*>& to, const std::vector<nn::Param*
 }  // namespace
 
 void HybridServer::Impl::init_rechecks() {
-  const nn::PartSpec* f = nullptr;
-  for (const nn::PartSpec& p : spec.model.parts)
-    if (p.name == "features") f = &p;
-  bool dropout = false;
-  for (size_t i = f ? f->begin : 0; f && i < f->end; ++i)
-    dropout |= spec.model.layers[i].type == "dropout";
-  recheck_possible = !dropout && (opt.recheck_first > 0 || opt.recheck_rate > 0);
-  if (dropout && (opt.recheck_first > 0 || opt.recheck_rate > 0))
-    note("re-checks are off: the features part has dropout, whose masks the clients draw");
+  // Dropout in the features part is no obstacle: a ticket's masks are drawn
+  // from a seed the server knows too (ticket_dropout_seed).
+  recheck_possible = opt.recheck_first > 0 || opt.recheck_rate > 0;
   recheck_rng.seed(opt.recheck_seed
                        ? opt.recheck_seed
                        : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}());
@@ -86,9 +81,14 @@ bool HybridServer::Impl::recheck(int c, uint64_t id, const Ticket& t,
   bs[0] = t.rows;
   nn::Tensor batch(bs);
   const int64_t row = train->x.cols();
-  for (int64_t i = 0; i < t.rows; ++i)
+  std::vector<uint32_t> indices(static_cast<size_t>(t.rows));
+  for (int64_t i = 0; i < t.rows; ++i) {
+    indices[i] = static_cast<uint32_t>(order[t.begin + i]);
     std::memcpy(batch.data() + i * row, train->x.data() + order[t.begin + i] * row,
                 sizeof(float) * row);
+  }
+  // The ticket's dropout masks, as its client drew them.
+  checker.set_rng_seed(ticket_dropout_seed(spec.train.seed, t.version, indices));
   const double tol = opt.recheck_tolerance;
   std::string why;
   const nn::TensorView h = checker.forward(batch.view(), /*training=*/true);

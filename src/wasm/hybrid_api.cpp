@@ -53,7 +53,8 @@ DNNLAB_API dnnlab_hybrid* dnnlab_hybrid_create(const char* spec_json, dnnlab_sha
     h->ds = s->ds;
     const nn::TensorView x(const_cast<float*>(train.x.data()), batch_shape(in, train.size()));
     h->step = std::make_unique<dnnlab::hybrid::ClientStep>(
-        nn::Model::build_part(spec.model, "features", in, spec.classes, spec.train.seed), x);
+        nn::Model::build_part(spec.model, "features", in, spec.classes, spec.train.seed), x,
+        spec.train.seed);
     out = h.release();
   });
   if (st == DNNLAB_OK) g_status = DNNLAB_OK, g_error.clear();

@@ -45,7 +45,7 @@ struct StepParts {
 
 TEST(HybridClientStep, AnswersTicketsAndGradientsFrameByFrame) {
   StepParts s;
-  ClientStep step(s.part(), s.shard.view());
+  ClientStep step(s.part(), s.shard.view(), 5);
   EXPECT_EQ(step.version(), ClientStep::kNoVersion);
   EXPECT_FALSE(step.on_frame(s.weights(4)));
   EXPECT_EQ(step.version(), 4u);
@@ -74,7 +74,7 @@ TEST(HybridClientStep, AnswersTicketsAndGradientsFrameByFrame) {
 
 TEST(HybridClientStep, RefusesWhatNoServerSends) {
   StepParts s;
-  ClientStep step(s.part(), s.shard.view());
+  ClientStep step(s.part(), s.shard.view(), 5);
   EXPECT_THROW(step.on_frame({FrameKind::kTicket, 0, 1, {0}, {}}), std::runtime_error)
       << "a ticket before any weights";
   step.on_frame(s.weights(1));
@@ -94,13 +94,47 @@ TEST(HybridClientStep, RefusesWhatNoServerSends) {
   EXPECT_THROW(step.on_frame(w), std::runtime_error);
 }
 
+// Dropout in the features part: a ticket's masks come from the run's seed,
+// its version and its indices. Two clients given the same ticket answer
+// bit for bit alike (so the server's re-check can draw them too); two
+// tickets of identical rows get different masks (the batches of a round
+// are not dropped alike), and so does the same ticket on another version.
+TEST(HybridClientStep, DropoutMasksArePerTicketNotPerClient) {
+  StepParts s;
+  std::string yaml = kSpec;
+  yaml.replace(yaml.find("      - relu\n"), 13, "      - relu\n      - dropout: 0.5\n");
+  s.spec = spec::parse_run_spec(yaml, "step.yaml");
+  for (int64_t i = 0; i < 784; ++i) s.shard.data()[784 + i] = s.shard.data()[i];  // row 1 = row 0
+  auto answer = [&](ClientStep& step, uint64_t version, uint32_t index) {
+    step.on_frame(s.weights(version));
+    std::optional<Frame> a = step.on_frame({FrameKind::kTicket, version, 1, {index}, {}});
+    EXPECT_TRUE(a);
+    return std::vector<float>(a->tensors[0].data(), a->tensors[0].data() + a->tensors[0].numel());
+  };
+  ClientStep one(s.part(), s.shard.view(), 5), two(s.part(), s.shard.view(), 5);
+  const std::vector<float> a = answer(one, 1, 0);
+  answer(two, 1, 1);  // another ticket first: the second client's own stream moved on
+  EXPECT_EQ(answer(two, 1, 0), a);
+  EXPECT_NE(answer(one, 1, 1), a) << "the same rows under another ticket: other masks";
+  EXPECT_NE(answer(one, 2, 0), a) << "another version: other masks";
+  ClientStep other_run(s.part(), s.shard.view(), 6);
+  EXPECT_NE(answer(other_run, 1, 0), a) << "another run seed: other masks";
+  int zeros = 0;
+  for (float v : a) zeros += v == 0;
+  EXPECT_GT(zeros, static_cast<int>(a.size()) / 3) << "dropout 0.5 after relu drops values";
+  const uint32_t idx[] = {3, 4};
+  EXPECT_EQ(ticket_dropout_seed(5, 1, idx), ticket_dropout_seed(5, 1, idx));
+  const uint32_t swapped[] = {4, 3};
+  EXPECT_NE(ticket_dropout_seed(5, 1, idx), ticket_dropout_seed(5, 1, swapped));
+}
+
 // An int8 ticket is answered in int8; with the feedback flag the client
 // adds what quantising its previous activations lost (the same rows twice:
 // the second answer is h + (h - q(h))); without it, nothing is carried.
 TEST(HybridClientStep, Int8TicketsAnswerInKindAndCarryTheErrorWhenAsked) {
   StepParts s;
   for (bool feedback : {false, true}) {
-    ClientStep step(s.part(), s.shard.view());
+    ClientStep step(s.part(), s.shard.view(), 5);
     step.on_frame(s.weights(1));
     Frame t{FrameKind::kTicket, 1, 5, {2, 1}, {}, Dtype::kInt8};
     t.feedback = feedback;

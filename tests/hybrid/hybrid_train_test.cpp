@@ -136,8 +136,8 @@ TEST(HybridTrain, SpecWithoutPartsOrBadCountsIsRefused) {
 }
 
 // Pure data-parallel through the same machinery: every layer in `features`
-// (the tiny CNN without its dropout, whose masks the client would draw from
-// its own stream) and `classifier: []`, so the server computes only the loss.
+// (the tiny CNN without its dropout, so that one client is standalone bit
+// for bit) and `classifier: []`, so the server computes only the loss.
 std::string data_parallel_spec(int epochs, int batch, int limit_train) {
   std::string s = cnn_spec(epochs, batch, limit_train);
   const std::string cls =
@@ -558,18 +558,24 @@ TEST(HybridRecheck, TrustedClientsAreSampled) {
   EXPECT_EQ(fx.run(2, o).stats.rechecks, 2 * 2);
 }
 
-TEST(HybridRecheck, OffWhenTheFeaturesHaveDropout) {
-  std::string yaml = cnn_spec(1, 16, 128);
+// Dropout in the features part: a ticket's masks come from a seed the
+// server knows too (ticket_dropout_seed), so its re-check draws the same
+// ones: honest clients pass every re-check, a subtle liar is still caught.
+TEST(HybridRecheck, DropoutInTheFeaturesIsRecheckedToo) {
+  std::string yaml = cnn_spec(1, 16, 256);
   const std::string at = "      - max_pool2d: 2\n    classifier:";
   ASSERT_NE(yaml.find(at), std::string::npos);
   yaml.replace(yaml.find(at), at.size(),
-               "      - max_pool2d: 2\n      - dropout: 0.1\n    classifier:");
+               "      - max_pool2d: 2\n      - dropout: 0.3\n    classifier:");
   Fixture fx(yaml);
-  const InProcessRun r = fx.run(2, HybridOptions{});
-  EXPECT_EQ(r.stats.rechecks, 0);
-  bool said = false;
-  for (const auto& line : r.stats.log) said |= line.find("re-checks are off") != std::string::npos;
-  EXPECT_TRUE(said);
+  const InProcessRun honest = fx.run(2, every_ticket_rechecked());
+  EXPECT_EQ(honest.stats.rechecks, honest.stats.tickets);
+  EXPECT_EQ(honest.stats.recheck_failures, 0);
+  EXPECT_TRUE(honest.stats.quarantined.empty());
+  const InProcessRun caught =
+      fx.run(3, every_ticket_rechecked(), nullptr, {{}, {}, subtle_liar("grads")});
+  EXPECT_EQ(caught.stats.quarantined, std::vector<int>{2});
+  EXPECT_EQ(caught.stats.recheck_failures, 1);
 }
 
 }  // namespace train_test
