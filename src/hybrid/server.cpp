@@ -64,7 +64,7 @@ void HybridServer::Impl::rejoin(int c) {
   p.grad_feedback.clear();
   p.act_scales.clear();
   client(c).gone = false;
-  note("client " + std::to_string(c) + " is back (" + std::to_string(p.checks_passed) +
+  note("client " + std::to_string(c) + " is back (" + std::to_string(p.record.agreed) +
        " re-checks passed)");
 }
 
@@ -308,6 +308,12 @@ HybridServer::HybridServer(const nn::RunSpec& spec, const nn::Shape& input, int6
   if (options.staleness < 0 || options.staleness > kMaxStaleness)
     throw std::invalid_argument("staleness " + std::to_string(options.staleness) +
                                 " is outside 0.." + std::to_string(kMaxStaleness));
+  if (options.recheck_first < 0)
+    throw std::invalid_argument("recheck_first " + std::to_string(options.recheck_first) +
+                                " is below 0");
+  if (!(options.recheck_rate >= 0 && options.recheck_rate <= 1))
+    throw std::invalid_argument("recheck_rate " + std::to_string(options.recheck_rate) +
+                                " is outside [0, 1]");
   impl_ = std::make_unique<Impl>(spec, input, num_classes, link, options);
 }
 

@@ -52,15 +52,28 @@ struct HybridOptions {
   bool feedback_acts = false, feedback_grads = false;
   // Native re-checks (docs/distributed.md, "Re-checks"): the server re-runs
   // a ticket's features forward and backward on its own copy and compares.
-  // Every ticket of a client is re-checked until it has passed
-  // `recheck_first`, then each with probability `recheck_rate`, drawn
-  // where the client cannot see it. A result off by more than
+  // Which tickets: the rule of browser trials (experiment::Replication),
+  // `recheck_first` playing --trust-after and `recheck_rate` the floor
+  // (--verify-fraction): every ticket of a client until it has passed
+  // `recheck_first` re-checks, then its k-th ticket since with probability
+  // max(recheck_rate, 2^-(k+1)) (1/2, 1/4, ... down to the rate); with
+  // `recheck_first` 0, the rate alone. Drawn with recheck_draw below, where
+  // the client cannot see it. A result off by more than
   // `recheck_tolerance` (relative RMS error) quarantines the client.
+  // HybridServer refuses recheck_first < 0 and a rate outside [0, 1].
   int recheck_first = 3;
   double recheck_rate = 0.05;
   double recheck_tolerance = 1e-3;
-  uint64_t recheck_seed = 0;  // 0: from std::random_device (tests fix it)
+  uint64_t recheck_seed = 0;  // the draws' key; 0: from std::random_device (tests fix it)
 };
+
+// The draw that decides whether a client's ticket is re-checked: for the
+// n-th (0-based) of client `client`'s tickets whose activations arrived,
+// uniform in [0, 1), a function of the key (`recheck_seed`) alone, so that a
+// client's re-checks do not depend on when other clients answered (a test
+// replays them). Not a cryptographic MAC: the client sees no draw, at most
+// how long its ticket took, and the key is 64 random bits.
+double recheck_draw(uint64_t key, int client, int64_t n);
 
 // One client's share of the run, as the server sees it (the live run page,
 // docs/distributed.md "Watching a run"). The server cannot see inside a

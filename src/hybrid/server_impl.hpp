@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "experiment/replication.hpp"
 #include "hybrid/aggregate.hpp"
 #include "hybrid/checks.hpp"
 #include "hybrid/feedback.hpp"
@@ -52,7 +52,11 @@ struct Peer {
   // through its frames in order.
   uint64_t waiting = 0;
   int backward = 0;  // its tickets at kBackward
-  int checks_passed = 0;
+  // Its record for the re-check rule (experiment::Replication): re-checks
+  // passed, tickets drawn since it had a record; and its tickets decided so
+  // far (the index of its next recheck_draw). Both outlive a reconnect.
+  experiment::ReplicationRecord record;
+  int64_t draws = 0;
   int small_in_a_row = 0;         // weight gradients below the step's median / 5 (CheckLimits)
   ErrorFeedback grad_feedback;    // its activation gradients' (feedback_grads)
   std::vector<float> act_scales;  // its last int8 activations' block scales (feedback_acts)
@@ -101,10 +105,13 @@ struct HybridServer::Impl {
   const Clock::time_point born = Clock::now();
   // Re-checks: a second copy of the features part, loaded with the master
   // weights before each; off when the features part has dropout (its masks
-  // are drawn on the client).
+  // are drawn on the client). Which tickets: the rule of trials
+  // (recheck_first as trust_after, recheck_rate as the floor), each drawn
+  // with recheck_draw under the run's key.
   nn::Model checker;
   bool recheck_possible = false;
-  std::mt19937_64 recheck_rng;
+  experiment::Replication replication;
+  uint64_t recheck_key = 0;
   // The epoch in progress.
   double loss_sum = 0, acc_sum = 0;
   int64_t done = 0;
@@ -119,7 +126,8 @@ struct HybridServer::Impl {
         whole_model(nn::Model::build(s.model, input, classes, s.train.seed)),
         opt_f(s.train.optimizer, features.params()),
         opt_c(s.train.optimizer, classifier.params()),
-        checker(nn::Model::build_part(s.model, "features", input, classes, s.train.seed)) {
+        checker(nn::Model::build_part(s.model, "features", input, classes, s.train.seed)),
+        replication(o.recheck_first, o.recheck_rate) {
     f_params = features.params();
     f_state = features.state();
     act_row = features.output_shape();

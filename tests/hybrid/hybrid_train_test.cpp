@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "data/dataset.hpp"
+#include "experiment/replication.hpp"
 #include "hybrid/train_in_process.hpp"
 #include "nn/train.hpp"
 #include "spec/run_spec.hpp"
@@ -543,19 +544,95 @@ TEST(HybridRecheck, ActivationsCoarserThanAskedAreRefused) {
   EXPECT_TRUE(fx.run(2, o, nullptr, {{}, full}).stats.quarantined.empty());
 }
 
-TEST(HybridRecheck, TrustedClientsAreSampled) {
+// Which tickets are re-checked is the trials' rule (experiment::Replication,
+// recheck_first as --trust-after, recheck_rate as the floor), each client
+// drawing from its own stream: a client's re-checks over a run are exactly
+// what the rule gives for its draws. Every ticket of an honest client passes
+// its re-check, so each chosen one before the record adds to it.
+int64_t rechecks_by_the_rule(const HybridOptions& o, int client, int64_t tickets) {
+  const experiment::Replication rule(o.recheck_first, o.recheck_rate);
+  experiment::ReplicationRecord record;
+  int64_t n = 0;
+  for (int64_t i = 0; i < tickets; ++i)
+    if (rule.choose(record, recheck_draw(o.recheck_seed, client, i))) {
+      ++n;
+      ++record.agreed;
+    }
+  return n;
+}
+
+TEST(HybridRecheck, TrustedClientsAreSampledAsTrialsAre) {
   Fixture fx(cnn_spec(2, 16, 512));  // 32 batches an epoch
   HybridOptions o;
   o.recheck_first = 2;
-  o.recheck_rate = 0.25;
   o.recheck_seed = 7;
-  const InProcessRun r = fx.run(2, o);
-  std::printf("%lld of %lld tickets re-checked\n", static_cast<long long>(r.stats.rechecks),
-              static_cast<long long>(r.stats.tickets));
-  EXPECT_GT(r.stats.rechecks, 2 * 2) << "none sampled after the first ones";
-  EXPECT_LT(r.stats.rechecks, r.stats.tickets) << "every one re-checked";
-  o.recheck_rate = 0;
-  EXPECT_EQ(fx.run(2, o).stats.rechecks, 2 * 2);
+  for (double rate : {0.0, 0.25}) {
+    o.recheck_rate = rate;
+    const InProcessRun r = fx.run(2, o);
+    ASSERT_EQ(r.stats.clients.size(), 2u);
+    int64_t halving = 0;
+    for (int c = 0; c < 2; ++c) {
+      const int64_t tickets = r.stats.clients[c].tickets;
+      const int64_t want = rechecks_by_the_rule(o, c, tickets);
+      std::printf("rate %.2f, client %d: %lld of %lld tickets re-checked\n", rate, c,
+                  static_cast<long long>(r.stats.clients[c].rechecks),
+                  static_cast<long long>(tickets));
+      EXPECT_EQ(r.stats.clients[c].rechecks, want) << "rate " << rate << ", client " << c;
+      EXPECT_EQ(r.stats.clients[c].recheck_failures, 0);
+      halving += want - o.recheck_first;
+    }
+    EXPECT_EQ(r.stats.rechecks, r.stats.clients[0].rechecks + r.stats.clients[1].rechecks);
+    // With this key the rule samples some after the record even at rate 0
+    // (the halving: 1/2, 1/4, ...); a flat rate of 0 would sample none.
+    EXPECT_GE(halving, 2) << "rate " << rate << ": pick a key whose draws sample some";
+    EXPECT_LT(r.stats.rechecks, r.stats.tickets) << "every one re-checked";
+  }
+}
+
+// The draws are uniform and the streams independent: over many keys the
+// k-th ticket since the record is re-checked 1/2, 1/4, 1/8 of the time, then
+// at the rate, as the gateway's k-th trial result is
+// (GatewayTrust.IdentitiesAreSignedAndVerificationHalvesToTheFloor).
+TEST(HybridRecheck, TheDrawsHalveToTheRateOverManyKeys) {
+  const experiment::Replication rule(2, 0.1);
+  constexpr int kKeys = 4000;
+  std::vector<int> chosen(6, 0);
+  for (int key = 1; key <= kKeys; ++key) {
+    experiment::ReplicationRecord record{2, 0};
+    for (int k = 0; k < 6; ++k)
+      chosen[k] += rule.choose(record, recheck_draw(static_cast<uint64_t>(key), key % 5, k + 2));
+  }
+  EXPECT_NEAR(chosen[0] / double(kKeys), 0.5, 0.03);
+  EXPECT_NEAR(chosen[1] / double(kKeys), 0.25, 0.03);
+  EXPECT_NEAR(chosen[2] / double(kKeys), 0.125, 0.02);
+  for (int k = 3; k < 6; ++k) EXPECT_NEAR(chosen[k] / double(kKeys), 0.1, 0.02) << k;
+  // Another client, or another key, draws otherwise.
+  int differ = 0;
+  for (int n = 0; n < 1000; ++n) {
+    differ += (recheck_draw(7, 0, n) < 0.5) != (recheck_draw(7, 1, n) < 0.5);
+    differ += (recheck_draw(7, 0, n) < 0.5) != (recheck_draw(8, 0, n) < 0.5);
+  }
+  EXPECT_GT(differ, 800);
+}
+
+TEST(HybridRecheck, BadRecheckOptionsAreRefusedByName) {
+  Fixture fx(cnn_spec(1, 16, 64));
+  InProcessHub hub;
+  auto message = [&](int first, double rate) -> std::string {
+    HybridOptions o;
+    o.recheck_first = first;
+    o.recheck_rate = rate;
+    try {
+      HybridServer server(fx.spec, fx.input, fx.data.num_classes, hub, o);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(message(-1, 0.05), "recheck_first -1 is below 0");
+  EXPECT_NE(message(3, 1.5).find("recheck_rate"), std::string::npos);
+  EXPECT_NE(message(3, -0.1).find("recheck_rate"), std::string::npos);
+  EXPECT_EQ(message(0, 1), "");
 }
 
 TEST(HybridRecheck, OffWhenTheFeaturesHaveDropout) {
