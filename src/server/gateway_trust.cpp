@@ -36,7 +36,11 @@ std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
 }
 
 TrustBook::TrustBook(store::ResultStore& store, const GatewayOptions& opt)
-    : store_(store), opt_(opt), replication_(opt.trust_after, opt.verify_fraction) {
+    : store_(store),
+      opt_(opt),
+      replication_(opt.trust_after, opt.verify_fraction),
+      identity_abandons_(opt.max_abandons, opt.abandon_cooldown_seconds),
+      address_abandons_(opt.max_abandons_per_address, opt.abandon_cooldown_seconds) {
   // Quarantines outlive the process: they are rebuilt from the store.
   for (const auto& e : store.events_of_type("worker.quarantined"))
     if (e.data.contains("client") && e.data["client"].is_string())
@@ -103,28 +107,17 @@ bool TrustBook::choose_for_verification(const std::string& id, std::int64_t tria
 }
 
 void TrustBook::abandoned(const std::string& id, const std::string& address, double now) {
-  Record& r = records_[id];
-  ++r.abandons;
-  r.last_abandon = now;
-  AddressRecord& a = addresses_[address];
-  ++a.abandons;
-  a.last_abandon = now;
+  identity_abandons_.abandoned(records_[id].abandons, now);
+  address_abandons_.abandoned(addresses_[address].abandons, now);
 }
 
 double TrustBook::cooldown_left(const std::string& id, const std::string& address, double now) {
   double left = 0;
-  if (auto it = records_.find(id);
-      it != records_.end() && it->second.abandons >= opt_.max_abandons) {
-    left = it->second.last_abandon + opt_.abandon_cooldown_seconds - now;
-    if (left <= 0) it->second.abandons = 0;  // served its time
-  }
-  if (auto it = addresses_.find(address);
-      it != addresses_.end() && it->second.abandons >= opt_.max_abandons_per_address) {
-    const double a = it->second.last_abandon + opt_.abandon_cooldown_seconds - now;
-    if (a <= 0) it->second.abandons = 0;
-    left = std::max(left, a);
-  }
-  return std::max(0.0, left);
+  if (auto it = records_.find(id); it != records_.end())
+    left = identity_abandons_.cooldown_left(it->second.abandons, now);
+  if (auto it = addresses_.find(address); it != addresses_.end())
+    left = std::max(left, address_abandons_.cooldown_left(it->second.abandons, now));
+  return left;
 }
 
 bool TrustBook::biased(const std::string& id, const std::map<std::string, double>& z) {
@@ -143,8 +136,8 @@ bool TrustBook::biased(const std::string& id, const std::map<std::string, double
 void TrustBook::forget_idle(double now) {
   for (auto it = addresses_.begin(); it != addresses_.end();) {
     const AddressRecord& a = it->second;
-    const bool charged = a.pending > 0 || a.unconfirmed > 0 ||
-                         (a.abandons > 0 && now - a.last_abandon < opt_.abandon_cooldown_seconds);
+    const bool charged =
+        a.pending > 0 || a.unconfirmed > 0 || address_abandons_.charged(a.abandons, now);
     it = charged ? std::next(it) : addresses_.erase(it);
   }
 }

@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 
+#include "experiment/abandons.hpp"
 #include "experiment/replication.hpp"
 #include "server/gateway.hpp"
 #include "store/result_store.hpp"
@@ -87,11 +88,12 @@ class TrustBook {
   // A failure the native re-run did not confirm; returns how many so far.
   int unconfirmed_failure(const std::string& id) { return ++records_[id].unconfirmed; }
   // Abandoned tickets in a row (a counted result resets them), charged to
-  // the identity and to its address.
+  // the identity and to its address (experiment::AbandonRule: max_abandons,
+  // max_abandons_per_address, abandon_cooldown_seconds).
   void abandoned(const std::string& id, const std::string& address, double now);
   void completed(const std::string& id, const std::string& address) {
-    records_[id].abandons = 0;
-    addresses_[address].abandons = 0;
+    experiment::AbandonRule::completed(records_[id].abandons);
+    experiment::AbandonRule::completed(addresses_[address].abandons);
   }
   // Seconds until this identity, or any identity from this address, may take
   // tickets again (0: now).
@@ -114,21 +116,20 @@ class TrustBook {
     // Re-runs that agreed (rebuilt from the store) and results drawn since
     // trusted (this process).
     experiment::ReplicationRecord replication;
-    int pending = 0;      // re-runs submitted, not yet decided
-    int unconfirmed = 0;  // failures a re-run did not confirm
-    int abandons = 0;     // tickets abandoned in a row
-    double last_abandon = 0;
+    int pending = 0;                     // re-runs submitted, not yet decided
+    int unconfirmed = 0;                 // failures a re-run did not confirm
+    experiment::AbandonRecord abandons;  // tickets abandoned in a row
     std::map<std::string, double> bias;  // metric -> CUSUM of favourable deviations
   };
   struct AddressRecord {
-    int pending = 0;      // re-runs of its identities' results not yet decided
-    int unconfirmed = 0;  // failures of its identities a re-run did not confirm
-    int abandons = 0;     // tickets abandoned in a row by its identities
-    double last_abandon = 0;
+    int pending = 0;                     // re-runs of its identities' results not yet decided
+    int unconfirmed = 0;                 // failures of its identities a re-run did not confirm
+    experiment::AbandonRecord abandons;  // tickets abandoned in a row by its identities
   };
   store::ResultStore& store_;
   const GatewayOptions& opt_;
   const experiment::Replication replication_;
+  const experiment::AbandonRule identity_abandons_, address_abandons_;
   std::set<std::string> quarantined_;
   std::map<std::string, Record> records_;
   std::map<std::string, AddressRecord> addresses_;
