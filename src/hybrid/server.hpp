@@ -41,6 +41,14 @@ struct HybridOptions {
   // in-process clients (threads never come back); `train --listen` sets it
   // (docs/distributed.md, "Reconnecting").
   std::chrono::milliseconds rejoin_grace{0};
+  // Abandoned tickets: a ticket past its deadline at either stage is charged
+  // to its client; after `max_abandons` in a row (an accepted weight
+  // gradient clears them) it gets no ticket for `abandon_cooldown`. The rule
+  // of browser trials (experiment::AbandonRule; the gateway's
+  // --max-abandons and --abandon-cooldown, the same defaults). A departure
+  // is not charged: its ticket is reissued at once, stalling nobody.
+  int max_abandons = 3;
+  std::chrono::milliseconds abandon_cooldown{600000};
   CheckLimits limits;
   // How activations and their gradients travel (tickets ask the client to
   // answer in it); weights and weight gradients are always float32.
@@ -79,11 +87,12 @@ double recheck_draw(uint64_t key, int client, int64_t n);
 // docs/distributed.md "Watching a run"). The server cannot see inside a
 // client: its turnarounds hold the client's compute and both transfers.
 struct ClientStats {
-  int64_t tickets = 0;   // issued to it
-  int64_t answered = 0;  // its weight gradients in, shape and values finite (the step's
-                         // norm screen may still drop one)
-  int64_t rows = 0;      // the rows of those tickets
-  int64_t reissued = 0;  // its tickets given up before activations
+  int64_t tickets = 0;    // issued to it
+  int64_t answered = 0;   // its weight gradients in, shape and values finite (the step's
+                          // norm screen may still drop one)
+  int64_t rows = 0;       // the rows of those tickets
+  int64_t reissued = 0;   // its tickets given up before activations
+  int64_t abandoned = 0;  // its tickets past a deadline, at either stage (charged to it)
   int64_t rechecks = 0, recheck_failures = 0;
   // Ticket sent -> its activations in; activation gradients sent -> its
   // weight gradients in. Seconds, summed over its tickets.

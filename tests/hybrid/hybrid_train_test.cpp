@@ -325,6 +325,88 @@ TEST(HybridTrain, AStragglerIsReissuedAndItsLateResultDropped) {
   ASSERT_EQ(r.curve.size(), 2u);
 }
 
+// Tickets past their deadline cost the client as abandoned trial tickets
+// cost a browser (experiment::AbandonRule): 3 in a row, and it gets no
+// ticket for the cooldown; an answered ticket between them clears the count.
+// Client 1 stalls 250 ms on the activations named in `stalls` (1-based)
+// against a 100 ms deadline; client 0 takes 40 ms a ticket, so the run
+// (64 tickets) outlasts the 1 s cooldown. Returns the run and the seconds between each
+// of client 1's activations and its next.
+std::pair<InProcessRun, std::vector<double>> stalling_run(Fixture& fx,
+                                                          const std::vector<int>& stalls) {
+  ClientOptions steady, stalling;
+  steady.tamper = [](Frame& f) {
+    if (f.kind == FrameKind::kActivations)
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  };
+  auto sent = std::make_shared<std::vector<std::chrono::steady_clock::time_point>>();
+  stalling.tamper = [stalls, sent](Frame& f) {
+    if (f.kind != FrameKind::kActivations) return;
+    const int n = static_cast<int>(sent->size()) + 1;
+    if (std::find(stalls.begin(), stalls.end(), n) != stalls.end())
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    sent->push_back(std::chrono::steady_clock::now());
+  };
+  HybridOptions o;
+  o.deadline = std::chrono::milliseconds(100);
+  o.abandon_cooldown = std::chrono::milliseconds(1000);
+  InProcessRun r = fx.run(2, o, nullptr, {steady, stalling});
+  for (const auto& line : r.stats.log) std::printf("  %s\n", line.c_str());
+  std::vector<double> gaps;
+  for (size_t i = 1; i < sent->size(); ++i)
+    gaps.push_back(std::chrono::duration<double>((*sent)[i] - (*sent)[i - 1]).count());
+  return {std::move(r), gaps};
+}
+
+TEST(HybridTrain, TicketsPastTheirDeadlineInARowCostACooldown) {
+  Fixture fx(cnn_spec(2, 16, 512));  // 64 tickets
+  const auto [cooled, gaps] = stalling_run(fx, {1, 2, 3});
+  std::printf("client 1's gaps: %.3f %.3f %.3f s\n", gaps.size() > 0 ? gaps[0] : -1,
+              gaps.size() > 1 ? gaps[1] : -1, gaps.size() > 2 ? gaps[2] : -1);
+  EXPECT_EQ(cooled.stats.clients[1].abandoned, 3);
+  EXPECT_EQ(cooled.stats.clients[0].abandoned, 0);
+  EXPECT_EQ(cooled.stats.reissued, 3);
+  EXPECT_TRUE(cooled.stats.quarantined.empty());
+  const std::string said = "client 1: 3 tickets past their deadline in a row: no ticket for 1.0";
+  EXPECT_TRUE(std::any_of(cooled.stats.log.begin(), cooled.stats.log.end(),
+                          [&](const std::string& l) { return l.rfind(said, 0) == 0; }));
+  // Its 4th ticket came a cooldown after the 3rd expired: at least 1 s less
+  // its 250 ms stall after the 3rd (late) answer; between the others,
+  // 100-300 ms (a stall or the other client's 40 ms).
+  ASSERT_GE(gaps.size(), 3u) << "the run ended before the cooldown did";
+  EXPECT_GE(gaps[2], 0.7);
+  EXPECT_LT(gaps[0], 0.7);
+  EXPECT_LT(gaps[1], 0.7);
+  ASSERT_EQ(cooled.curve.size(), 2u);
+
+  // Answered in time between them: never 3 in a row, no cooldown.
+  const auto [cleared, cleared_gaps] = stalling_run(fx, {1, 2, 4, 5});
+  EXPECT_EQ(cleared.stats.clients[1].abandoned, 4);
+  EXPECT_FALSE(std::any_of(cleared.stats.log.begin(), cleared.stats.log.end(),
+                           [](const std::string& l) { return l.find("in a row") != l.npos; }));
+  for (size_t i = 0; i < cleared_gaps.size(); ++i) EXPECT_LT(cleared_gaps[i], 0.7) << i;
+}
+
+TEST(HybridTrain, BadAbandonOptionsAreRefusedByName) {
+  Fixture fx(cnn_spec(1, 16, 64));
+  InProcessHub hub;
+  HybridOptions o;
+  o.max_abandons = 0;
+  EXPECT_THROW(
+      {
+        try {
+          HybridServer(fx.spec, fx.input, fx.data.num_classes, hub, o);
+        } catch (const std::invalid_argument& e) {
+          EXPECT_STREQ(e.what(), "max_abandons 0 is below 1");
+          throw;
+        }
+      },
+      std::invalid_argument);
+  o.max_abandons = 3;
+  o.abandon_cooldown = std::chrono::milliseconds(-1);
+  EXPECT_THROW(HybridServer(fx.spec, fx.input, fx.data.num_classes, hub, o), std::invalid_argument);
+}
+
 TEST(HybridTrain, BoundedStalenessPipelinesAndStillLearns) {
   Fixture fx(cnn_spec(3, 16, 512));
   HybridOptions o;
