@@ -301,7 +301,8 @@ void HybridServer::Impl::wait_for_a_free_client() {
   // in the grace above is free already and sends nothing until it has a
   // ticket.
   // A client serving an abandon cooldown is not silent: the wait runs
-  // until its cooldown ends (hearing the others meanwhile) and is not held
+  // until its cooldown ends (hearing the others meanwhile, and looking for
+  // a client that joined between short receives, as above) and is not held
   // against the deadline.
   auto deadline = Clock::now() + opt.deadline;
   for (;;) {
@@ -313,8 +314,10 @@ void HybridServer::Impl::wait_for_a_free_client() {
       cooling = cooling < 0 ? left : std::min(cooling, left);
     }
     if (cooling >= 0) {
-      const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                            std::chrono::duration<double>(cooling));
+      const auto until =
+          Clock::now() + std::min<Clock::duration>(std::chrono::milliseconds(100),
+                                                   std::chrono::duration_cast<Clock::duration>(
+                                                       std::chrono::duration<double>(cooling)));
       if (auto in = link.receive(until)) dispatch(std::move(*in));
       sync_peers();
       deadline = std::max(deadline, Clock::now() + opt.deadline);

@@ -242,6 +242,12 @@ struct HybridServer::Impl {
         const int c = open[id].client;
         Peer& p = peers[c];
         p.waiting = std::max(p.waiting, id);
+        // Its copy ran (or will run) this ticket's forward, which will not
+        // count: its BatchNorm running statistics moved where the master's
+        // did not. It gets the weights again before its next ticket, or its
+        // next re-check would find its state off (a lone straggler's was:
+        // no other client's step resent them).
+        p.version = kNoVersion;
         if (stage == Stage::kForward) {
           requeue(id, "no activations by the deadline");
         } else {
