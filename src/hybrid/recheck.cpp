@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <span>
 #include <vector>
 
@@ -53,21 +54,37 @@ void copy_values(const std::vector<nn::Param*>& to, const std::vector<nn::Param*
     std::memcpy(to[i]->value.data(), from[i]->value.data(), sizeof(float) * to[i]->value.numel());
 }
 
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 }  // namespace
+
+double recheck_draw(uint64_t key, int client, int64_t n) {
+  const uint64_t stream = splitmix64(key ^ splitmix64(static_cast<uint64_t>(client)));
+  return static_cast<double>(splitmix64(stream ^ static_cast<uint64_t>(n)) >> 11) * 0x1.0p-53;
+}
 
 void HybridServer::Impl::init_rechecks() {
   // Dropout in the features part is no obstacle: a ticket's masks are drawn
   // from a seed the server knows too (ticket_dropout_seed).
   recheck_possible = opt.recheck_first > 0 || opt.recheck_rate > 0;
-  recheck_rng.seed(opt.recheck_seed
-                       ? opt.recheck_seed
-                       : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}());
+  recheck_key = opt.recheck_seed
+                    ? opt.recheck_seed
+                    : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
 }
 
+// The rule of browser trials (experiment::Replication): every ticket until
+// the client passed recheck_first re-checks, then 1/2, 1/4, ... down to
+// recheck_rate. The draw is the client's own stream, so that one client's
+// re-checks do not depend on when the others' activations arrived.
 bool HybridServer::Impl::choose_recheck(int c) {
   if (!recheck_possible) return false;
-  if (peers[c].checks_passed < opt.recheck_first) return true;
-  return std::uniform_real_distribution<double>(0, 1)(recheck_rng) < opt.recheck_rate;
+  Peer& p = peers[c];
+  return replication.choose(p.record, recheck_draw(recheck_key, c, p.draws++));
 }
 
 bool HybridServer::Impl::recheck(int c, uint64_t id, const Ticket& t,
@@ -131,7 +148,7 @@ bool HybridServer::Impl::recheck(int c, uint64_t id, const Ticket& t,
     drop_client(c, "re-check of ticket " + std::to_string(id) + ": " + why, true);
     return false;
   }
-  ++peers[c].checks_passed;
+  ++peers[c].record.agreed;
   return true;
 }
 

@@ -64,7 +64,7 @@ void HybridServer::Impl::rejoin(int c) {
   p.grad_feedback.clear();
   p.act_scales.clear();
   client(c).gone = false;
-  note("client " + std::to_string(c) + " is back (" + std::to_string(p.checks_passed) +
+  note("client " + std::to_string(c) + " is back (" + std::to_string(p.record.agreed) +
        " re-checks passed)");
 }
 
@@ -84,6 +84,15 @@ void HybridServer::Impl::requeue(uint64_t id, const std::string& why) {
   note("ticket " + std::to_string(id) + " reissued: " + why);
 }
 
+void HybridServer::Impl::abandoned(int c) {
+  abandon_rule.abandoned(peers[c].abandons, since_born());
+  ++client(c).abandoned;
+  if (peers[c].abandons.in_a_row == abandon_rule.max_in_a_row())
+    note("client " + std::to_string(c) + ": " + std::to_string(abandon_rule.max_in_a_row()) +
+         " tickets past their deadline in a row: no ticket for " +
+         std::to_string(abandon_rule.cooldown_seconds()) + " s");
+}
+
 void HybridServer::Impl::send_weights(int c) {
   std::vector<nn::TensorView> views;
   for (nn::Param* p : f_params) views.push_back(p->value.view());
@@ -99,7 +108,7 @@ std::vector<uint64_t> HybridServer::Impl::issue_round() {
   std::vector<uint64_t> round;
   for (int c = 0; c < static_cast<int>(peers.size()) && !pending.empty(); ++c) {
     Peer& p = peers[c];
-    if (p.gone || p.waiting || (opt.staleness == 0 && p.backward)) continue;
+    if (p.gone || p.waiting || (opt.staleness == 0 && p.backward) || cooldown_left(c) > 0) continue;
     const int64_t begin = pending.front();
     pending.pop_front();
     const uint64_t id = next_ticket++;
@@ -251,6 +260,7 @@ void HybridServer::Impl::on_weight_grads(int c, Frame& f, Ticket& t) {
   if (t.recheck && nonfinite.empty() && t.version == version && !recheck(c, f.ticket, t, f.tensors))
     return;  // quarantined; the ticket went with the client
   --peers[c].backward;
+  experiment::AbandonRule::completed(peers[c].abandons);
   ClientStats& cs = client(c);
   const double turnaround = between(t.sent, arrived);
   cs.backward_seconds += turnaround;
@@ -294,10 +304,29 @@ void HybridServer::Impl::wait_for_a_free_client() {
   // A free client is looked for before each receive: one that came back
   // in the grace above is free already and sends nothing until it has a
   // ticket.
-  const auto deadline = Clock::now() + opt.deadline;
+  // A client serving an abandon cooldown is not silent: the wait runs
+  // until its cooldown ends (hearing the others meanwhile, and looking for
+  // a client that joined between short receives, as above) and is not held
+  // against the deadline.
+  auto deadline = Clock::now() + opt.deadline;
   for (;;) {
-    for (const Peer& p : peers)
-      if (!p.gone && !p.waiting) return;
+    double cooling = -1;  // the shortest cooldown left of a client owing nothing
+    for (int c = 0; c < static_cast<int>(peers.size()); ++c) {
+      if (peers[c].gone || peers[c].waiting) continue;
+      const double left = cooldown_left(c);
+      if (left <= 0) return;
+      cooling = cooling < 0 ? left : std::min(cooling, left);
+    }
+    if (cooling >= 0) {
+      const auto until =
+          Clock::now() + std::min<Clock::duration>(std::chrono::milliseconds(100),
+                                                   std::chrono::duration_cast<Clock::duration>(
+                                                       std::chrono::duration<double>(cooling)));
+      if (auto in = link.receive(until)) dispatch(std::move(*in));
+      sync_peers();
+      deadline = std::max(deadline, Clock::now() + opt.deadline);
+      continue;
+    }
     if (Clock::now() >= deadline) break;
     if (auto in = link.receive(deadline)) dispatch(std::move(*in));
   }
@@ -312,6 +341,18 @@ HybridServer::HybridServer(const nn::RunSpec& spec, const nn::Shape& input, int6
   if (options.staleness < 0 || options.staleness > kMaxStaleness)
     throw std::invalid_argument("staleness " + std::to_string(options.staleness) +
                                 " is outside 0.." + std::to_string(kMaxStaleness));
+  if (options.recheck_first < 0)
+    throw std::invalid_argument("recheck_first " + std::to_string(options.recheck_first) +
+                                " is below 0");
+  if (!(options.recheck_rate >= 0 && options.recheck_rate <= 1))
+    throw std::invalid_argument("recheck_rate " + std::to_string(options.recheck_rate) +
+                                " is outside [0, 1]");
+  if (options.max_abandons < 1)
+    throw std::invalid_argument("max_abandons " + std::to_string(options.max_abandons) +
+                                " is below 1");
+  if (options.abandon_cooldown.count() < 0)
+    throw std::invalid_argument(
+        "abandon_cooldown " + std::to_string(options.abandon_cooldown.count()) + " ms is below 0");
   impl_ = std::make_unique<Impl>(spec, input, num_classes, link, options);
 }
 

@@ -41,6 +41,14 @@ struct HybridOptions {
   // in-process clients (threads never come back); `train --listen` sets it
   // (docs/distributed.md, "Reconnecting").
   std::chrono::milliseconds rejoin_grace{0};
+  // Abandoned tickets: a ticket past its deadline at either stage is charged
+  // to its client; after `max_abandons` in a row (an accepted weight
+  // gradient clears them) it gets no ticket for `abandon_cooldown`. The rule
+  // of browser trials (experiment::AbandonRule; the gateway's
+  // --max-abandons and --abandon-cooldown, the same defaults). A departure
+  // is not charged: its ticket is reissued at once, stalling nobody.
+  int max_abandons = 3;
+  std::chrono::milliseconds abandon_cooldown{600000};
   CheckLimits limits;
   // How activations and their gradients travel (tickets ask the client to
   // answer in it); weights and weight gradients are always float32.
@@ -52,25 +60,39 @@ struct HybridOptions {
   bool feedback_acts = false, feedback_grads = false;
   // Native re-checks (docs/distributed.md, "Re-checks"): the server re-runs
   // a ticket's features forward and backward on its own copy and compares.
-  // Every ticket of a client is re-checked until it has passed
-  // `recheck_first`, then each with probability `recheck_rate`, drawn
-  // where the client cannot see it. A result off by more than
+  // Which tickets: the rule of browser trials (experiment::Replication),
+  // `recheck_first` playing --trust-after and `recheck_rate` the floor
+  // (--verify-fraction): every ticket of a client until it has passed
+  // `recheck_first` re-checks, then its k-th ticket since with probability
+  // max(recheck_rate, 2^-(k+1)) (1/2, 1/4, ... down to the rate); with
+  // `recheck_first` 0, the rate alone. Drawn with recheck_draw below, where
+  // the client cannot see it. A result off by more than
   // `recheck_tolerance` (relative RMS error) quarantines the client.
+  // HybridServer refuses recheck_first < 0 and a rate outside [0, 1].
   int recheck_first = 3;
   double recheck_rate = 0.05;
   double recheck_tolerance = 1e-3;
-  uint64_t recheck_seed = 0;  // 0: from std::random_device (tests fix it)
+  uint64_t recheck_seed = 0;  // the draws' key; 0: from std::random_device (tests fix it)
 };
+
+// The draw that decides whether a client's ticket is re-checked: for the
+// n-th (0-based) of client `client`'s tickets whose activations arrived,
+// uniform in [0, 1), a function of the key (`recheck_seed`) alone, so that a
+// client's re-checks do not depend on when other clients answered (a test
+// replays them). Not a cryptographic MAC: the client sees no draw, at most
+// how long its ticket took, and the key is 64 random bits.
+double recheck_draw(uint64_t key, int client, int64_t n);
 
 // One client's share of the run, as the server sees it (the live run page,
 // docs/distributed.md "Watching a run"). The server cannot see inside a
 // client: its turnarounds hold the client's compute and both transfers.
 struct ClientStats {
-  int64_t tickets = 0;   // issued to it
-  int64_t answered = 0;  // its weight gradients in, shape and values finite (the step's
-                         // norm screen may still drop one)
-  int64_t rows = 0;      // the rows of those tickets
-  int64_t reissued = 0;  // its tickets given up before activations
+  int64_t tickets = 0;    // issued to it
+  int64_t answered = 0;   // its weight gradients in, shape and values finite (the step's
+                          // norm screen may still drop one)
+  int64_t rows = 0;       // the rows of those tickets
+  int64_t reissued = 0;   // its tickets given up before activations
+  int64_t abandoned = 0;  // its tickets past a deadline, at either stage (charged to it)
   int64_t rechecks = 0, recheck_failures = 0;
   // Ticket sent -> its activations in; activation gradients sent -> its
   // weight gradients in. Seconds, summed over its tickets.

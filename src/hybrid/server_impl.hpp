@@ -5,10 +5,11 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "experiment/abandons.hpp"
+#include "experiment/replication.hpp"
 #include "hybrid/aggregate.hpp"
 #include "hybrid/checks.hpp"
 #include "hybrid/feedback.hpp"
@@ -52,7 +53,13 @@ struct Peer {
   // through its frames in order.
   uint64_t waiting = 0;
   int backward = 0;  // its tickets at kBackward
-  int checks_passed = 0;
+  // Its record for the re-check rule (experiment::Replication): re-checks
+  // passed, tickets drawn since it had a record; and its tickets decided so
+  // far (the index of its next recheck_draw). Both outlive a reconnect.
+  experiment::ReplicationRecord record;
+  int64_t draws = 0;
+  experiment::AbandonRecord
+      abandons;                   // its tickets past a deadline in a row (outlives a reconnect)
   int small_in_a_row = 0;         // weight gradients below the step's median / 5 (CheckLimits)
   ErrorFeedback grad_feedback;    // its activation gradients' (feedback_grads)
   std::vector<float> act_scales;  // its last int8 activations' block scales (feedback_acts)
@@ -101,10 +108,16 @@ struct HybridServer::Impl {
   const Clock::time_point born = Clock::now();
   // Re-checks: a second copy of the features part, loaded with the master
   // weights before each; off when the features part has dropout (its masks
-  // are drawn on the client).
+  // are drawn on the client). Which tickets: the rule of trials
+  // (recheck_first as trust_after, recheck_rate as the floor), each drawn
+  // with recheck_draw under the run's key.
   nn::Model checker;
   bool recheck_possible = false;
-  std::mt19937_64 recheck_rng;
+  experiment::Replication replication;
+  uint64_t recheck_key = 0;
+  // The trials' abandon rule (max_abandons, abandon_cooldown), on the
+  // clock of since_born().
+  experiment::AbandonRule abandon_rule;
   // The epoch in progress.
   double loss_sum = 0, acc_sum = 0;
   int64_t done = 0;
@@ -119,7 +132,9 @@ struct HybridServer::Impl {
         whole_model(nn::Model::build(s.model, input, classes, s.train.seed)),
         opt_f(s.train.optimizer, features.params()),
         opt_c(s.train.optimizer, classifier.params()),
-        checker(nn::Model::build_part(s.model, "features", input, classes, s.train.seed)) {
+        checker(nn::Model::build_part(s.model, "features", input, classes, s.train.seed)),
+        replication(o.recheck_first, o.recheck_rate),
+        abandon_rule(o.max_abandons, std::chrono::duration<double>(o.abandon_cooldown).count()) {
     f_params = features.params();
     f_state = features.state();
     act_row = features.output_shape();
@@ -164,6 +179,13 @@ struct HybridServer::Impl {
   // Gives up on a ticket before its activations: its batch goes first in
   // the queue, for the next free client.
   void requeue(uint64_t id, const std::string& why);
+
+  // A ticket of client c passed its deadline: charged to c (abandon_rule).
+  void abandoned(int c);
+  // Seconds until client c may take a ticket again (0: now).
+  double cooldown_left(int c) {
+    return abandon_rule.cooldown_left(peers[c].abandons, since_born());
+  }
 
   void send(int c, Bytes bytes) {
     stats.bytes_to_clients += static_cast<int64_t>(bytes.size());
@@ -217,8 +239,15 @@ struct HybridServer::Impl {
         if (t.stage == stage && t.deadline <= now && !(stage == Stage::kForward && t.has_act))
           overdue.push_back(id);
       for (uint64_t id : overdue) {
-        Peer& p = peers[open[id].client];
+        const int c = open[id].client;
+        Peer& p = peers[c];
         p.waiting = std::max(p.waiting, id);
+        // Its copy ran (or will run) this ticket's forward, which will not
+        // count: its BatchNorm running statistics moved where the master's
+        // did not. It gets the weights again before its next ticket, or its
+        // next re-check would find its state off (a lone straggler's was:
+        // no other client's step resent them).
+        p.version = kNoVersion;
         if (stage == Stage::kForward) {
           requeue(id, "no activations by the deadline");
         } else {
@@ -227,6 +256,7 @@ struct HybridServer::Impl {
           ++stats.grads_dropped;
           note("ticket " + std::to_string(id) + ": no weight gradients by the deadline");
         }
+        abandoned(c);
       }
     }
   }

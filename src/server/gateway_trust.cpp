@@ -36,7 +36,11 @@ std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
 }
 
 TrustBook::TrustBook(store::ResultStore& store, const GatewayOptions& opt)
-    : store_(store), opt_(opt) {
+    : store_(store),
+      opt_(opt),
+      replication_(opt.trust_after, opt.verify_fraction),
+      identity_abandons_(opt.max_abandons, opt.abandon_cooldown_seconds),
+      address_abandons_(opt.max_abandons_per_address, opt.abandon_cooldown_seconds) {
   // Quarantines outlive the process: they are rebuilt from the store.
   for (const auto& e : store.events_of_type("worker.quarantined"))
     if (e.data.contains("client") && e.data["client"].is_string())
@@ -45,7 +49,7 @@ TrustBook::TrustBook(store::ResultStore& store, const GatewayOptions& opt)
   for (const auto& e : store.events_of_type("trial.verified"))
     if (e.data.value("agree", false) && e.data.value("fresh", true) && e.data.contains("client") &&
         e.data["client"].is_string())
-      ++records_[e.data["client"].get<std::string>()].agreed;
+      ++records_[e.data["client"].get<std::string>()].replication.agreed;
 }
 
 TrustBook::Identity TrustBook::issue() const {
@@ -82,59 +86,38 @@ bool TrustBook::quarantine(const std::string& id, const std::string& worker_id,
 
 bool TrustBook::trusted(const std::string& id) const {
   auto it = records_.find(id);
-  return (it == records_.end() ? 0 : it->second.agreed) >= opt_.trust_after;
+  return replication_.trusted(it == records_.end() ? experiment::ReplicationRecord{}
+                                                   : it->second.replication);
 }
 
 int TrustBook::pending_cap(const std::string& id, int cap) const {
   if (trusted(id)) return cap;
   auto it = records_.find(id);
-  const int lacking = opt_.trust_after - (it == records_.end() ? 0 : it->second.agreed);
+  const int lacking = replication_.lacking(it == records_.end() ? experiment::ReplicationRecord{}
+                                                                : it->second.replication);
   return std::min(cap, std::max(1, lacking));
 }
 
 bool TrustBook::choose_for_verification(const std::string& id, std::int64_t trial_id, int attempt) {
-  if (!trusted(id)) return true;
-  // Halving with each result since the record was made, down to the floor:
-  // 1/2, 1/4, 1/8, ... then verify_fraction. The old rule, trust_after /
-  // (agreements + 1), fell only as re-runs agreed, and re-runs came rarer as
-  // it fell: about 3/sqrt(6n) after n results, 32% of the CPU of a 40-result
-  // client (bench/RESULTS.md, "Verification overhead").
-  // With --trust-after 0 every client is trusted from the start: no record
-  // to fade from, only the floor.
-  const int k = records_[id].since_trusted++;
-  const double p = opt_.trust_after == 0
-                       ? opt_.verify_fraction
-                       : std::max(opt_.verify_fraction, std::ldexp(1.0, -std::min(k + 1, 60)));
   // Unpredictable to the client (it never sees the secret), reproducible here.
   const std::string h = hmac_sha256_hex(
       opt_.secret, "verify:" + std::to_string(trial_id) + ":" + std::to_string(attempt));
   const double u = static_cast<double>(std::stoull(h.substr(0, 13), nullptr, 16)) * 0x1.0p-52;
-  return u < p;
+  return replication_.choose(records_[id].replication, u);
 }
 
 void TrustBook::abandoned(const std::string& id, const std::string& address, double now) {
-  Record& r = records_[id];
-  ++r.abandons;
-  r.last_abandon = now;
-  AddressRecord& a = addresses_[address];
-  ++a.abandons;
-  a.last_abandon = now;
+  identity_abandons_.abandoned(records_[id].abandons, now);
+  address_abandons_.abandoned(addresses_[address].abandons, now);
 }
 
 double TrustBook::cooldown_left(const std::string& id, const std::string& address, double now) {
   double left = 0;
-  if (auto it = records_.find(id);
-      it != records_.end() && it->second.abandons >= opt_.max_abandons) {
-    left = it->second.last_abandon + opt_.abandon_cooldown_seconds - now;
-    if (left <= 0) it->second.abandons = 0;  // served its time
-  }
-  if (auto it = addresses_.find(address);
-      it != addresses_.end() && it->second.abandons >= opt_.max_abandons_per_address) {
-    const double a = it->second.last_abandon + opt_.abandon_cooldown_seconds - now;
-    if (a <= 0) it->second.abandons = 0;
-    left = std::max(left, a);
-  }
-  return std::max(0.0, left);
+  if (auto it = records_.find(id); it != records_.end())
+    left = identity_abandons_.cooldown_left(it->second.abandons, now);
+  if (auto it = addresses_.find(address); it != addresses_.end())
+    left = std::max(left, address_abandons_.cooldown_left(it->second.abandons, now));
+  return left;
 }
 
 bool TrustBook::biased(const std::string& id, const std::map<std::string, double>& z) {
@@ -153,8 +136,8 @@ bool TrustBook::biased(const std::string& id, const std::map<std::string, double
 void TrustBook::forget_idle(double now) {
   for (auto it = addresses_.begin(); it != addresses_.end();) {
     const AddressRecord& a = it->second;
-    const bool charged = a.pending > 0 || a.unconfirmed > 0 ||
-                         (a.abandons > 0 && now - a.last_abandon < opt_.abandon_cooldown_seconds);
+    const bool charged =
+        a.pending > 0 || a.unconfirmed > 0 || address_abandons_.charged(a.abandons, now);
     it = charged ? std::next(it) : addresses_.erase(it);
   }
 }

@@ -4,12 +4,14 @@
 //   (the id is public in /api/workers, the MAC never is);
 // - quarantine sticks to identities and is rebuilt from the store's
 //   worker.quarantined events, so it outlives the process;
-// - adaptive replication as in BOINC: an identity's results are all re-run
-//   natively until `trust_after` agreed, then a fraction halving with each
-//   result down to `verify_fraction`, drawn with the secret after the
-//   result arrived; only agreements on fresh work (a trial's first attempt
-//   of an experiment whose sweep was not run before) earn it, since a curve
-//   that is already public can be replayed without training;
+// - adaptive replication as in BOINC, the rule of experiment::Replication
+//   (the hybrid trainer's gradient tickets follow the same one): an
+//   identity's results are all re-run natively until `trust_after` agreed,
+//   then a fraction halving with each result down to `verify_fraction`,
+//   drawn with the secret after the result arrived; only agreements on fresh
+//   work (a trial's first attempt of an experiment whose sweep was not run
+//   before) earn it, since a curve that is already public can be replayed
+//   without training;
 // - a bias test over the agreements: a client whose numbers are, result
 //   after result, better than the native re-run's by less than the tolerance
 //   is caught by a one-sided CUSUM per metric (docs/security.md);
@@ -24,6 +26,8 @@
 #include <string>
 #include <string_view>
 
+#include "experiment/abandons.hpp"
+#include "experiment/replication.hpp"
 #include "server/gateway.hpp"
 #include "store/result_store.hpp"
 
@@ -53,15 +57,16 @@ class TrustBook {
 
   // ---- adaptive replication ----
   bool trusted(const std::string& id) const;
-  // Whether this result is re-run natively: all of an untrusted identity's;
-  // then, for its k-th result since it became trusted (k = 0, 1, ...), with
-  // probability max(verify_fraction, 2^-(k+1)); with trust_after 0, just
-  // verify_fraction. Call once per result.
+  // Whether this result is re-run natively (experiment::Replication with
+  // trust_after and verify_fraction as its floor): all of an untrusted
+  // identity's; then, for its k-th result since it became trusted (k = 0,
+  // 1, ...), with probability max(verify_fraction, 2^-(k+1)); with
+  // trust_after 0, just verify_fraction. Call once per result.
   bool choose_for_verification(const std::string& id, std::int64_t trial_id, int attempt);
   // A native re-run agreed. `fresh`: the work could not have been copied
   // (see above): only then does it count towards trust.
   void agreed(const std::string& id, bool fresh) {
-    if (fresh) ++records_[id].agreed;
+    if (fresh) ++records_[id].replication.agreed;
   }
   // The bias test: `z` holds, per metric, the mean deviation of the client's
   // values from the native ones in the client's favour, in units of the
@@ -83,11 +88,12 @@ class TrustBook {
   // A failure the native re-run did not confirm; returns how many so far.
   int unconfirmed_failure(const std::string& id) { return ++records_[id].unconfirmed; }
   // Abandoned tickets in a row (a counted result resets them), charged to
-  // the identity and to its address.
+  // the identity and to its address (experiment::AbandonRule: max_abandons,
+  // max_abandons_per_address, abandon_cooldown_seconds).
   void abandoned(const std::string& id, const std::string& address, double now);
   void completed(const std::string& id, const std::string& address) {
-    records_[id].abandons = 0;
-    addresses_[address].abandons = 0;
+    experiment::AbandonRule::completed(records_[id].abandons);
+    experiment::AbandonRule::completed(addresses_[address].abandons);
   }
   // Seconds until this identity, or any identity from this address, may take
   // tickets again (0: now).
@@ -107,22 +113,23 @@ class TrustBook {
 
  private:
   struct Record {
-    int agreed = 0;         // native re-runs that agreed
-    int pending = 0;        // re-runs submitted, not yet decided
-    int unconfirmed = 0;    // failures a re-run did not confirm
-    int abandons = 0;       // tickets abandoned in a row
-    int since_trusted = 0;  // results drawn for verification since trusted (this process)
-    double last_abandon = 0;
+    // Re-runs that agreed (rebuilt from the store) and results drawn since
+    // trusted (this process).
+    experiment::ReplicationRecord replication;
+    int pending = 0;                     // re-runs submitted, not yet decided
+    int unconfirmed = 0;                 // failures a re-run did not confirm
+    experiment::AbandonRecord abandons;  // tickets abandoned in a row
     std::map<std::string, double> bias;  // metric -> CUSUM of favourable deviations
   };
   struct AddressRecord {
-    int pending = 0;      // re-runs of its identities' results not yet decided
-    int unconfirmed = 0;  // failures of its identities a re-run did not confirm
-    int abandons = 0;     // tickets abandoned in a row by its identities
-    double last_abandon = 0;
+    int pending = 0;                     // re-runs of its identities' results not yet decided
+    int unconfirmed = 0;                 // failures of its identities a re-run did not confirm
+    experiment::AbandonRecord abandons;  // tickets abandoned in a row by its identities
   };
   store::ResultStore& store_;
   const GatewayOptions& opt_;
+  const experiment::Replication replication_;
+  const experiment::AbandonRule identity_abandons_, address_abandons_;
   std::set<std::string> quarantined_;
   std::map<std::string, Record> records_;
   std::map<std::string, AddressRecord> addresses_;

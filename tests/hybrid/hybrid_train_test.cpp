@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "data/dataset.hpp"
+#include "experiment/replication.hpp"
 #include "hybrid/train_in_process.hpp"
 #include "nn/train.hpp"
 #include "spec/run_spec.hpp"
@@ -324,6 +325,108 @@ TEST(HybridTrain, AStragglerIsReissuedAndItsLateResultDropped) {
   ASSERT_EQ(r.curve.size(), 2u);
 }
 
+// Tickets past their deadline cost the client as abandoned trial tickets
+// cost a browser (experiment::AbandonRule): 3 in a row, and it gets no
+// ticket for the cooldown; an answered ticket between them clears the count.
+// The staller sleeps 600 ms before sending the activations named in
+// `stalls` (1-based) against a 400 ms deadline: late by 200 ms, and, as a
+// straggler's must, within the next deadline (a lone client owing an
+// answer for longer is dropped as silent). A second client, unless
+// `alone`, takes 40 ms a ticket, so the run outlasts the 2 s cooldown.
+// Returns the run and the seconds between each of the staller's
+// activations and its next.
+std::pair<InProcessRun, std::vector<double>> stalling_run(Fixture& fx,
+                                                          const std::vector<int>& stalls,
+                                                          bool alone = false) {
+  ClientOptions steady, stalling;
+  steady.tamper = [](Frame& f) {
+    if (f.kind == FrameKind::kActivations)
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  };
+  auto sent = std::make_shared<std::vector<std::chrono::steady_clock::time_point>>();
+  stalling.tamper = [stalls, sent](Frame& f) {
+    if (f.kind != FrameKind::kActivations) return;
+    const int n = static_cast<int>(sent->size()) + 1;
+    if (std::find(stalls.begin(), stalls.end(), n) != stalls.end())
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    sent->push_back(std::chrono::steady_clock::now());
+  };
+  HybridOptions o;
+  o.deadline = std::chrono::milliseconds(400);
+  o.abandon_cooldown = std::chrono::milliseconds(2000);
+  InProcessRun r =
+      alone ? fx.run(1, o, nullptr, {stalling}) : fx.run(2, o, nullptr, {steady, stalling});
+  for (const auto& line : r.stats.log) std::printf("  %s\n", line.c_str());
+  std::vector<double> gaps;
+  for (size_t i = 1; i < sent->size(); ++i)
+    gaps.push_back(std::chrono::duration<double>((*sent)[i] - (*sent)[i - 1]).count());
+  std::printf("the staller's first gaps:");
+  for (size_t i = 0; i < gaps.size() && i < 7; ++i) std::printf(" %.3f", gaps[i]);
+  std::printf(" s\n");
+  return {std::move(r), gaps};
+}
+
+int lines_with(const InProcessRun& r, const std::string& text) {
+  return static_cast<int>(std::count_if(r.stats.log.begin(), r.stats.log.end(), [&](const auto& l) {
+    return l.find(text) != std::string::npos;
+  }));
+}
+
+TEST(HybridTrain, TicketsPastTheirDeadlineInARowCostACooldown) {
+  // Stalls on the 1st and 2nd, the 3rd answered in time (the count
+  // cleared), then the 4th, 5th and 6th: one cooldown, after the 6th. Were
+  // the count not cleared, it would follow the 4th.
+  Fixture fx(cnn_spec(3, 16, 512));  // 96 tickets
+  const auto [r, gaps] = stalling_run(fx, {1, 2, 4, 5, 6});
+  EXPECT_EQ(r.stats.clients[1].abandoned, 5);
+  EXPECT_EQ(r.stats.clients[0].abandoned, 0);
+  EXPECT_EQ(r.stats.reissued, 5);
+  EXPECT_TRUE(r.stats.quarantined.empty());
+  EXPECT_EQ(lines_with(r, "in a row"), 1);
+  EXPECT_EQ(lines_with(r, "client 1: 3 tickets past their deadline in a row: no ticket for 2.0"),
+            1);
+  // gaps[i]: from the (i+1)-th activations to the next. After the 6th (a
+  // late answer, 200 ms after its ticket expired) the 7th comes a cooldown
+  // later: at least 2 - 0.6 s; after the others, a stall and a round.
+  ASSERT_GE(gaps.size(), 6u) << "the run ended before the cooldown did";
+  for (int i : {0, 1, 2, 3, 4}) EXPECT_LT(gaps[i], 1.2) << "a cooldown after activations " << i + 1;
+  EXPECT_GE(gaps[5], 1.2) << "no cooldown after the 3rd stall in a row";
+  ASSERT_EQ(r.curve.size(), 3u);
+
+  // A lone client cooling: the server waits its cooldown out instead of
+  // taking it for silent, and the run ends as usual. (It also gets the
+  // weights again after each ticket given up: its BatchNorm statistics ran
+  // a forward that did not count, and its next re-check would find them off.)
+  Fixture small(cnn_spec(1, 16, 128));  // 8 tickets
+  const auto [lone, lone_gaps] = stalling_run(small, {1, 2, 3}, /*alone=*/true);
+  EXPECT_EQ(lone.stats.clients[0].abandoned, 3);
+  EXPECT_TRUE(lone.stats.quarantined.empty());
+  EXPECT_EQ(lone.stats.recheck_failures, 0);
+  ASSERT_GE(lone_gaps.size(), 3u);
+  EXPECT_GE(lone_gaps[2], 1.2);
+  ASSERT_EQ(lone.curve.size(), 1u);
+}
+
+TEST(HybridTrain, BadAbandonOptionsAreRefusedByName) {
+  Fixture fx(cnn_spec(1, 16, 64));
+  InProcessHub hub;
+  HybridOptions o;
+  o.max_abandons = 0;
+  EXPECT_THROW(
+      {
+        try {
+          HybridServer(fx.spec, fx.input, fx.data.num_classes, hub, o);
+        } catch (const std::invalid_argument& e) {
+          EXPECT_STREQ(e.what(), "max_abandons 0 is below 1");
+          throw;
+        }
+      },
+      std::invalid_argument);
+  o.max_abandons = 3;
+  o.abandon_cooldown = std::chrono::milliseconds(-1);
+  EXPECT_THROW(HybridServer(fx.spec, fx.input, fx.data.num_classes, hub, o), std::invalid_argument);
+}
+
 TEST(HybridTrain, BoundedStalenessPipelinesAndStillLearns) {
   Fixture fx(cnn_spec(3, 16, 512));
   HybridOptions o;
@@ -543,19 +646,95 @@ TEST(HybridRecheck, ActivationsCoarserThanAskedAreRefused) {
   EXPECT_TRUE(fx.run(2, o, nullptr, {{}, full}).stats.quarantined.empty());
 }
 
-TEST(HybridRecheck, TrustedClientsAreSampled) {
+// Which tickets are re-checked is the trials' rule (experiment::Replication,
+// recheck_first as --trust-after, recheck_rate as the floor), each client
+// drawing from its own stream: a client's re-checks over a run are exactly
+// what the rule gives for its draws. Every ticket of an honest client passes
+// its re-check, so each chosen one before the record adds to it.
+int64_t rechecks_by_the_rule(const HybridOptions& o, int client, int64_t tickets) {
+  const experiment::Replication rule(o.recheck_first, o.recheck_rate);
+  experiment::ReplicationRecord record;
+  int64_t n = 0;
+  for (int64_t i = 0; i < tickets; ++i)
+    if (rule.choose(record, recheck_draw(o.recheck_seed, client, i))) {
+      ++n;
+      ++record.agreed;
+    }
+  return n;
+}
+
+TEST(HybridRecheck, TrustedClientsAreSampledAsTrialsAre) {
   Fixture fx(cnn_spec(2, 16, 512));  // 32 batches an epoch
   HybridOptions o;
   o.recheck_first = 2;
-  o.recheck_rate = 0.25;
   o.recheck_seed = 7;
-  const InProcessRun r = fx.run(2, o);
-  std::printf("%lld of %lld tickets re-checked\n", static_cast<long long>(r.stats.rechecks),
-              static_cast<long long>(r.stats.tickets));
-  EXPECT_GT(r.stats.rechecks, 2 * 2) << "none sampled after the first ones";
-  EXPECT_LT(r.stats.rechecks, r.stats.tickets) << "every one re-checked";
-  o.recheck_rate = 0;
-  EXPECT_EQ(fx.run(2, o).stats.rechecks, 2 * 2);
+  for (double rate : {0.0, 0.25}) {
+    o.recheck_rate = rate;
+    const InProcessRun r = fx.run(2, o);
+    ASSERT_EQ(r.stats.clients.size(), 2u);
+    int64_t halving = 0;
+    for (int c = 0; c < 2; ++c) {
+      const int64_t tickets = r.stats.clients[c].tickets;
+      const int64_t want = rechecks_by_the_rule(o, c, tickets);
+      std::printf("rate %.2f, client %d: %lld of %lld tickets re-checked\n", rate, c,
+                  static_cast<long long>(r.stats.clients[c].rechecks),
+                  static_cast<long long>(tickets));
+      EXPECT_EQ(r.stats.clients[c].rechecks, want) << "rate " << rate << ", client " << c;
+      EXPECT_EQ(r.stats.clients[c].recheck_failures, 0);
+      halving += want - o.recheck_first;
+    }
+    EXPECT_EQ(r.stats.rechecks, r.stats.clients[0].rechecks + r.stats.clients[1].rechecks);
+    // With this key the rule samples some after the record even at rate 0
+    // (the halving: 1/2, 1/4, ...); a flat rate of 0 would sample none.
+    EXPECT_GE(halving, 2) << "rate " << rate << ": pick a key whose draws sample some";
+    EXPECT_LT(r.stats.rechecks, r.stats.tickets) << "every one re-checked";
+  }
+}
+
+// The draws are uniform and the streams independent: over many keys the
+// k-th ticket since the record is re-checked 1/2, 1/4, 1/8 of the time, then
+// at the rate, as the gateway's k-th trial result is
+// (GatewayTrust.IdentitiesAreSignedAndVerificationHalvesToTheFloor).
+TEST(HybridRecheck, TheDrawsHalveToTheRateOverManyKeys) {
+  const experiment::Replication rule(2, 0.1);
+  constexpr int kKeys = 4000;
+  std::vector<int> chosen(6, 0);
+  for (int key = 1; key <= kKeys; ++key) {
+    experiment::ReplicationRecord record{2, 0};
+    for (int k = 0; k < 6; ++k)
+      chosen[k] += rule.choose(record, recheck_draw(static_cast<uint64_t>(key), key % 5, k + 2));
+  }
+  EXPECT_NEAR(chosen[0] / double(kKeys), 0.5, 0.03);
+  EXPECT_NEAR(chosen[1] / double(kKeys), 0.25, 0.03);
+  EXPECT_NEAR(chosen[2] / double(kKeys), 0.125, 0.02);
+  for (int k = 3; k < 6; ++k) EXPECT_NEAR(chosen[k] / double(kKeys), 0.1, 0.02) << k;
+  // Another client, or another key, draws otherwise.
+  int differ = 0;
+  for (int n = 0; n < 1000; ++n) {
+    differ += (recheck_draw(7, 0, n) < 0.5) != (recheck_draw(7, 1, n) < 0.5);
+    differ += (recheck_draw(7, 0, n) < 0.5) != (recheck_draw(8, 0, n) < 0.5);
+  }
+  EXPECT_GT(differ, 800);
+}
+
+TEST(HybridRecheck, BadRecheckOptionsAreRefusedByName) {
+  Fixture fx(cnn_spec(1, 16, 64));
+  InProcessHub hub;
+  auto message = [&](int first, double rate) -> std::string {
+    HybridOptions o;
+    o.recheck_first = first;
+    o.recheck_rate = rate;
+    try {
+      HybridServer server(fx.spec, fx.input, fx.data.num_classes, hub, o);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(message(-1, 0.05), "recheck_first -1 is below 0");
+  EXPECT_NE(message(3, 1.5).find("recheck_rate"), std::string::npos);
+  EXPECT_NE(message(3, -0.1).find("recheck_rate"), std::string::npos);
+  EXPECT_EQ(message(0, 1), "");
 }
 
 // Dropout in the features part: a ticket's masks come from a seed the

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "data/dataset.hpp"
+#include "experiment/replication.hpp"
 #include "hybrid/client.hpp"
 #include "hybrid/server.hpp"
 #include "hybrid_net/client_link.hpp"
@@ -36,6 +37,21 @@ train:
   seed: 5
   optimizer: {type: adam, lr: 0.01}
 )";
+
+// The re-checks the rule (experiment::Replication, as the server applies it)
+// gives a client over its first `tickets` tickets, every re-check passed;
+// as tests/hybrid's rechecks_by_the_rule.
+int64_t rechecks_by_the_rule(const hybrid::HybridOptions& o, int client, int64_t tickets) {
+  const experiment::Replication rule(o.recheck_first, o.recheck_rate);
+  experiment::ReplicationRecord record;
+  int64_t n = 0;
+  for (int64_t i = 0; i < tickets; ++i)
+    if (rule.choose(record, hybrid::recheck_draw(o.recheck_seed, client, i))) {
+      ++n;
+      ++record.agreed;
+    }
+  return n;
+}
 
 // The message a refused join throws ("" if it joined).
 std::string refusal(const std::string& url, const std::string& token, const Identity& who) {
@@ -97,8 +113,8 @@ TEST(EndpointIdentity, AReconnectWithItsIdentityKeepsItsRecord) {
   HybridEndpoint ep("127.0.0.1:0", run.eo);
   hybrid::HybridOptions ho;
   ho.recheck_first = 2;  // a record after 2 re-checks passed,
-  ho.recheck_rate = 0;   // then none: any later re-check would be a new client's
-  ho.recheck_seed = 1;
+  ho.recheck_rate = 0;   // then the halving alone: 1/2, 1/4, ...
+  ho.recheck_seed = 3;   // whose draws re-check its 3rd ticket and 1 after the reconnect
   auto first = ClientLink::join(ep.url(), run.eo.token);
   const Identity who = first->identity();
   EXPECT_EQ(who.client, 0);
@@ -108,7 +124,7 @@ TEST(EndpointIdentity, AReconnectWithItsIdentityKeepsItsRecord) {
   std::string error;
   std::thread a([&] {
     hybrid::ClientOptions leave;
-    leave.leave_at_ticket = 4;  // 3 answered (2 re-checked), then gone mid-run
+    leave.leave_at_ticket = 4;  // 3 answered (re-checked as the rule says), then gone mid-run
     before = run.client(*first, leave);
     try {
       auto again = rejoin(ep.url(), run.eo.token, who);
@@ -130,16 +146,25 @@ TEST(EndpointIdentity, AReconnectWithItsIdentityKeepsItsRecord) {
   EXPECT_EQ(s.clients.size(), 2u);  // no id was issued for the reconnect
   EXPECT_EQ(before.tickets, 3);
   ASSERT_GT(after.tickets, 0);
-  // Its counters go on under its id, and its record holds: 2 re-checks in
-  // all, none after the reconnect.
+  // Its counters go on under its id, and its record holds: its re-checks
+  // are the rule's over all its tickets, the record carried across the
+  // reconnect. A new record would re-check its first 2 tickets after the
+  // reconnect; with this key the kept one re-checks fewer there.
   ASSERT_EQ(s.tickets_by_client.size(), 2u);
   EXPECT_EQ(s.tickets_by_client[0], before.tickets + 1 + after.tickets);
-  EXPECT_EQ(s.clients[0].rechecks, 2);
+  const int64_t by_rule = rechecks_by_the_rule(ho, 0, before.tickets + after.tickets);
+  const int64_t after_reconnect = by_rule - rechecks_by_the_rule(ho, 0, before.tickets);
+  std::printf("client 0: %lld re-checks, %lld after the reconnect\n",
+              static_cast<long long>(by_rule), static_cast<long long>(after_reconnect));
+  EXPECT_LT(after_reconnect, 2) << "pick a key where a kept record and a new one differ";
+  EXPECT_EQ(s.clients[0].rechecks, by_rule);
   EXPECT_EQ(s.clients[0].recheck_failures, 0);
-  EXPECT_EQ(s.clients[1].rechecks, 2);
+  EXPECT_EQ(s.clients[1].rechecks, rechecks_by_the_rule(ho, 1, b.tickets));
   EXPECT_TRUE(s.quarantined.empty());
-  EXPECT_NE(std::find(s.log.begin(), s.log.end(), "client 0 is back (2 re-checks passed)"),
-            s.log.end());
+  const std::string back = "client 0 is back (" +
+                           std::to_string(rechecks_by_the_rule(ho, 0, before.tickets)) +
+                           " re-checks passed)";
+  EXPECT_NE(std::find(s.log.begin(), s.log.end(), back), s.log.end()) << back;
 }
 
 TEST(EndpointIdentity, AQuarantinedIdentityIsRefusedAndWithoutItStartsAfresh) {
@@ -177,10 +202,11 @@ TEST(EndpointIdentity, AQuarantinedIdentityIsRefusedAndWithoutItStartsAfresh) {
   EXPECT_NE(refused.find("hello: identity 0 is quarantined: re-check of ticket"), std::string::npos)
       << refused;
   // Without its identity it is a stranger: a new id, every ticket re-checked
-  // until it has a record of its own.
+  // until it has a record of its own (then the halving: the rule's count).
   EXPECT_EQ(fresh_id, 2);
   ASSERT_GE(fresh.tickets, 3);
-  EXPECT_EQ(s.clients[2].rechecks, 3);
+  EXPECT_EQ(s.clients[2].rechecks, rechecks_by_the_rule(ho, 2, fresh.tickets));
+  EXPECT_GE(s.clients[2].rechecks, 3);
   EXPECT_EQ(s.clients[2].recheck_failures, 0);
   EXPECT_FALSE(s.clients[2].quarantined);
 }
