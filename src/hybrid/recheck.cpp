@@ -75,7 +75,7 @@ bool HybridServer::Impl::choose_recheck(int c) {
   return std::uniform_real_distribution<double>(0, 1)(recheck_rng) < opt.recheck_rate;
 }
 
-bool HybridServer::Impl::recheck(int c, uint64_t id, const Ticket& t,
+bool HybridServer::Impl::recheck(int c, uint64_t id, const Ledger::Unit& u, const Ticket& t,
                                  const std::vector<nn::Tensor>& g) {
   ++stats.rechecks;
   ++client(c).rechecks;
@@ -83,11 +83,11 @@ bool HybridServer::Impl::recheck(int c, uint64_t id, const Ticket& t,
   copy_values(cp, f_params);
   copy_values(cs, f_state);
   nn::Shape bs = train->x.shape();
-  bs[0] = t.rows;
+  bs[0] = u.size;
   nn::Tensor batch(bs);
   const int64_t row = train->x.cols();
-  for (int64_t i = 0; i < t.rows; ++i)
-    std::memcpy(batch.data() + i * row, train->x.data() + order[t.begin + i] * row,
+  for (int64_t i = 0; i < u.size; ++i)
+    std::memcpy(batch.data() + i * row, train->x.data() + order[u.item + i] * row,
                 sizeof(float) * row);
   const double tol = opt.recheck_tolerance;
   std::string why;
