@@ -9,8 +9,8 @@ namespace dnnlab::experiment {
 
 TicketLedger::TicketLedger(TicketLedgerOptions options) : o_(options) {
   if (o_.remembered_per_holder < 1)
-    throw std::invalid_argument("remembered_per_holder: " +
-                                std::to_string(o_.remembered_per_holder) + " is below 1");
+    throw std::invalid_argument(
+        "remembered_per_holder: " + std::to_string(o_.remembered_per_holder) + " is below 1");
 }
 
 void TicketLedger::fill_line(std::vector<int64_t> items) {
@@ -132,8 +132,7 @@ std::vector<TicketLedger::Ended> TicketLedger::release_holder(int h, bool quaran
   std::vector<Ended> out;
   for (auto it = live_.begin(); it != live_.end();) {
     auto next = std::next(it);
-    if (it->second.holder == h)
-      out.push_back(end(it, quarantine ? End::kLost : End::kGivenBack));
+    if (it->second.holder == h) out.push_back(end(it, quarantine ? End::kLost : End::kGivenBack));
     it = next;
   }
   return out;

@@ -74,10 +74,10 @@ class TicketLedger {
   };
 
   enum class End {
-    kFinished,    // its last report is in
-    kExpired,     // its deadline passed: the holder charged
-    kGivenBack,   // its holder left
-    kLost,        // its holder was quarantined
+    kFinished,   // its last report is in
+    kExpired,    // its deadline passed: the holder charged
+    kGivenBack,  // its holder left
+    kLost,       // its holder was quarantined
   };
   struct Ended {
     Unit unit;

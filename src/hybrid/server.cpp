@@ -18,11 +18,16 @@ using namespace server_detail;
 
 const char* ticket_end_name(TicketEnd e) {
   switch (e) {
-    case TicketEnd::kApplied: return "applied";
-    case TicketEnd::kAppliedStale: return "applied_stale";
-    case TicketEnd::kDropped: return "dropped";
-    case TicketEnd::kReissued: return "reissued";
-    case TicketEnd::kLate: return "late";
+    case TicketEnd::kApplied:
+      return "applied";
+    case TicketEnd::kAppliedStale:
+      return "applied_stale";
+    case TicketEnd::kDropped:
+      return "dropped";
+    case TicketEnd::kReissued:
+      return "reissued";
+    case TicketEnd::kLate:
+      return "late";
   }
   return "?";
 }
@@ -130,7 +135,8 @@ std::vector<uint64_t> HybridServer::Impl::issue_round() {
     const auto now = Clock::now();
     // The batch's rows: the ledger hands out the first batch start in line.
     const int64_t begin = *ledger.next_in_line();
-    const int64_t rows = std::min<int64_t>(batch_size(), static_cast<int64_t>(order.size()) - begin);
+    const int64_t rows =
+        std::min<int64_t>(batch_size(), static_cast<int64_t>(order.size()) - begin);
     const Ledger::Unit u = *ledger.lease(c, version, rows, now, now + opt.deadline);
     const uint64_t id = u.id;
     Frame f{FrameKind::kTicket, version, id, {}, {}, opt.wire};  // answer in opt.wire
@@ -192,7 +198,8 @@ void HybridServer::Impl::dispatch(Inbound in) {
       emit(r);
       return;
     }
-    case Ledger::Answer::kLive: break;
+    case Ledger::Answer::kLive:
+      break;
   }
   const Ledger::Unit& u = unit(f.ticket);
   if (f.version != u.version)

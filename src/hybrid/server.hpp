@@ -45,8 +45,8 @@ const char* ticket_end_name(TicketEnd e);  // "applied", "applied_stale", ...
 struct TicketRecord {
   uint64_t ticket = 0;
   int client = -1;
-  int epoch = 0;         // 1-based: the epoch in progress when it was written
-  uint64_t version = 0;  // the features' version it was issued on
+  int epoch = 0;                // 1-based: the epoch in progress when it was written
+  uint64_t version = 0;         // the features' version it was issued on
   int64_t begin = 0, rows = 0;  // the batch: the epoch order's [begin, begin + rows)
   double leased = -1, activations = -1, gradients = -1;
   TicketEnd end = TicketEnd::kApplied;
