@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "join_util.hpp"
 
@@ -98,7 +99,9 @@ TEST(JoinProcesses, ClientKilledMidStepCostsOneReissue) {
   TempDir dir;
   const auto spec = dir.write("net.yaml", kNetSpec);
   // Client 0 SIGKILLs itself on receiving its third ticket, unanswered.
-  const NetRun net = run_networked(dir, spec, 2, {{"--die-at-ticket", "3"}});
+  const auto log = dir.path / "tickets.jsonl";
+  const NetRun net =
+      run_networked(dir, spec, 2, {{"--die-at-ticket", "3"}}, {"--ticket-log", log.string()});
   ASSERT_EQ(net.server, 0) << net.log;
   ASSERT_EQ(net.clients.size(), 2u);
   EXPECT_EQ(net.clients[0], 128 + SIGKILL) << net.log;
@@ -108,6 +111,22 @@ TEST(JoinProcesses, ClientKilledMidStepCostsOneReissue) {
   // 64 batches, one of them issued twice.
   EXPECT_EQ(net.metrics["distributed"]["tickets"], 65);
   EXPECT_LT(net.metrics["epochs"][1]["val_loss"].get<double>(), 2.0);
+  // --ticket-log over the network: a line per ticket, the dead client's
+  // third given back with its batch.
+  std::istringstream lines(slurp(log));
+  std::string line;
+  int tickets = 0;
+  std::vector<nlohmann::json> reissued;
+  while (std::getline(lines, line)) {
+    const auto j = nlohmann::json::parse(line);
+    tickets += j["end"] != "late";
+    if (j["end"] == "reissued") reissued.push_back(j);
+  }
+  EXPECT_EQ(tickets, 65);
+  ASSERT_EQ(reissued.size(), 1u);
+  EXPECT_EQ(reissued[0]["client"], 0);
+  EXPECT_EQ(reissued[0]["why"], "client_gone");
+  EXPECT_EQ(net.metrics["distributed"]["ticket_log"]["records"], 65);
 }
 
 TEST(JoinProcesses, ThreeClientsWithStalenessTrain) {
