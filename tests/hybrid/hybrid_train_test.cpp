@@ -645,25 +645,31 @@ TEST(HybridTickets, RecordsOfStragglersAndLeaversAgreeWithTheCounters) {
   o.tickets = &rec;
   const InProcessRun r = fx.run(3, o, nullptr, {steady, slow, leaver});
   for (const auto& line : r.stats.log) std::printf("  %s\n", line.c_str());
-  EXPECT_EQ(r.stats.late, 1);
-  EXPECT_EQ(r.stats.reissued, 2) << "the straggler's and the leaver's";
+  // The counts depend on timing (a slow machine may miss another deadline);
+  // the records agree with them whatever they are.
+  EXPECT_GE(r.stats.late, 1);
+  EXPECT_GE(r.stats.reissued, 2) << "the straggler's and the leaver's";
   ASSERT_NO_FATAL_FAILURE(expect_records_agree(rec, r, 256, 32, 2));
   std::map<std::string, int> reissued_why;
   for (const TicketRecord& t : rec.all)
     if (t.end == TicketEnd::kReissued) ++reissued_why[t.why];
-  EXPECT_EQ(reissued_why, (std::map<std::string, int>{{"client_gone", 1}, {"deadline", 1}}));
-  // The late answer is the straggler's, on the ticket that was reissued for it.
-  const auto late = std::find_if(rec.all.begin(), rec.all.end(),
-                                 [](const TicketRecord& t) { return t.end == TicketEnd::kLate; });
-  ASSERT_NE(late, rec.all.end());
-  EXPECT_EQ(late->client, 1);
-  EXPECT_GE(late->activations, 0);
-  const auto given_up = std::find_if(rec.all.begin(), rec.all.end(), [&](const TicketRecord& t) {
-    return t.ticket == late->ticket && t.end == TicketEnd::kReissued;
-  });
-  ASSERT_NE(given_up, rec.all.end());
-  EXPECT_EQ(given_up->why, "deadline");
-  EXPECT_EQ(late->begin, given_up->begin);
+  EXPECT_EQ(reissued_why["client_gone"], 1) << "the leaver's ticket";
+  EXPECT_GE(reissued_why["deadline"], 1) << "the straggler's";
+  // Each late answer is on a ticket of the same client given up at its
+  // deadline, first (reissued before its activations, dropped after).
+  for (size_t i = 0; i < rec.all.size(); ++i) {
+    const TicketRecord& late = rec.all[i];
+    if (late.end != TicketEnd::kLate) continue;
+    const auto given_up = std::find_if(rec.all.begin(), rec.all.begin() + i, [&](const auto& t) {
+      return t.ticket == late.ticket && t.end != TicketEnd::kLate;
+    });
+    ASSERT_NE(given_up, rec.all.begin() + i) << "late on ticket " << late.ticket;
+    EXPECT_TRUE(given_up->end == TicketEnd::kReissued || given_up->end == TicketEnd::kDropped);
+    EXPECT_EQ(given_up->why, "deadline");
+    EXPECT_EQ(given_up->client, late.client);
+    EXPECT_EQ(given_up->begin, late.begin);
+    EXPECT_TRUE(late.activations >= 0 || late.gradients >= 0) << "the late frame's time";
+  }
 }
 
 TEST(HybridTickets, RecordsOfLiarsAndStaleGradientsAgreeWithTheCounters) {
