@@ -171,6 +171,7 @@ hybrid::HybridStats networked_fit(const DistributedFlags& o, const nn::RunSpec& 
   if (!o.quiet) std::cerr << "hybrid: " << joined << " joined; training\n";
   hybrid::HybridOptions options;
   options.staleness = o.staleness;
+  options.tickets = o.tickets.get();
   // A joined client that loses its link reconnects within seconds (`join
   // --reconnect`: 0.5 s, then doubling); a run whose last client is away
   // waits this long for it.
@@ -216,6 +217,7 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
   if (o.listen.empty()) {
     hybrid::HybridOptions options;
     options.staleness = o.staleness;
+    options.tickets = o.tickets.get();
     set_wire(o, &options);
     hybrid::InProcessRun h =
         hybrid::train_in_process(spec, nn::model_input(spec.model, data.sample_shape),
@@ -258,6 +260,7 @@ experiment::RunResult distributed_run(const DistributedFlags& o, const nn::RunSp
              {"bytes_from_clients", stats.bytes_from_clients},
              {"quarantined", stats.quarantined}};
   if (!by_client.is_null()) (*report)["by_client"] = std::move(by_client);
+  if (o.tickets) (*report)["ticket_log"] = o.tickets->summary();
   if (!o.quiet)
     for (const std::string& line : stats.log) std::cerr << "hybrid: " << line << "\n";
   return r;

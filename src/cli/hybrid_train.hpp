@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/ticket_log.hpp"
 #include "data/dataset.hpp"
 #include "experiment/training_run.hpp"
 #include "nn/model.hpp"
@@ -29,6 +30,10 @@ struct DistributedFlags {
   std::string tls_cert, tls_key;
   std::shared_ptr<boost::asio::ssl::context> tls;
   bool quiet = false;
+  // --ticket-log: opened before the data is read (a bad path stops the run
+  // first); each ticket's end goes there.
+  std::string ticket_log;
+  std::shared_ptr<TicketLogFile> tickets;
 };
 
 // Trains `spec` through the hybrid trainer; `model` receives the whole

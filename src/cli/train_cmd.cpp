@@ -135,6 +135,8 @@ int run_train(const TrainOptions& o) {
                      limit_text +
                      "; lower train.batch_size or the layer sizes, or raise --max-memory");
   if (o.dry_run) return 0;
+  if (!hybrid.ticket_log.empty())
+    hybrid.tickets = std::make_shared<TicketLogFile>(hybrid.ticket_log);
 
   if (!o.quiet) std::cerr << "loading " << spec.data.dataset << " ...\n";
   data::Dataset data = data::load(load_options);
@@ -270,6 +272,11 @@ Command add_train(CLI::App& app) {
       ->check(CLI::Range(1, 86400))
       ->needs(listen)
       ->capture_default_str();
+  c->add_option("--ticket-log", o->hybrid.ticket_log,
+                "With --distributed: write each gradient ticket's end to FILE as a JSON line "
+                "(client, batch, version, times, applied / dropped / reissued / late and why), "
+                "flushed after every round; docs/distributed.md \"A ticket's life\"")
+      ->needs(distributed);
   c->add_flag("-q,--quiet", o->quiet, "Print only the final accuracies");
   return [o] {
     o->hybrid.quiet = o->quiet;

@@ -87,7 +87,7 @@ bool HybridServer::Impl::choose_recheck(int c) {
   return replication.choose(p.record, recheck_draw(recheck_key, c, p.draws++));
 }
 
-bool HybridServer::Impl::recheck(int c, uint64_t id, const Ticket& t,
+bool HybridServer::Impl::recheck(int c, uint64_t id, const Ledger::Unit& u, const Ticket& t,
                                  const std::vector<nn::Tensor>& g) {
   ++stats.rechecks;
   ++client(c).rechecks;
@@ -95,17 +95,17 @@ bool HybridServer::Impl::recheck(int c, uint64_t id, const Ticket& t,
   copy_values(cp, f_params);
   copy_values(cs, f_state);
   nn::Shape bs = train->x.shape();
-  bs[0] = t.rows;
+  bs[0] = u.size;
   nn::Tensor batch(bs);
   const int64_t row = train->x.cols();
-  std::vector<uint32_t> indices(static_cast<size_t>(t.rows));
-  for (int64_t i = 0; i < t.rows; ++i) {
-    indices[i] = static_cast<uint32_t>(order[t.begin + i]);
-    std::memcpy(batch.data() + i * row, train->x.data() + order[t.begin + i] * row,
+  std::vector<uint32_t> indices(static_cast<size_t>(u.size));
+  for (int64_t i = 0; i < u.size; ++i) {
+    indices[i] = static_cast<uint32_t>(order[u.item + i]);
+    std::memcpy(batch.data() + i * row, train->x.data() + order[u.item + i] * row,
                 sizeof(float) * row);
   }
   // The ticket's dropout masks, as its client drew them.
-  checker.set_rng_seed(ticket_dropout_seed(spec.train.seed, t.version, indices));
+  checker.set_rng_seed(ticket_dropout_seed(spec.train.seed, u.version, indices));
   const double tol = opt.recheck_tolerance;
   std::string why;
   const nn::TensorView h = checker.forward(batch.view(), /*training=*/true);

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <stdexcept>
 
@@ -16,6 +15,60 @@
 namespace dnnlab::hybrid {
 
 using namespace server_detail;
+
+const char* ticket_end_name(TicketEnd e) {
+  switch (e) {
+    case TicketEnd::kApplied:
+      return "applied";
+    case TicketEnd::kAppliedStale:
+      return "applied_stale";
+    case TicketEnd::kDropped:
+      return "dropped";
+    case TicketEnd::kReissued:
+      return "reissued";
+    case TicketEnd::kLate:
+      return "late";
+  }
+  return "?";
+}
+
+TicketRecord HybridServer::Impl::record_of(const Ledger::Unit& u, const Ticket* t) const {
+  TicketRecord r;
+  r.ticket = u.id;
+  r.client = u.holder;
+  r.epoch = epoch + 1;
+  r.version = u.version;
+  r.begin = u.item;
+  r.rows = u.size;
+  r.leased = since_born(u.leased);
+  if (!u.arrivals.empty()) r.activations = since_born(u.arrivals[0]);
+  if (u.arrivals.size() > 1) r.gradients = since_born(u.arrivals[1]);
+  if (t) {
+    r.rechecked = t->rechecked;
+    r.recheck_passed = t->recheck_passed;
+  }
+  return r;
+}
+
+// The ledger gave up on a ticket: back first in line (a reissue) or lost
+// (its weight gradient dropped).
+void HybridServer::Impl::given_up(const Ledger::Ended& e, const std::string& why,
+                                  const std::string& line) {
+  auto it = open.find(e.unit.id);
+  TicketRecord r = record_of(e.unit, it == open.end() ? nullptr : &it->second);
+  if (it != open.end()) open.erase(it);
+  r.why = why;
+  if (e.back_in_line) {
+    ++client(e.unit.holder).reissued;
+    ++stats.reissued;
+    r.end = TicketEnd::kReissued;
+  } else {
+    ++stats.grads_dropped;
+    r.end = TicketEnd::kDropped;
+  }
+  if (!line.empty()) note(line);
+  emit(r);
+}
 
 // A client leaves (or is made to): its forward tickets go back to the
 // queue, its unfinished backward ones are lost.
@@ -30,20 +83,16 @@ void HybridServer::Impl::drop_client(int c, const std::string& why, bool quarant
     link.expel(c, why);
   }
   note("client " + std::to_string(c) + (quarantine ? " quarantined: " : " left: ") + why);
-  std::vector<uint64_t> mine;
-  for (auto& [id, t] : open)
-    if (t.client == c) mine.push_back(id);
-  for (uint64_t id : mine) {
-    if (open[id].stage == Stage::kForward) {
-      requeue(id, "its client went away");
-    } else {
-      close(id);
-      ++stats.grads_dropped;
-    }
-  }
+  const std::string reason = quarantine ? "quarantined" : "client_gone";
+  for (const Ledger::Ended& e : ledger.release_holder(c, quarantine))
+    given_up(e, reason,
+             e.back_in_line
+                 ? "ticket " + std::to_string(e.unit.id) + " reissued: its client went away"
+                 : "");
   std::erase_if(grads, [&](const GradResult& g) {
     if (g.client != c || !quarantine) return false;
     ++stats.grads_dropped;
+    dropped(g, "quarantined");
     return true;
   });
 }
@@ -59,29 +108,12 @@ void HybridServer::Impl::rejoin(int c) {
   Peer& p = peers[c];
   p.gone = false;
   p.version = kNoVersion;
-  p.waiting = 0;
-  p.backward = 0;
+  ledger.holder_back(c);
   p.grad_feedback.clear();
   p.act_scales.clear();
   client(c).gone = false;
   note("client " + std::to_string(c) + " is back (" + std::to_string(p.record.agreed) +
        " re-checks passed)");
-}
-
-void HybridServer::Impl::close(uint64_t id) {
-  auto it = open.find(id);
-  closed[id] = it->second.client;
-  open.erase(it);
-}
-
-// Gives up on a ticket before its activations: its batch goes first in
-// the queue, for the next free client.
-void HybridServer::Impl::requeue(uint64_t id, const std::string& why) {
-  pending.push_front(open[id].begin);
-  ++client(open[id].client).reissued;
-  close(id);
-  ++stats.reissued;
-  note("ticket " + std::to_string(id) + " reissued: " + why);
 }
 
 void HybridServer::Impl::abandoned(int c) {
@@ -106,32 +138,29 @@ void HybridServer::Impl::send_weights(int c) {
 std::vector<uint64_t> HybridServer::Impl::issue_round() {
   sync_peers();
   std::vector<uint64_t> round;
-  for (int c = 0; c < static_cast<int>(peers.size()) && !pending.empty(); ++c) {
+  for (int c = 0; c < static_cast<int>(peers.size()) && ledger.work_left(); ++c) {
     Peer& p = peers[c];
-    if (p.gone || p.waiting || (opt.staleness == 0 && p.backward) || cooldown_left(c) > 0) continue;
-    const int64_t begin = pending.front();
-    pending.pop_front();
-    const uint64_t id = next_ticket++;
-    Ticket t;
-    t.client = c;
-    t.version = version;
-    t.begin = begin;
-    t.rows = std::min<int64_t>(batch_size(), static_cast<int64_t>(order.size()) - begin);
-    t.sent = Clock::now();
-    t.deadline = t.sent + opt.deadline;
+    if (p.gone || !ledger.free(c) || (opt.staleness == 0 && ledger.reported(c)) ||
+        cooldown_left(c) > 0)
+      continue;
+    const auto now = Clock::now();
+    // The batch's rows: the ledger hands out the first batch start in line.
+    const int64_t begin = *ledger.next_in_line();
+    const int64_t rows =
+        std::min<int64_t>(batch_size(), static_cast<int64_t>(order.size()) - begin);
+    const Ledger::Unit u = *ledger.lease(c, version, rows, now, now + opt.deadline);
+    const uint64_t id = u.id;
     Frame f{FrameKind::kTicket, version, id, {}, {}, opt.wire};  // answer in opt.wire
     f.feedback = opt.wire == Dtype::kInt8 && opt.feedback_acts;
-    for (int64_t i = 0; i < t.rows; ++i)
-      f.indices.push_back(static_cast<uint32_t>(order[begin + i]));
-    open[id] = std::move(t);
-    p.waiting = id;
+    for (int64_t i = 0; i < rows; ++i) f.indices.push_back(static_cast<uint32_t>(order[begin + i]));
+    open[id] = Ticket{};
     ++stats.tickets;
     if (static_cast<int>(stats.tickets_by_client.size()) <= c)
       stats.tickets_by_client.resize(c + 1);
     ++stats.tickets_by_client[c];
     ClientStats& cs = client(c);
     ++cs.tickets;
-    if (cs.first_ticket < 0) cs.first_ticket = since_born(t.sent);
+    if (cs.first_ticket < 0) cs.first_ticket = since_born(u.leased);
     round.push_back(id);
     if (p.version != version) send_weights(c);
     if (!p.gone) send(c, encode(f));
@@ -167,25 +196,29 @@ void HybridServer::Impl::dispatch(Inbound in) {
     peers[c].act_scales =
         f.dtype == Dtype::kInt8 ? int8_block_scales(f.tensors[0].view()) : std::vector<float>();
   }
-  auto it = open.find(f.ticket);
-  if (it == open.end()) {
-    auto old = closed.find(f.ticket);
-    if (old == closed.end() || old->second != c)
+  switch (ledger.answer(f.ticket, c)) {
+    case Ledger::Answer::kForeign:
       return drop_client(c, "ticket " + std::to_string(f.ticket) + " was not issued to it", true);
-    // A given-up ticket's late answer: the reissue (or the step) went on
-    // without it.
-    ++stats.late;
-    if (peers[c].waiting == f.ticket) peers[c].waiting = 0;
-    return;
+    case Ledger::Answer::kLate: {
+      // A given-up ticket's late answer: the reissue (or the step) went on
+      // without it.
+      ++stats.late;
+      TicketRecord r = record_of(*ledger.remembered(f.ticket, c), nullptr);
+      (f.kind == FrameKind::kActivations ? r.activations : r.gradients) = since_born();
+      r.end = TicketEnd::kLate;
+      emit(r);
+      return;
+    }
+    case Ledger::Answer::kLive:
+      break;
   }
-  Ticket& t = it->second;
-  if (t.client != c)
-    return drop_client(c, "ticket " + std::to_string(f.ticket) + " was not issued to it", true);
-  if (f.version != t.version)
+  const Ledger::Unit& u = unit(f.ticket);
+  if (f.version != u.version)
     return drop_client(c,
                        "ticket " + std::to_string(f.ticket) + " is on version " +
-                           std::to_string(t.version) + ", it claims " + std::to_string(f.version),
+                           std::to_string(u.version) + ", it claims " + std::to_string(f.version),
                        true);
+  Ticket& t = open[f.ticket];
   if (f.kind == FrameKind::kActivations) {
     t.prev_scales = std::move(prev_scales);
     return on_activations(c, f, t);
@@ -194,7 +227,8 @@ void HybridServer::Impl::dispatch(Inbound in) {
 }
 
 void HybridServer::Impl::on_activations(int c, Frame& f, Ticket& t) {
-  if (t.stage != Stage::kForward || t.has_act)
+  const Ledger::Unit& u = unit(f.ticket);
+  if (u.stage != kForward || t.has_act)
     return drop_client(c, "activations for a ticket it already answered", true);
   // In the dtype the ticket asked for, or float32 (a non-finite int8 frame
   // travels so; an older client); never coarser than asked.
@@ -206,7 +240,7 @@ void HybridServer::Impl::on_activations(int c, Frame& f, Ticket& t) {
   nn::Shape want = act_row;
   want.rank = act_row.rank + 1;
   for (int d = act_row.rank; d > 0; --d) want[d] = act_row[d - 1];
-  want[0] = t.rows;
+  want[0] = u.size;
   std::string why = shape_problem(f.tensors[0].view(), want);
   if (!why.empty()) return drop_client(c, "activations: " + why, true);
   // One read for the finiteness and the norm (checks.hpp: sum_of_squares).
@@ -218,16 +252,18 @@ void HybridServer::Impl::on_activations(int c, Frame& f, Ticket& t) {
   t.act_feedback = f.dtype == Dtype::kInt8 && opt.feedback_acts;
   t.act = std::move(f.tensors[0]);
   t.has_act = true;
-  const double turnaround = between(t.sent, Clock::now());
+  const auto now = Clock::now();
+  const double turnaround = between(u.stage_began, now);
   client(c).forward_seconds += turnaround;
   client(c).forward_compute_seconds += std::min(turnaround, f.compute_us * 1e-6);
+  ledger.arrived(f.ticket, now);  // judged in the classifier step
   t.recheck = choose_recheck(c);
-  if (peers[c].waiting == f.ticket) peers[c].waiting = 0;
 }
 
 void HybridServer::Impl::on_weight_grads(int c, Frame& f, Ticket& t) {
   const auto arrived = Clock::now();  // the client's turnaround ends here, not after a re-check
-  if (t.stage != Stage::kBackward)
+  const Ledger::Unit& u = unit(f.ticket);
+  if (u.stage != kBackward)
     return drop_client(c, "weight gradients for a ticket not waiting for them", true);
   if (f.tensors.size() != f_params.size() + f_state.size())
     return drop_client(c,
@@ -257,19 +293,23 @@ void HybridServer::Impl::on_weight_grads(int c, Frame& f, Ticket& t) {
   const double norm = finite ? std::sqrt(sum) : 0;
   // A re-check needs the master weights of the ticket's version: with
   // staleness a later version may have been published; then it is skipped.
-  if (t.recheck && nonfinite.empty() && t.version == version && !recheck(c, f.ticket, t, f.tensors))
-    return;  // quarantined; the ticket went with the client
-  --peers[c].backward;
+  if (t.recheck && nonfinite.empty() && u.version == version) {
+    t.rechecked = true;
+    if (!recheck(c, f.ticket, u, t, f.tensors)) return;  // quarantined; the ticket went with it
+    t.recheck_passed = true;
+  }
   experiment::AbandonRule::completed(peers[c].abandons);
   ClientStats& cs = client(c);
-  const double turnaround = between(t.sent, arrived);
+  const double turnaround = between(u.stage_began, arrived);
   cs.backward_seconds += turnaround;
   cs.backward_compute_seconds += std::min(turnaround, f.compute_us * 1e-6);
   ++cs.answered;
-  cs.rows += t.rows;
-  grads.push_back(
-      {f.ticket, c, t.rows, t.version, std::move(f.tensors), std::move(nonfinite), norm});
-  close(f.ticket);
+  cs.rows += u.size;
+  const Ledger::Ended e = ledger.finish(f.ticket, arrived);
+  TicketRecord r = record_of(e.unit, &t);
+  open.erase(f.ticket);
+  grads.push_back({f.ticket, c, e.unit.size, e.unit.version, std::move(f.tensors),
+                   std::move(nonfinite), norm, std::move(r)});
 }
 
 // No ticket could be issued: wait for a straggler to answer, or give up
@@ -312,7 +352,7 @@ void HybridServer::Impl::wait_for_a_free_client() {
   for (;;) {
     double cooling = -1;  // the shortest cooldown left of a client owing nothing
     for (int c = 0; c < static_cast<int>(peers.size()); ++c) {
-      if (peers[c].gone || peers[c].waiting) continue;
+      if (peers[c].gone || !ledger.free(c)) continue;
       const double left = cooldown_left(c);
       if (left <= 0) return;
       cooling = cooling < 0 ? left : std::min(cooling, left);
@@ -365,9 +405,11 @@ nn::EpochResult HybridServer::run_epoch(int epoch, const nn::LabeledData& train,
   if (n == 0) throw ShapeError("the training split is empty");
   const auto start = Clock::now();
   m.train = &train;
+  m.epoch = epoch;
   m.order = nn::epoch_order(m.spec.train.seed, epoch, n);
-  m.pending.clear();
-  for (int64_t b = 0; b < n; b += m.batch_size()) m.pending.push_back(b);
+  std::vector<int64_t> batches;
+  for (int64_t b = 0; b < n; b += m.batch_size()) batches.push_back(b);
+  m.ledger.fill_line(std::move(batches));
   const float lr = nn::scheduled_lr(m.spec.train.optimizer.lr, m.spec.train.schedule, epoch,
                                     m.spec.train.epochs);
   m.opt_f.set_lr(lr);
@@ -376,17 +418,18 @@ nn::EpochResult HybridServer::run_epoch(int epoch, const nn::LabeledData& train,
   m.done = 0;
   const int64_t interval = obs ? std::max<int64_t>(1, obs->batch_interval()) : 0;
   bool stopped = false;
-  while (!m.pending.empty() && !stopped) {
+  while (m.ledger.work_left() && !stopped) {
     const std::vector<uint64_t> round = m.issue_round();
     if (round.empty()) {
       m.wait_for_a_free_client();
       continue;
     }
     ++m.stats.rounds;
-    m.pump(Stage::kForward, [&] {
+    m.pump(server_detail::kForward, [&] {
       for (uint64_t id : round) {
         auto it = m.open.find(id);
-        if (it != m.open.end() && it->second.stage == Stage::kForward && !it->second.has_act)
+        if (it != m.open.end() && m.unit(id).stage == server_detail::kForward &&
+            !it->second.has_act)
           return false;
       }
       return true;
@@ -396,11 +439,12 @@ nn::EpochResult HybridServer::run_epoch(int epoch, const nn::LabeledData& train,
     const double c_secs = std::chrono::duration<double>(Clock::now() - busy).count();
     m.stats.server_seconds += c_secs;
     m.stats.classifier_seconds += c_secs;
-    m.pump(Stage::kBackward, [&] { return !m.blocks_next_version(); });
+    m.pump(server_detail::kBackward, [&] { return !m.blocks_next_version(); });
     busy = Clock::now();
     m.apply_grads();
     m.stats.server_seconds += std::chrono::duration<double>(Clock::now() - busy).count();
-    if (obs && (m.stats.rounds % interval == 0 || m.pending.empty())) {
+    if (m.opt.tickets) m.opt.tickets->round();
+    if (obs && (m.stats.rounds % interval == 0 || !m.ledger.work_left())) {
       const double secs = std::chrono::duration<double>(Clock::now() - start).count();
       obs->on_batch(epoch + 1, m.done, n, m.done ? m.loss_sum / m.done : 0,
                     m.done ? m.acc_sum / m.done : 0, secs);
@@ -408,8 +452,9 @@ nn::EpochResult HybridServer::run_epoch(int epoch, const nn::LabeledData& train,
     }
   }
   // Every epoch ends synchronised: the last gradients are in before evaluation.
-  m.pump(Stage::kBackward, [&] { return !m.any(Stage::kBackward); });
+  m.pump(server_detail::kBackward, [&] { return !m.ledger.any_at(server_detail::kBackward); });
   m.apply_grads();
+  if (m.opt.tickets) m.opt.tickets->round();
 
   nn::EpochResult r;
   r.epoch = epoch + 1;

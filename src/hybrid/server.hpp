@@ -29,6 +29,44 @@ namespace dnnlab::hybrid {
 inline constexpr int kMaxClients = 64;
 inline constexpr int kMaxStaleness = 16;
 
+// How a gradient ticket ended (docs/distributed.md, "A ticket's life").
+enum class TicketEnd {
+  kApplied,       // its weight gradient went into a step, on the current version
+  kAppliedStale,  // went into a step, computed on an older version (`age`)
+  kDropped,       // its weight gradient did not count (`why`)
+  kReissued,      // given up before its activations counted: its batch went back first in line
+  kLate,          // an answer on a ticket that had ended already, discarded (a second record)
+};
+const char* ticket_end_name(TicketEnd e);  // "applied", "applied_stale", ...
+
+// One ticket's end, as it happened: the record that outlives the run
+// (`train --ticket-log`). Times are seconds since the server was made
+// (HybridServer::seconds), negative for a step that did not happen.
+struct TicketRecord {
+  uint64_t ticket = 0;
+  int client = -1;
+  int epoch = 0;                // 1-based: the epoch in progress when it was written
+  uint64_t version = 0;         // the features' version it was issued on
+  int64_t begin = 0, rows = 0;  // the batch: the epoch order's [begin, begin + rows)
+  double leased = -1, activations = -1, gradients = -1;
+  TicketEnd end = TicketEnd::kApplied;
+  uint64_t age = 0;  // kAppliedStale (and a too-stale kDropped): versions behind
+  // kDropped: "too_stale", "norm" (the step's screens: norm or finiteness),
+  // "deadline", "client_gone", "quarantined"; kReissued: "deadline",
+  // "client_gone", "quarantined"; otherwise empty.
+  std::string why;
+  bool rechecked = false, recheck_passed = false;
+};
+
+// Receives each ticket's record as it ends, on the server's thread; `round`
+// after each round's features step (a log flushes there).
+class TicketRecorder {
+ public:
+  virtual ~TicketRecorder() = default;
+  virtual void record(const TicketRecord& r) = 0;
+  virtual void round() {}
+};
+
 struct HybridOptions {
   // Staleness bound s: a weight gradient computed on version v is applied
   // while v >= current - s, weighted 1 / (1 + age); 0 = synchronous.
@@ -73,6 +111,8 @@ struct HybridOptions {
   double recheck_rate = 0.05;
   double recheck_tolerance = 1e-3;
   uint64_t recheck_seed = 0;  // the draws' key; 0: from std::random_device (tests fix it)
+  // Where each ticket's end goes (not owned; nullptr: nowhere).
+  TicketRecorder* tickets = nullptr;
 };
 
 // The draw that decides whether a client's ticket is re-checked: for the

@@ -3,13 +3,13 @@
 // classifier step and the features update). Private to src/hybrid.
 #pragma once
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "experiment/abandons.hpp"
 #include "experiment/replication.hpp"
+#include "experiment/ticket_ledger.hpp"
 #include "hybrid/aggregate.hpp"
 #include "hybrid/checks.hpp"
 #include "hybrid/feedback.hpp"
@@ -21,22 +21,23 @@ namespace server_detail {
 
 constexpr uint64_t kNoVersion = ~uint64_t{0};
 
-enum class Stage { kForward, kBackward };  // a ticket still open; closed ones leave `open`
+// A ticket's life (its holder, stage, deadline, the batch it covers, the
+// version it was issued on) is the ledger's (experiment/ticket_ledger.hpp):
+// stage 0 waits for activations, stage 1 for weight gradients.
+using Ledger = experiment::TicketLedger;
+enum Stage : int { kForward = 0, kBackward = 1 };
 
+// What the engine keeps of a live ticket: its activations, their norms,
+// what a re-check needs.
 struct Ticket {
-  int client = -1;
-  uint64_t version = 0;
-  int64_t begin = 0, rows = 0;  // the batch: order[begin, begin + rows)
-  Stage stage = Stage::kForward;
-  Clock::time_point deadline;
-  Clock::time_point sent;  // this stage's frame sent (the client's turnaround)
-  nn::Tensor act;          // the accepted activations (kForward, once they arrive)
+  nn::Tensor act;  // the arrived activations (kForward, until the classifier step)
   bool has_act = false;
   std::string nonfinite;  // why act is not finite: a liar, or the run diverged
   double act_rms = 0;     // act's L2 norm / sqrt(its size), when finite
   // Re-checked (chosen when its activations arrive): the activations and
   // the activation gradients sent, kept for the comparison.
   bool recheck = false;
+  bool rechecked = false, recheck_passed = false;  // ran, and agreed (the record)
   nn::Tensor act_kept, grad_sent;
   Dtype act_dtype = Dtype::kFloat32;  // how its activations came
   bool act_feedback = false;          // int8 with the client's error feedback asked for
@@ -48,11 +49,6 @@ struct Ticket {
 struct Peer {
   bool gone = false;
   uint64_t version = kNoVersion;  // the weights it was last sent
-  // The last ticket it still owes an answer to (live at kForward, or given
-  // up): it gets no new ticket before answering, since a client works
-  // through its frames in order.
-  uint64_t waiting = 0;
-  int backward = 0;  // its tickets at kBackward
   // Its record for the re-check rule (experiment::Replication): re-checks
   // passed, tickets drawn since it had a record; and its tickets decided so
   // far (the index of its next recheck_draw). Both outlive a reconnect.
@@ -73,12 +69,15 @@ struct GradResult {
   std::vector<nn::Tensor> tensors;  // parameter gradients, then state
   std::string nonfinite;            // as Ticket::nonfinite
   double norm = 0;                  // the parameter gradients' L2 norm, when finite
+  TicketRecord record;              // its end, once known (apply_grads)
 };
 
 }  // namespace server_detail
 
 struct HybridServer::Impl {
   using Stage = server_detail::Stage;
+  static constexpr Stage kForward = server_detail::kForward, kBackward = server_detail::kBackward;
+  using Ledger = server_detail::Ledger;
   using Ticket = server_detail::Ticket;
   using Peer = server_detail::Peer;
   using GradResult = server_detail::GradResult;
@@ -91,12 +90,14 @@ struct HybridServer::Impl {
   nn::Optimizer opt_f, opt_c;
   std::vector<nn::Param*> f_params, f_state;
   nn::Shape act_row;  // one sample's activation shape
-  uint64_t version = 0, next_ticket = 1;
+  uint64_t version = 0;
   std::vector<Peer> peers;
-  std::map<uint64_t, Ticket> open;  // tickets waiting for an answer
-  std::map<uint64_t, int> closed;   // answered or given up: id -> client
-  std::deque<int64_t> pending;      // batch starts still to train this epoch
+  // The tickets' life, and the batch starts still to train this epoch (its
+  // line); the engine's part of each live ticket in `open`, same ids.
+  Ledger ledger;
+  std::map<uint64_t, Ticket> open;
   std::vector<int64_t> order;
+  int epoch = 0;  // 0-based, the one in progress
   const nn::LabeledData* train = nullptr;
   std::vector<GradResult> grads;  // arrived, not yet applied
   NormHistory act_history, grad_history;
@@ -107,10 +108,9 @@ struct HybridServer::Impl {
   HybridStats stats;
   const Clock::time_point born = Clock::now();
   // Re-checks: a second copy of the features part, loaded with the master
-  // weights before each; off when the features part has dropout (its masks
-  // are drawn on the client). Which tickets: the rule of trials
-  // (recheck_first as trust_after, recheck_rate as the floor), each drawn
-  // with recheck_draw under the run's key.
+  // weights before each (and the ticket's dropout seed). Which tickets: the
+  // rule of trials (recheck_first as trust_after, recheck_rate as the
+  // floor), each drawn with recheck_draw under the run's key.
   nn::Model checker;
   bool recheck_possible = false;
   experiment::Replication replication;
@@ -143,10 +143,7 @@ struct HybridServer::Impl {
   }
 
   int64_t batch_size() const { return spec.train.batch_size; }
-  bool quarantined(int c) const {
-    return std::find(stats.quarantined.begin(), stats.quarantined.end(), c) !=
-           stats.quarantined.end();
-  }
+  bool quarantined(int c) const { return ledger.quarantined(c); }
 
   void note(const std::string& line) {
     if (stats.log.size() < 10000) stats.log.push_back(line);
@@ -174,17 +171,24 @@ struct HybridServer::Impl {
 
   void rejoin(int c);
 
-  void close(uint64_t id);
+  const Ledger::Unit& unit(uint64_t id) const { return *ledger.find(id); }
 
-  // Gives up on a ticket before its activations: its batch goes first in
-  // the queue, for the next free client.
-  void requeue(uint64_t id, const std::string& why);
+  // A ticket the ledger gave up on (expired, given back, lost): its
+  // counters, its log line, its record; the engine forgets it. `why` is
+  // the record's reason, `line` the log's.
+  void given_up(const Ledger::Ended& e, const std::string& why, const std::string& line);
 
   // A ticket of client c passed its deadline: charged to c (abandon_rule).
   void abandoned(int c);
   // Seconds until client c may take a ticket again (0: now).
   double cooldown_left(int c) {
     return abandon_rule.cooldown_left(peers[c].abandons, since_born());
+  }
+
+  // The record of a ticket as the ledger ended it (times, batch, client).
+  TicketRecord record_of(const Ledger::Unit& u, const Ticket* t) const;
+  void emit(const TicketRecord& r) {
+    if (opt.tickets) opt.tickets->record(r);
   }
 
   void send(int c, Bytes bytes) {
@@ -211,7 +215,8 @@ struct HybridServer::Impl {
   // client was quarantined).
   void init_rechecks();
   bool choose_recheck(int c);
-  bool recheck(int c, uint64_t id, const Ticket& t, const std::vector<nn::Tensor>& grads);
+  bool recheck(int c, uint64_t id, const Ledger::Unit& u, const Ticket& t,
+               const std::vector<nn::Tensor>& grads);
 
   // Waits for events until `done()` or the earliest deadline of `stage`
   // tickets, which then expire.
@@ -224,39 +229,27 @@ struct HybridServer::Impl {
       ~AddTime() { to += std::chrono::duration<double>(Clock::now() - from).count(); }
     } add{stats.wait_seconds, start};
     while (!done()) {
-      Clock::time_point deadline = Clock::time_point::max();
-      for (auto& [id, t] : open)
-        if (t.stage == stage && !(stage == Stage::kForward && t.has_act))
-          deadline = std::min(deadline, t.deadline);
+      // A ticket whose activations are in waits on the server, not its client.
+      const Clock::time_point deadline = ledger.earliest_deadline(stage);
       if (deadline == Clock::time_point::max()) return;
       if (auto in = link.receive(deadline)) {
         dispatch(std::move(*in));
         continue;
       }
       const auto now = Clock::now();
-      std::vector<uint64_t> overdue;
-      for (auto& [id, t] : open)
-        if (t.stage == stage && t.deadline <= now && !(stage == Stage::kForward && t.has_act))
-          overdue.push_back(id);
-      for (uint64_t id : overdue) {
-        const int c = open[id].client;
-        Peer& p = peers[c];
-        p.waiting = std::max(p.waiting, id);
+      for (uint64_t id : ledger.overdue(stage, now)) {
+        const Ledger::Ended e = ledger.expire(id, now);
         // Its copy ran (or will run) this ticket's forward, which will not
         // count: its BatchNorm running statistics moved where the master's
         // did not. It gets the weights again before its next ticket, or its
         // next re-check would find its state off (a lone straggler's was:
         // no other client's step resent them).
-        p.version = kNoVersion;
-        if (stage == Stage::kForward) {
-          requeue(id, "no activations by the deadline");
-        } else {
-          --p.backward;
-          close(id);
-          ++stats.grads_dropped;
-          note("ticket " + std::to_string(id) + ": no weight gradients by the deadline");
-        }
-        abandoned(c);
+        peers[e.unit.holder].version = kNoVersion;
+        given_up(e, "deadline",
+                 stage == kForward
+                     ? "ticket " + std::to_string(id) + " reissued: no activations by the deadline"
+                     : "ticket " + std::to_string(id) + ": no weight gradients by the deadline");
+        abandoned(e.unit.holder);
       }
     }
   }
@@ -270,21 +263,15 @@ struct HybridServer::Impl {
   // (mix_weights: by rows, down-weighted by age); beyond the staleness
   // bound, or failing the norm checks, a gradient is dropped.
   void apply_grads();
+  void dropped(const GradResult& g, const char* why);
 
   // Whether a weight gradient still out would be too stale once the next
   // version is published: then the step waits for it (until its deadline),
   // as stale-synchronous parallel does. With s = 0 that is every one.
   bool blocks_next_version() const {
-    for (const auto& [id, t] : open)
-      if (t.stage == Stage::kBackward &&
-          version + 1 - t.version > static_cast<uint64_t>(opt.staleness))
+    for (const auto& [id, u] : ledger.live())
+      if (u.stage == kBackward && version + 1 - u.version > static_cast<uint64_t>(opt.staleness))
         return true;
-    return false;
-  }
-
-  bool any(Stage stage) const {
-    for (const auto& [id, t] : open)
-      if (t.stage == stage) return true;
     return false;
   }
 

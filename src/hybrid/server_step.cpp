@@ -21,7 +21,7 @@ void HybridServer::Impl::classifier_step(const std::vector<uint64_t>& round) {
   std::vector<double> rms;  // per value: comparable across batch sizes
   for (uint64_t id : round) {
     auto it = open.find(id);
-    if (it == open.end() || it->second.stage != Stage::kForward || !it->second.has_act) continue;
+    if (it == open.end() || unit(id).stage != kForward || !it->second.has_act) continue;
     const Ticket& t = it->second;
     ids.push_back(id);
     nonfinite.push_back(t.nonfinite);
@@ -35,14 +35,13 @@ void HybridServer::Impl::classifier_step(const std::vector<uint64_t>& round) {
       accepted.push_back(ids[i]);
       continue;
     }
-    Ticket& t = open[ids[i]];
-    t.has_act = false;
-    drop_client(t.client, "activations: " + why[i], true);  // requeues the ticket
+    open[ids[i]].has_act = false;
+    drop_client(unit(ids[i]).holder, "activations: " + why[i], true);  // requeues the ticket
   }
   if (accepted.empty()) return;
 
   int64_t total = 0;
-  for (uint64_t id : accepted) total += open[id].rows;
+  for (uint64_t id : accepted) total += unit(id).size;
   nn::Shape s = open[accepted[0]].act.shape();
   s[0] = total;
   nn::Tensor& h = round_acts;  // every value written below
@@ -51,9 +50,10 @@ void HybridServer::Impl::classifier_step(const std::vector<uint64_t>& round) {
   int64_t at = 0;
   for (uint64_t id : accepted) {
     const Ticket& t = open[id];
+    const Ledger::Unit& u = unit(id);
     std::memcpy(h.data() + at * t.act.view().cols(), t.act.data(), sizeof(float) * t.act.numel());
-    for (int64_t i = 0; i < t.rows; ++i) labels.push_back(train->y[order[t.begin + i]]);
-    at += t.rows;
+    for (int64_t i = 0; i < u.size; ++i) labels.push_back(train->y[order[u.item + i]]);
+    at += u.size;
   }
   float acc = 0;
   const float loss = classifier.backward_loss(h.view(), labels.data(), &acc);
@@ -67,28 +67,37 @@ void HybridServer::Impl::classifier_step(const std::vector<uint64_t>& round) {
   at = 0;
   for (uint64_t id : accepted) {
     Ticket& t = open[id];
+    const Ledger::Unit& u = unit(id);
     nn::Tensor& g = grad_out;  // every value written below
     g.resize(t.act.shape());
-    const float scale = static_cast<float>(static_cast<double>(total) / t.rows);
+    const float scale = static_cast<float>(static_cast<double>(total) / u.size);
     const float* src = dh.data() + at * dh.cols();
     float* dst = g.data();
     for (int64_t i = 0, n = t.act.numel(); i < n; ++i) dst[i] = src[i] * scale;
-    at += t.rows;
+    at += u.size;
     if (opt.wire == Dtype::kInt8 && opt.feedback_grads)
-      peers[t.client].grad_feedback.carry(g, opt.wire);
+      peers[u.holder].grad_feedback.carry(g, opt.wire);
     const nn::TensorView gv = g.view();
-    Bytes bytes = encode_views(FrameKind::kActivationGrads, t.version, id, {&gv, 1}, opt.wire);
+    Bytes bytes = encode_views(FrameKind::kActivationGrads, u.version, id, {&gv, 1}, opt.wire);
     if (t.recheck) {  // kept as the client reads them
       t.act_kept = std::move(t.act);
       t.grad_sent = opt.wire == Dtype::kFloat32 ? g : std::move(decode(bytes).tensors[0]);
     }
     t.act = nn::Tensor();
-    t.stage = Stage::kBackward;
-    t.sent = Clock::now();
-    t.deadline = t.sent + opt.deadline;
-    ++peers[t.client].backward;
-    send(t.client, std::move(bytes));
+    const auto now = Clock::now();
+    const int holder = u.holder;
+    ledger.report(id, now, now + opt.deadline);  // the activations counted: stage kBackward
+    send(holder, std::move(bytes));
   }
+}
+
+// A weight gradient that arrived and does not count: its record.
+void HybridServer::Impl::dropped(const GradResult& g, const char* why) {
+  TicketRecord r = g.record;
+  r.end = TicketEnd::kDropped;
+  r.age = version - g.version;
+  r.why = why;
+  emit(r);
 }
 
 // Averages the arrived weight gradients into the features' step
@@ -102,6 +111,7 @@ void HybridServer::Impl::apply_grads() {
       ++stats.grads_dropped;
       note("ticket " + std::to_string(g.ticket) + ": gradient " + std::to_string(age) +
            " versions old, dropped");
+      dropped(g, "too_stale");
       continue;
     }
     use.push_back(std::move(g));
@@ -115,6 +125,7 @@ void HybridServer::Impl::apply_grads() {
   std::erase_if(use, [&](const GradResult& g) {
     if (!quarantined(g.client)) return false;
     ++stats.grads_dropped;
+    dropped(g, "quarantined");
     return true;
   });
   std::vector<std::string> nonfinite;
@@ -135,6 +146,7 @@ void HybridServer::Impl::apply_grads() {
       continue;
     }
     ++stats.grads_dropped;
+    dropped(use[i], "norm");
     std::string what = "weight gradients: " + why[i];
     if (small[i]) {
       const int n = ++p.small_in_a_row;
@@ -164,7 +176,13 @@ void HybridServer::Impl::apply_grads() {
       weighted_sum(f_state[i - f_params.size()]->value, parts, w.state);
   }
   stats.grads_applied += static_cast<int64_t>(ok.size());
-  for (const GradResult* g : ok) stats.features_rows += g->rows;
+  for (const GradResult* g : ok) {
+    stats.features_rows += g->rows;
+    TicketRecord r = g->record;
+    r.age = version - g->version;
+    r.end = r.age ? TicketEnd::kAppliedStale : TicketEnd::kApplied;
+    emit(r);
+  }
   opt_f.step();
   ++version;
 }

@@ -1,7 +1,10 @@
 // `dnnlab train --distributed`: the hybrid trainer through the binary. One
 // client at staleness 0 writes the very files standalone training does;
 // specs and flags it cannot use are refused with the field or flag named.
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 
 #include "cli_util.hpp"
 
@@ -158,6 +161,63 @@ TEST(TrainDistributed, BadFlagsNameTheFlag) {
   const Result threads = run(base + "--distributed --threads 2");
   EXPECT_EQ(threads.code, 2);
   EXPECT_NE(threads.err.find("--threads"), std::string::npos) << threads.err;
+}
+
+// --ticket-log: one JSON line per ticket's end, and metrics.json names the
+// file and agrees with it; a path it cannot write stops the run before any
+// training, naming the flag.
+TEST(TrainDistributed, TicketLogHasOneLinePerTicketAndMatchesMetrics) {
+  TempDir dir;
+  const auto spec = dir.write("parts.yaml", kPartsSpec);
+  const auto log = dir.path / "tickets.jsonl";
+  const Result r = run("train -q " + spec.string() + " --distributed --clients 2 --ticket-log " +
+                       log.string() + " --out " + dir.path.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto m = nlohmann::json::parse(slurp(dir.path / "parts.metrics.json"))["distributed"];
+  std::istringstream lines(slurp(log));
+  std::string line;
+  std::set<int64_t> ids;
+  std::map<std::string, int64_t> by_end;
+  std::map<int64_t, std::set<int64_t>> batches;  // epoch -> batch starts applied
+  while (std::getline(lines, line)) {
+    const auto j = nlohmann::json::parse(line);  // throws on a line that is not JSON
+    for (const char* k : {"ticket", "client", "epoch", "version", "begin", "rows", "leased",
+                          "activations", "gradients", "end", "rechecked"})
+      EXPECT_TRUE(j.contains(k)) << k << " missing: " << line;
+    ++by_end[j["end"].get<std::string>()];
+    if (j["end"] == "late") continue;
+    EXPECT_TRUE(ids.insert(j["ticket"].get<int64_t>()).second) << line;
+    if (j["end"] == "applied" || j["end"] == "applied_stale") {
+      EXPECT_TRUE(batches[j["epoch"]].insert(j["begin"].get<int64_t>()).second) << line;
+      EXPECT_GE(j["gradients"].get<double>(), j["activations"].get<double>()) << line;
+      EXPECT_GE(j["activations"].get<double>(), j["leased"].get<double>()) << line;
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(ids.size()), m["tickets"].get<int64_t>());
+  EXPECT_EQ(m["tickets"], 16);
+  ASSERT_EQ(batches.size(), 2u);
+  for (const auto& [epoch, begins] : batches) EXPECT_EQ(begins.size(), 8u) << "epoch " << epoch;
+  EXPECT_EQ(m["ticket_log"]["file"], log.string());
+  EXPECT_EQ(m["ticket_log"]["records"].get<int64_t>(),
+            static_cast<int64_t>(ids.size()) + by_end["late"]);
+  for (const auto& [end, n] : by_end) EXPECT_EQ(m["ticket_log"]["by_end"][end], n) << end;
+  EXPECT_EQ(by_end["applied"] + by_end["applied_stale"], m["grads_applied"].get<int64_t>());
+  EXPECT_EQ(by_end["dropped"], m["grads_dropped"].get<int64_t>());
+  EXPECT_EQ(by_end["reissued"], m["reissued"].get<int64_t>());
+  EXPECT_EQ(by_end["late"], m["late"].get<int64_t>());
+
+  for (const std::string bad :
+       {(dir.path / "no" / "such" / "dir" / "t.jsonl").string(), dir.path.string()}) {
+    const Result refused = run("train " + spec.string() + " --distributed --ticket-log " + bad +
+                               " --out " + (dir.path / "other").string());
+    EXPECT_EQ(refused.code, 2) << bad << ": " << refused.err;
+    EXPECT_NE(refused.err.find("--ticket-log"), std::string::npos) << refused.err;
+    EXPECT_EQ(refused.err.find("loading"), std::string::npos) << "refused before the data";
+    EXPECT_FALSE(std::filesystem::exists(dir.path / "other" / "parts.metrics.json"));
+  }
+  const Result alone = run("train " + spec.string() + " --ticket-log " + log.string());
+  EXPECT_NE(alone.code, 0) << "--ticket-log needs --distributed";
+  EXPECT_NE(alone.err.find("--ticket-log"), std::string::npos) << alone.err;
 }
 
 }  // namespace train_distributed_test

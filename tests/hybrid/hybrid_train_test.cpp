@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "data/dataset.hpp"
@@ -755,6 +757,129 @@ TEST(HybridRecheck, DropoutInTheFeaturesIsRecheckedToo) {
       fx.run(3, every_ticket_rechecked(), nullptr, {{}, {}, subtle_liar("grads")});
   EXPECT_EQ(caught.stats.quarantined, std::vector<int>{2});
   EXPECT_EQ(caught.stats.recheck_failures, 1);
+}
+
+// Every ticket's end as the server records it (HybridOptions::tickets).
+struct Records : TicketRecorder {
+  std::vector<TicketRecord> all;
+  int rounds = 0;
+  void record(const TicketRecord& r) override { all.push_back(r); }
+  void round() override { ++rounds; }
+};
+
+// The records agree with the counters: one record per ticket issued (plus
+// one per late answer), each end kind as often as its counter says, and
+// every batch of every epoch ended once by a ticket that was not reissued.
+void expect_records_agree(const Records& rec, const InProcessRun& r, int64_t n, int64_t batch,
+                          int epochs) {
+  std::map<TicketEnd, int64_t> count;
+  std::set<uint64_t> tickets;
+  std::map<int, std::vector<int64_t>> ended_batches;  // by epoch
+  int64_t rechecked = 0, failed = 0;
+  for (const TicketRecord& t : rec.all) {
+    ++count[t.end];
+    EXPECT_GE(t.leased, 0) << "ticket " << t.ticket;
+    if (t.activations >= 0) EXPECT_GE(t.activations, t.leased) << "ticket " << t.ticket;
+    if (t.end == TicketEnd::kLate) continue;
+    EXPECT_TRUE(tickets.insert(t.ticket).second) << "ticket " << t.ticket << " ended twice";
+    EXPECT_EQ(t.rows, std::min(batch, n - t.begin)) << "ticket " << t.ticket;
+    if (t.end == TicketEnd::kApplied || t.end == TicketEnd::kAppliedStale) {
+      EXPECT_GE(t.gradients, t.activations) << "ticket " << t.ticket;
+      EXPECT_EQ(t.age > 0, t.end == TicketEnd::kAppliedStale) << "ticket " << t.ticket;
+      EXPECT_TRUE(t.why.empty());
+    } else {
+      EXPECT_FALSE(t.why.empty()) << "ticket " << t.ticket << " ended without a reason";
+    }
+    if (t.end != TicketEnd::kReissued) ended_batches[t.epoch].push_back(t.begin);
+    rechecked += t.rechecked;
+    failed += t.rechecked && !t.recheck_passed;
+  }
+  EXPECT_EQ(static_cast<int64_t>(tickets.size()), r.stats.tickets);
+  EXPECT_EQ(count[TicketEnd::kReissued], r.stats.reissued);
+  EXPECT_EQ(count[TicketEnd::kLate], r.stats.late);
+  EXPECT_EQ(count[TicketEnd::kApplied] + count[TicketEnd::kAppliedStale], r.stats.grads_applied);
+  EXPECT_EQ(count[TicketEnd::kAppliedStale], r.stats.grads_stale);
+  EXPECT_EQ(count[TicketEnd::kDropped], r.stats.grads_dropped);
+  EXPECT_EQ(rechecked, r.stats.rechecks);
+  EXPECT_EQ(failed, r.stats.recheck_failures);
+  EXPECT_EQ(rec.rounds, r.stats.rounds + epochs) << "one after each round and each epoch's end";
+  std::vector<int64_t> all_batches;
+  for (int64_t b = 0; b < n; b += batch) all_batches.push_back(b);
+  ASSERT_EQ(static_cast<int>(ended_batches.size()), epochs);
+  for (auto& [epoch, begins] : ended_batches) {
+    std::sort(begins.begin(), begins.end());
+    EXPECT_EQ(begins, all_batches) << "epoch " << epoch << ": each batch once, none missing";
+  }
+}
+
+TEST(HybridTickets, RecordsOfStragglersAndLeaversAgreeWithTheCounters) {
+  Fixture fx(cnn_spec(2, 32, 256));
+  ClientOptions steady, slow, leaver;
+  steady.tamper = [](Frame& f) {
+    if (f.kind == FrameKind::kActivations)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  slow.tamper = [n = std::make_shared<int>(0)](Frame& f) {
+    if (f.kind == FrameKind::kActivations && ++*n == 2)
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  leaver.leave_at_ticket = 3;
+  Records rec;
+  HybridOptions o;
+  o.deadline = std::chrono::milliseconds(100);
+  o.tickets = &rec;
+  const InProcessRun r = fx.run(3, o, nullptr, {steady, slow, leaver});
+  for (const auto& line : r.stats.log) std::printf("  %s\n", line.c_str());
+  // The counts depend on timing (a slow machine may miss another deadline);
+  // the records agree with them whatever they are.
+  EXPECT_GE(r.stats.late, 1);
+  EXPECT_GE(r.stats.reissued, 2) << "the straggler's and the leaver's";
+  ASSERT_NO_FATAL_FAILURE(expect_records_agree(rec, r, 256, 32, 2));
+  std::map<std::string, int> reissued_why;
+  for (const TicketRecord& t : rec.all)
+    if (t.end == TicketEnd::kReissued) ++reissued_why[t.why];
+  EXPECT_EQ(reissued_why["client_gone"], 1) << "the leaver's ticket";
+  EXPECT_GE(reissued_why["deadline"], 1) << "the straggler's";
+  // Each late answer is on a ticket of the same client given up at its
+  // deadline, first (reissued before its activations, dropped after).
+  for (size_t i = 0; i < rec.all.size(); ++i) {
+    const TicketRecord& late = rec.all[i];
+    if (late.end != TicketEnd::kLate) continue;
+    const auto given_up = std::find_if(rec.all.begin(), rec.all.begin() + i, [&](const auto& t) {
+      return t.ticket == late.ticket && t.end != TicketEnd::kLate;
+    });
+    ASSERT_NE(given_up, rec.all.begin() + i) << "late on ticket " << late.ticket;
+    EXPECT_TRUE(given_up->end == TicketEnd::kReissued || given_up->end == TicketEnd::kDropped);
+    EXPECT_EQ(given_up->why, "deadline");
+    EXPECT_EQ(given_up->client, late.client);
+    EXPECT_EQ(given_up->begin, late.begin);
+    EXPECT_TRUE(late.activations >= 0 || late.gradients >= 0) << "the late frame's time";
+  }
+}
+
+TEST(HybridTickets, RecordsOfLiarsAndStaleGradientsAgreeWithTheCounters) {
+  Fixture fx(cnn_spec(2, 16, 384));
+  Records rec;
+  HybridOptions o;
+  o.staleness = 1;
+  o.recheck_seed = 7;
+  o.tickets = &rec;
+  const InProcessRun r =
+      fx.run(5, o, nullptr, {{}, {}, liar("x100"), liar("random"), liar("stale")});
+  for (const auto& line : r.stats.log) std::printf("  %s\n", line.c_str());
+  EXPECT_EQ(r.stats.quarantined.size(), 3u);
+  EXPECT_GT(r.stats.grads_stale, 0);
+  ASSERT_NO_FATAL_FAILURE(expect_records_agree(rec, r, 384, 16, 2));
+  std::set<int> caught;  // clients with a ticket ended by their quarantine or the norm screen
+  for (const TicketRecord& t : rec.all) {
+    if (t.why == "quarantined" || t.why == "norm") caught.insert(t.client);
+    if (t.client < 2 && t.end != TicketEnd::kLate)  // the honest ones
+      EXPECT_TRUE(t.end == TicketEnd::kApplied || t.end == TicketEnd::kAppliedStale)
+          << "ticket " << t.ticket << " of honest client " << t.client << ": "
+          << ticket_end_name(t.end) << " " << t.why;
+  }
+  EXPECT_EQ(caught, (std::set<int>{2, 3, 4}));
+  EXPECT_GT(r.stats.rechecks, 0);
 }
 
 }  // namespace train_test

@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "join_util.hpp"
 
@@ -98,7 +99,9 @@ TEST(JoinProcesses, ClientKilledMidStepCostsOneReissue) {
   TempDir dir;
   const auto spec = dir.write("net.yaml", kNetSpec);
   // Client 0 SIGKILLs itself on receiving its third ticket, unanswered.
-  const NetRun net = run_networked(dir, spec, 2, {{"--die-at-ticket", "3"}});
+  const auto log = dir.path / "tickets.jsonl";
+  const NetRun net =
+      run_networked(dir, spec, 2, {{"--die-at-ticket", "3"}}, {"--ticket-log", log.string()});
   ASSERT_EQ(net.server, 0) << net.log;
   ASSERT_EQ(net.clients.size(), 2u);
   EXPECT_EQ(net.clients[0], 128 + SIGKILL) << net.log;
@@ -108,6 +111,27 @@ TEST(JoinProcesses, ClientKilledMidStepCostsOneReissue) {
   // 64 batches, one of them issued twice.
   EXPECT_EQ(net.metrics["distributed"]["tickets"], 65);
   EXPECT_LT(net.metrics["epochs"][1]["val_loss"].get<double>(), 2.0);
+  // --ticket-log over the network: a line per ticket; the dead client's
+  // last ticket given back with its batch (its id is the server's: join
+  // order), and nothing issued to it after.
+  std::istringstream lines(slurp(log));
+  std::string line;
+  std::vector<nlohmann::json> all, reissued;
+  while (std::getline(lines, line)) {
+    all.push_back(nlohmann::json::parse(line));
+    if (all.back()["end"] == "reissued") reissued.push_back(all.back());
+  }
+  EXPECT_EQ(all.size(), 65u);
+  ASSERT_EQ(reissued.size(), 1u);
+  EXPECT_EQ(reissued[0]["why"], "client_gone");
+  int dead_tickets = 0;
+  for (const auto& j : all)
+    if (j["client"] == reissued[0]["client"]) {
+      ++dead_tickets;
+      EXPECT_LE(j["ticket"].get<int>(), reissued[0]["ticket"].get<int>()) << j.dump();
+    }
+  EXPECT_EQ(dead_tickets, 3) << "two answered, the third given back";
+  EXPECT_EQ(net.metrics["distributed"]["ticket_log"]["records"], 65);
 }
 
 TEST(JoinProcesses, ThreeClientsWithStalenessTrain) {
