@@ -3,7 +3,9 @@
 # `dnnlab train --distributed --listen` with two headless-Chromium client tabs
 # (the page the run serves, the wasm core) and one native `dnnlab join`, to
 # the end (12 epochs). Prints one JSON line: test accuracy, the curve, wall
-# time, tickets, reissues, re-checks, the command. Issue target: test
+# time, tickets, reissues, re-checks, each client's compute / transfer split,
+# the ticket log's counts (the log itself: OUT/tickets.jsonl with KEEP), the
+# command. Issue target: test
 # accuracy >= 0.92 (standalone training of examples/fashion-cnn.yaml: 0.928).
 # It is a measurement: run it at normal priority on a quiet machine.
 #
@@ -33,7 +35,8 @@ for need in "$bin" "$dist/hybrid.html" "$dist/core/dnnlab_core.wasm" "$root/web/
 done
 
 cmd=("$bin" train "$root/examples/fashion-cnn-distributed.yaml" --distributed --listen 127.0.0.1:0
-  --clients 3 --client-wait 300 --epochs "$epochs" --limit-train "$limit" --wire "$wire" --out "$out")
+  --clients 3 --client-wait 300 --epochs "$epochs" --limit-train "$limit" --wire "$wire" --out "$out"
+  --ticket-log "$out/tickets.jsonl")
 start=$(date +%s.%N)
 DNNLAB_WEB_DIR=$dist "${cmd[@]}" >"$out/server.out" 2>"$out/server.log" &
 server=$!
@@ -92,5 +95,9 @@ print(json.dumps({
     "rechecks": d["rechecks"], "recheck_failures": d["recheck_failures"], "quarantined": d["quarantined"],
     "versions": d["versions"], "bytes_to_clients": d["bytes_to_clients"],
     "bytes_from_clients": d["bytes_from_clients"], "server_seconds": d["server_seconds"],
-    "wait_seconds": d["wait_seconds"], "command": cmd.replace(out, "OUT")}))
+    "wait_seconds": d["wait_seconds"], "ticket_log": d.get("ticket_log"),
+    "clients": [{k: c.get(k) for k in ("id", "kind", "tickets", "rechecks", "compute_seconds",
+                                        "transfer_seconds", "wait_seconds")}
+                for c in d.get("by_client", [])],
+    "command": cmd.replace(out, "OUT")}))
 PY
