@@ -97,7 +97,7 @@ print(json.dumps({
     "bytes_from_clients": d["bytes_from_clients"], "server_seconds": d["server_seconds"],
     "wait_seconds": d["wait_seconds"], "ticket_log": d.get("ticket_log"),
     "clients": [{k: c.get(k) for k in ("id", "kind", "tickets", "rechecks", "compute_seconds",
-                                        "transfer_seconds", "wait_seconds")}
+                                        "transfer_seconds", "wait_seconds", "recheck_worst")}
                 for c in d.get("by_client", [])],
     "command": cmd.replace(out, "OUT")}))
 PY

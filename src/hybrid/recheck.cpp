@@ -121,22 +121,28 @@ bool HybridServer::Impl::recheck(int c, uint64_t id, const Ledger::Unit& u, cons
     e = rms_diff(sent.data(), t.act_kept.data(), h.numel()) / (rms(h.data(), h.numel()) + 1e-12);
   }
   if (e > tol) why = "activations are off by a relative RMS error of " + std::to_string(e);
+  double worst = e;
   if (why.empty()) {
     checker.backward_from("features", t.grad_sent.view());
-    // Each tensor against its own scale, floored by the part's overall one
-    // (a tensor of near-zero gradients is compared in absolute terms).
+    // Each tensor against its own scale, floored at 1% of the part's overall
+    // one: a tensor whose true gradient is 0 (a conv bias before
+    // BatchNorm) holds only rounding noise, which another build's float
+    // order changes wholly (measured up to 3.4e-3 of 1e-3 of the overall
+    // RMS, the floor before 2026-12-07, which quarantined honest tabs).
     double total = 0, count = 0;
     for (nn::Param* p : cp) {
       const double r = rms(p->grad.data(), p->grad.numel());
       total += r * r * static_cast<double>(p->grad.numel());
       count += static_cast<double>(p->grad.numel());
     }
-    const double floor = 1e-3 * std::sqrt(total / std::max(count, 1.0)) + 1e-12;
+    const double floor = 1e-2 * std::sqrt(total / std::max(count, 1.0)) + 1e-12;
+    const double gtol = opt.recheck_grad_tolerance;
     for (size_t i = 0; i < cp.size() + cs.size() && why.empty(); ++i) {
       const nn::Tensor& want = i < cp.size() ? cp[i]->grad : cs[i - cp.size()]->value;
       const double err = rms_diff(want.data(), g[i].data(), want.numel()) /
                          (rms(want.data(), want.numel()) + (i < cp.size() ? floor : 1e-12));
-      if (err > tol)
+      worst = std::max(worst, err);
+      if (err > gtol)
         why = (i < cp.size() ? cp[i] : cs[i - cp.size()])->name +
               (i < cp.size() ? " gradient" : "") + " is off by a relative RMS error of " +
               std::to_string(err);
@@ -149,6 +155,7 @@ bool HybridServer::Impl::recheck(int c, uint64_t id, const Ledger::Unit& u, cons
     return false;
   }
   ++peers[c].record.agreed;
+  client(c).recheck_worst = std::max(client(c).recheck_worst, worst);
   return true;
 }
 

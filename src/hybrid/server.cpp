@@ -384,6 +384,8 @@ HybridServer::HybridServer(const nn::RunSpec& spec, const nn::Shape& input, int6
   if (options.recheck_first < 0)
     throw std::invalid_argument("recheck_first " + std::to_string(options.recheck_first) +
                                 " is below 0");
+  if (!(options.recheck_tolerance > 0) || !(options.recheck_grad_tolerance > 0))
+    throw std::invalid_argument("recheck_tolerance and recheck_grad_tolerance must be above 0");
   if (!(options.recheck_rate >= 0 && options.recheck_rate <= 1))
     throw std::invalid_argument("recheck_rate " + std::to_string(options.recheck_rate) +
                                 " is outside [0, 1]");

@@ -94,6 +94,7 @@ json status_json(const RunStatusInput& in) {
            {"reissued", k.reissued},
            {"rechecks", k.rechecks},
            {"recheck_failures", k.recheck_failures},
+           {"recheck_worst", finite(k.recheck_worst)},
            {"forward_seconds", finite(k.forward_seconds)},
            {"backward_seconds", finite(k.backward_seconds)},
            {"compute_seconds", finite(compute)},

@@ -568,6 +568,32 @@ ClientOptions subtle_liar(const char* how) {
   return o;
 }
 
+// Gradients are compared within recheck_grad_tolerance (5e-2, docs:
+// another build's honest float order measured up to 7.3e-3): a client whose
+// weight gradients are 1% off passes and shows that as its worst error; 10%
+// off is caught on its first ticket. Honest clients of this build: 0.
+TEST(HybridRecheck, GradientsAreJudgedWithinTheStatedTolerance) {
+  Fixture fx(cnn_spec(1, 16, 256));
+  auto scaled = [](float by) {
+    ClientOptions o;
+    o.tamper = [by](Frame& f) {
+      if (f.kind != FrameKind::kWeightGrads) return;
+      for (nn::Tensor& t : f.tensors)
+        for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] *= by;
+    };
+    return o;
+  };
+  const InProcessRun r =
+      fx.run(3, every_ticket_rechecked(), nullptr, {{}, scaled(1.01f), scaled(1.1f)});
+  EXPECT_EQ(r.stats.quarantined, std::vector<int>{2});
+  ASSERT_GE(r.stats.clients.size(), 2u);
+  EXPECT_EQ(r.stats.clients[0].recheck_worst, 0) << "the same build: bit for bit";
+  EXPECT_NEAR(r.stats.clients[1].recheck_worst, 0.01, 2e-3);
+  EXPECT_EQ(r.stats.clients[1].recheck_failures, 0);
+  EXPECT_GT(r.stats.clients[1].rechecks, 1);
+  EXPECT_EQ(r.clients[2].tickets, 1);
+}
+
 TEST(HybridRecheck, SubtleLiarsPassTheScreensButNotTheRecheck) {
   Fixture fx(cnn_spec(2, 16, 512));
   const std::vector<ClientOptions> clients{{}, {}, subtle_liar("grads"), subtle_liar("acts")};
@@ -737,6 +763,10 @@ TEST(HybridRecheck, BadRecheckOptionsAreRefusedByName) {
   EXPECT_NE(message(3, 1.5).find("recheck_rate"), std::string::npos);
   EXPECT_NE(message(3, -0.1).find("recheck_rate"), std::string::npos);
   EXPECT_EQ(message(0, 1), "");
+  HybridOptions zero;
+  zero.recheck_grad_tolerance = 0;
+  EXPECT_THROW(HybridServer(fx.spec, fx.input, fx.data.num_classes, hub, zero),
+               std::invalid_argument);
 }
 
 // Dropout in the features part: a ticket's masks come from a seed the

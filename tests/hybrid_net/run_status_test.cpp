@@ -116,9 +116,12 @@ TEST(RunStatus, SnapshotsOfARealRunHoldTogetherAndNeedAToken) {
 
   std::vector<TempDir> cdirs(2);
   std::vector<pid_t> clients;
+  // Each answer held 15 ms (join's test pacing): the run lasts about 1.5 s
+  // however fast the machine, long enough for the 20 ms polls to see it
+  // train (without it, 0.15 s on an idle machine: 4 snapshots, not 5).
   for (auto& d : cdirs)
     clients.push_back(spawn(d.path, {"join", "ws://127.0.0.1:" + std::to_string(port) + "/hybrid",
-                                     "--token", join, "-q"}));
+                                     "--token", join, "-q", "--send-delay-ms", "15"}));
 
   std::vector<nlohmann::json> seen;
   int status = 0;
