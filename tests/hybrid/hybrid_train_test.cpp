@@ -568,10 +568,10 @@ ClientOptions subtle_liar(const char* how) {
   return o;
 }
 
-// Gradients are compared within recheck_grad_tolerance (5e-2, docs:
-// another build's honest float order measured up to 7.3e-3): a client whose
-// weight gradients are 1% off passes and shows that as its worst error; 10%
-// off is caught on its first ticket. Honest clients of this build: 0.
+// Gradients are compared within recheck_grad_tolerance (0.1, docs: another
+// build's honest float order measured up to 3.1e-2): a client whose weight
+// gradients are 1% off passes and shows that as its worst error; 30% off is
+// caught on its first ticket. Honest clients of this build: 0.
 TEST(HybridRecheck, GradientsAreJudgedWithinTheStatedTolerance) {
   Fixture fx(cnn_spec(1, 16, 256));
   auto scaled = [](float by) {
@@ -584,7 +584,7 @@ TEST(HybridRecheck, GradientsAreJudgedWithinTheStatedTolerance) {
     return o;
   };
   const InProcessRun r =
-      fx.run(3, every_ticket_rechecked(), nullptr, {{}, scaled(1.01f), scaled(1.1f)});
+      fx.run(3, every_ticket_rechecked(), nullptr, {{}, scaled(1.01f), scaled(1.3f)});
   EXPECT_EQ(r.stats.quarantined, std::vector<int>{2});
   ASSERT_GE(r.stats.clients.size(), 2u);
   EXPECT_EQ(r.stats.clients[0].recheck_worst, 0) << "the same build: bit for bit";
