@@ -268,7 +268,10 @@ TEST(JoinReconnect, ARestartedJoinResumesTheIdentityInItsFile) {
   // The first process does not reconnect: the cut ends it (exit 1).
   const pid_t first =
       run.client(a, via(run.join.url, proxy.port()), {"--identity-file", file, "--reconnect", "0"});
-  const pid_t direct = run.client(b, run.join.url, {"-q"});
+  // The direct client holds each answer 50 ms (join's test pacing): alone
+  // after the cut it would otherwise finish the run before the restarted
+  // process connects, on a loaded machine ("Connection refused").
+  const pid_t direct = run.client(b, run.join.url, {"-q", "--send-delay-ms", "50"});
   EXPECT_EQ(wait_exit(first, 20), 1) << slurp(a.path / "log.txt");
   struct stat st {};
   ASSERT_EQ(::stat(file.c_str(), &st), 0);
