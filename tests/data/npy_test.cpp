@@ -107,7 +107,9 @@ TEST(Npy, DefectsNameTheirByteOffset) {
   for (const Case& c : cases) {
     auto [off, msg] = npy_error(c.bytes);
     EXPECT_NE(msg.find(c.want), std::string::npos) << msg;
-    if (c.offset) EXPECT_EQ(off, c.offset) << msg;
+    if (c.offset) {
+      EXPECT_EQ(off, c.offset) << msg;
+    }
   }
   // Header problems point into the header.
   auto header = [](const std::string& dict) {

@@ -44,9 +44,10 @@ void expect_same_split(const Split& a, const Split& b, const char* what) {
   SCOPED_TRACE(what);
   ASSERT_EQ(a.x.shape(), b.x.shape());
   ASSERT_EQ(a.y, b.y);
-  if (a.x.numel())
+  if (a.x.numel()) {
     EXPECT_EQ(0, std::memcmp(a.x.data(), b.x.data(), sizeof(float) * a.x.numel()))
         << "floats differ";
+  }
 }
 
 void expect_same(const Dataset& a, const Dataset& b) {

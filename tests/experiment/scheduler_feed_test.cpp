@@ -124,7 +124,9 @@ TEST_P(SchedulerFeedTest, WorkerAndGatewayFeedsGiveTheRulesVerdictOnFullHistorie
       for (std::int64_t e = 1; e <= 1 + std::int64_t(i % kEpochs); ++e)
         curve.push_back(value_of(done[i], e));
       store_curve(done[i], curve);
-      if (i % 7 == 3) ASSERT_TRUE(worker_store_->set_provisional(done[i], 1, true));
+      if (i % 7 == 3) {
+        ASSERT_TRUE(worker_store_->set_provisional(done[i], 1, true));
+      }
     }
     int stops = 0, goes = 0;
     for (std::int64_t id : add(12)) {

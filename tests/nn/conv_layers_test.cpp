@@ -110,7 +110,9 @@ TEST_P(Conv2DGrad, MatchesNumericalGradient) {
   Conv2D conv(c);
   Rng rng(5);
   conv.bind(p.in, &rng, {});
-  if (p.act != Act::kIdentity) ASSERT_TRUE(conv.fuse_activation(p.act, 0.f));
+  if (p.act != Act::kIdentity) {
+    ASSERT_TRUE(conv.fuse_activation(p.act, 0.f));
+  }
   // Non-zero biases so the bias path is exercised, not just its gradient.
   if (p.bias) {
     for (int64_t i = 0; i < conv.params()[1]->value.numel(); ++i)

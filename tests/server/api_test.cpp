@@ -142,7 +142,9 @@ TEST_P(ApiTest, SortsTrialsByAParameterAndByWorker) {
   for (const auto& t : j["trials"]) {
     const int depth = t["params"]["depth"];
     EXPECT_LE(depth, prev_depth);
-    if (depth == prev_depth) EXPECT_GT(t["index"].get<std::int64_t>(), prev_index);  // ties
+    if (depth == prev_depth) {  // ties
+      EXPECT_GT(t["index"].get<std::int64_t>(), prev_index);
+    }
     prev_depth = depth;
     prev_index = t["index"];
   }

@@ -211,7 +211,9 @@ void expect_one_verdict(const std::string& what, const Spec& spec, bool valid,
   if (g) all += "; " + verdict_text("gateway json", *g);
   EXPECT_EQ(y.accepted, valid) << what << ": " << all;
   EXPECT_EQ(w.accepted, valid) << what << ": " << all;
-  if (g) EXPECT_EQ(g->accepted, valid) << what << ": " << all;
+  if (g) {
+    EXPECT_EQ(g->accepted, valid) << what << ": " << all;
+  }
 }
 
 // A RunSpec as YAML reads `spec` (which must be valid).
@@ -348,7 +350,9 @@ TEST(SpecBounds, EveryTypeInitializerAndLossHasOneVerdictInEveryCodec) {
         n.set(run, v);
         return true;
       });
-      if (n.nn_accepts) EXPECT_EQ(n.nn_accepts(value), valid) << what << " in nn";
+      if (n.nn_accepts) {
+        EXPECT_EQ(n.nn_accepts(value), valid) << what << " in nn";
+      }
     }
     Spec wrong;
     n.put(wrong, "[3]", "3");
