@@ -5,6 +5,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "nn/rng.hpp"
+
 namespace dnnlab::hybrid {
 
 ClientStep::ClientStep(nn::Model features, nn::TensorView shard, uint64_t run_seed)
@@ -13,20 +15,10 @@ ClientStep::ClientStep(nn::Model features, nn::TensorView shard, uint64_t run_se
   state_ = f_.state();
 }
 
-namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
 uint64_t ticket_dropout_seed(uint64_t run_seed, uint64_t version,
                              std::span<const uint32_t> indices) {
-  uint64_t h = splitmix64(run_seed ^ 0x64726f706f7574ull);  // "dropout"
+  auto splitmix64 = [](uint64_t s) { return nn::splitmix64(s); };  // of a copy
+  uint64_t h = splitmix64(run_seed ^ 0x64726f706f7574ull);         // "dropout"
   h = splitmix64(h ^ version);
   for (uint32_t i : indices) h = splitmix64(h ^ i);
   return splitmix64(h ^ indices.size());

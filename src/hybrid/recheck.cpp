@@ -11,6 +11,7 @@
 
 #include "hybrid/client_step.hpp"
 #include "hybrid/server_impl.hpp"
+#include "nn/rng.hpp"
 
 namespace dnnlab::hybrid {
 namespace {
@@ -54,12 +55,9 @@ void copy_values(const std::vector<nn::Param*>& to, const std::vector<nn::Param*
     std::memcpy(to[i]->value.data(), from[i]->value.data(), sizeof(float) * to[i]->value.numel());
 }
 
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+uint64_t splitmix64(uint64_t s) {
+  return nn::splitmix64(s);
+}  // of a copy
 
 }  // namespace
 

@@ -303,19 +303,31 @@ TEST(HybridTrain, ALeaverCostsOneReissue) {
   EXPECT_EQ(r.clients[1].tickets, 2);
 }
 
+// A client that sleeps `ms` before sending each of its activations.
+ClientOptions paced(int ms) {
+  ClientOptions o;
+  o.tamper = [ms](Frame& f) {
+    if (f.kind == FrameKind::kActivations)
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  };
+  return o;
+}
+
+// A client that sleeps `ms` before sending its `nth` (1-based) activations only.
+ClientOptions stalls_once(int nth, int ms) {
+  ClientOptions o;
+  o.tamper = [nth, ms, n = std::make_shared<int>(0)](Frame& f) {
+    if (f.kind == FrameKind::kActivations && ++*n == nth)
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  };
+  return o;
+}
+
 TEST(HybridTrain, AStragglerIsReissuedAndItsLateResultDropped) {
   Fixture fx(cnn_spec(2, 32, 256));
   // Client 0 takes 20 ms a ticket, so the run outlasts client 1's one
   // 300 ms stall (its second ticket) against a 100 ms deadline.
-  ClientOptions steady, slow;
-  steady.tamper = [](Frame& f) {
-    if (f.kind == FrameKind::kActivations)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  };
-  slow.tamper = [n = std::make_shared<int>(0)](Frame& f) {
-    if (f.kind == FrameKind::kActivations && ++*n == 2)
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  };
+  ClientOptions steady = paced(20), slow = stalls_once(2, 300);
   HybridOptions o;
   o.deadline = std::chrono::milliseconds(100);
   const InProcessRun r = fx.run(2, o, nullptr, {steady, slow});
@@ -340,11 +352,7 @@ TEST(HybridTrain, AStragglerIsReissuedAndItsLateResultDropped) {
 std::pair<InProcessRun, std::vector<double>> stalling_run(Fixture& fx,
                                                           const std::vector<int>& stalls,
                                                           bool alone = false) {
-  ClientOptions steady, stalling;
-  steady.tamper = [](Frame& f) {
-    if (f.kind == FrameKind::kActivations)
-      std::this_thread::sleep_for(std::chrono::milliseconds(40));
-  };
+  ClientOptions steady = paced(40), stalling;
   auto sent = std::make_shared<std::vector<std::chrono::steady_clock::time_point>>();
   stalling.tamper = [stalls, sent](Frame& f) {
     if (f.kind != FrameKind::kActivations) return;
@@ -809,7 +817,9 @@ void expect_records_agree(const Records& rec, const InProcessRun& r, int64_t n, 
   for (const TicketRecord& t : rec.all) {
     ++count[t.end];
     EXPECT_GE(t.leased, 0) << "ticket " << t.ticket;
-    if (t.activations >= 0) EXPECT_GE(t.activations, t.leased) << "ticket " << t.ticket;
+    if (t.activations >= 0) {
+      EXPECT_GE(t.activations, t.leased) << "ticket " << t.ticket;
+    }
     if (t.end == TicketEnd::kLate) continue;
     EXPECT_TRUE(tickets.insert(t.ticket).second) << "ticket " << t.ticket << " ended twice";
     EXPECT_EQ(t.rows, std::min(batch, n - t.begin)) << "ticket " << t.ticket;
@@ -844,15 +854,7 @@ void expect_records_agree(const Records& rec, const InProcessRun& r, int64_t n, 
 
 TEST(HybridTickets, RecordsOfStragglersAndLeaversAgreeWithTheCounters) {
   Fixture fx(cnn_spec(2, 32, 256));
-  ClientOptions steady, slow, leaver;
-  steady.tamper = [](Frame& f) {
-    if (f.kind == FrameKind::kActivations)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  };
-  slow.tamper = [n = std::make_shared<int>(0)](Frame& f) {
-    if (f.kind == FrameKind::kActivations && ++*n == 2)
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  };
+  ClientOptions steady = paced(20), slow = stalls_once(2, 300), leaver;
   leaver.leave_at_ticket = 3;
   Records rec;
   HybridOptions o;
@@ -903,10 +905,11 @@ TEST(HybridTickets, RecordsOfLiarsAndStaleGradientsAgreeWithTheCounters) {
   std::set<int> caught;  // clients with a ticket ended by their quarantine or the norm screen
   for (const TicketRecord& t : rec.all) {
     if (t.why == "quarantined" || t.why == "norm") caught.insert(t.client);
-    if (t.client < 2 && t.end != TicketEnd::kLate)  // the honest ones
+    if (t.client < 2 && t.end != TicketEnd::kLate) {  // the honest ones
       EXPECT_TRUE(t.end == TicketEnd::kApplied || t.end == TicketEnd::kAppliedStale)
           << "ticket " << t.ticket << " of honest client " << t.client << ": "
           << ticket_end_name(t.end) << " " << t.why;
+    }
   }
   EXPECT_EQ(caught, (std::set<int>{2, 3, 4}));
   EXPECT_GT(r.stats.rechecks, 0);
